@@ -1,0 +1,3 @@
+//! STUB bench: primitives.
+#![allow(missing_docs)]
+fn main() {}

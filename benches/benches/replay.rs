@@ -1,0 +1,3 @@
+//! STUB bench: replay.
+#![allow(missing_docs)]
+fn main() {}

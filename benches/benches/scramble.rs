@@ -1,0 +1,3 @@
+//! STUB bench: scramble.
+#![allow(missing_docs)]
+fn main() {}

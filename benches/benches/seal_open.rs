@@ -1,0 +1,3 @@
+//! STUB bench: seal_open.
+#![allow(missing_docs)]
+fn main() {}

@@ -1,0 +1,2 @@
+//! Prints the Table II reproduction. STUB.
+fn main() {}

@@ -1,0 +1,1 @@
+//! STUB: crypto (being written).

@@ -1,0 +1,1 @@
+//! STUB: anti-replay window (being written).

@@ -1,0 +1,1 @@
+//! STUB: sessions (being written).

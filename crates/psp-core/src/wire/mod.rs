@@ -1,0 +1,1 @@
+//! STUB: wire (being written).

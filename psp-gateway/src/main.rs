@@ -1,0 +1,3 @@
+//! psp-gateway: command-line entry point. STUB.
+
+fn main() {}
