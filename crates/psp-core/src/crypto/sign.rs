@@ -1,0 +1,114 @@
+//! Ed25519 signatures (RFC 8032) through ring, for PSP's digital-signature flag.
+//!
+//! ring hashes the message twice, so it needs it contiguous: [`SigningKey::sign`] and
+//! [`VerifyingKey::verify`] take one slice (in a frame, `clear || section` already is one).
+
+use ring::signature::{self, Ed25519KeyPair, KeyPair, UnparsedPublicKey};
+
+use crate::crypto::{CryptoError, KeyError};
+
+/// Length of an Ed25519 signature in bytes.
+pub const SIGNATURE_LEN: usize = 64;
+/// Length of an Ed25519 seed (private key) in bytes.
+pub const SEED_LEN: usize = 32;
+/// Length of an Ed25519 public key in bytes.
+pub const PUBLIC_KEY_LEN: usize = 32;
+
+/// An Ed25519 signing key.
+///
+/// Limitation: ring exposes no way to zeroize its expanded private key; the seed is not kept.
+pub struct SigningKey {
+    pair: Ed25519KeyPair,
+    public: VerifyingKey,
+}
+
+impl SigningKey {
+    /// The key pair for a 32-byte RFC 8032 seed.
+    ///
+    /// # Errors
+    /// [`KeyError::Rejected`] if ring refuses the seed.
+    pub fn from_seed(seed: &[u8; SEED_LEN]) -> Result<Self, KeyError> {
+        let pair = Ed25519KeyPair::from_seed_unchecked(seed).map_err(|_| KeyError::Rejected)?;
+        let public = <[u8; PUBLIC_KEY_LEN]>::try_from(pair.public_key().as_ref())
+            .map_err(|_| KeyError::Rejected)?;
+        Ok(Self {
+            pair,
+            public: VerifyingKey(public),
+        })
+    }
+
+    /// The matching public key.
+    pub fn public_key(&self) -> VerifyingKey {
+        self.public
+    }
+
+    /// Signs `msg` into `out`.
+    pub fn sign(&self, msg: &[u8], out: &mut [u8; SIGNATURE_LEN]) {
+        out.copy_from_slice(self.pair.sign(msg).as_ref());
+    }
+}
+
+impl core::fmt::Debug for SigningKey {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.debug_struct("SigningKey")
+            .field("public", &self.public)
+            .finish_non_exhaustive()
+    }
+}
+
+/// An Ed25519 public key (32 bytes, RFC 8032 encoding).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct VerifyingKey([u8; PUBLIC_KEY_LEN]);
+
+impl VerifyingKey {
+    /// Wraps encoded public key bytes (checked only when verifying).
+    pub fn from_bytes(bytes: [u8; PUBLIC_KEY_LEN]) -> Self {
+        Self(bytes)
+    }
+
+    /// The encoded public key.
+    pub fn as_bytes(&self) -> &[u8; PUBLIC_KEY_LEN] {
+        &self.0
+    }
+
+    /// Verifies `sig` over `msg`.
+    ///
+    /// # Errors
+    /// [`CryptoError::BadLength`] if `sig` is not [`SIGNATURE_LEN`] bytes; [`CryptoError::BadIcv`]
+    /// if the signature (or the public key) is invalid.
+    pub fn verify(&self, msg: &[u8], sig: &[u8]) -> Result<(), CryptoError> {
+        if sig.len() != SIGNATURE_LEN {
+            return Err(CryptoError::BadLength);
+        }
+        UnparsedPublicKey::new(&signature::ED25519, &self.0)
+            .verify(msg, sig)
+            .map_err(|_| CryptoError::BadIcv)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sign_verify_and_reject() {
+        let k = SigningKey::from_seed(&[9; 32]).unwrap();
+        let mut sig = [0u8; SIGNATURE_LEN];
+        k.sign(b"frame", &mut sig);
+        let vk = k.public_key();
+        assert_eq!(vk.verify(b"frame", &sig), Ok(()));
+        assert_eq!(vk.verify(b"frame!", &sig), Err(CryptoError::BadIcv));
+        assert_eq!(vk.verify(b"frame", &sig[..63]), Err(CryptoError::BadLength));
+        sig[10] ^= 4;
+        assert_eq!(vk.verify(b"frame", &sig), Err(CryptoError::BadIcv));
+        let other = SigningKey::from_seed(&[8; 32]).unwrap().public_key();
+        sig[10] ^= 4;
+        assert_eq!(other.verify(b"frame", &sig), Err(CryptoError::BadIcv));
+    }
+
+    #[test]
+    fn debug_shows_only_public() {
+        let k = SigningKey::from_seed(&[9; 32]).unwrap();
+        assert!(format!("{k:?}").starts_with("SigningKey { public: VerifyingKey("));
+    }
+}
