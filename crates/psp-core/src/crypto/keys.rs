@@ -512,4 +512,25 @@ mod tests {
             assert_eq!(tag, unhex(icv), "{suite}");
         }
     }
+
+    proptest::proptest! {
+        #![proptest_config(proptest::prelude::ProptestConfig::with_cases(64))]
+
+        #[test]
+        fn prop_round_trip(
+            key in proptest::collection::vec(proptest::prelude::any::<u8>(), 32),
+            seq in proptest::prelude::any::<u32>(),
+            clear in proptest::collection::vec(proptest::prelude::any::<u8>(), 0..40),
+            plain in proptest::collection::vec(proptest::prelude::any::<u8>(), 0..300),
+        ) {
+            for &suite in SuiteId::ALL {
+                let k = SuiteKey::new(suite, &key[..suite.key_len()]).unwrap();
+                let mut plain = plain.clone();
+                plain.truncate(plain.len() / suite.block_len() * suite.block_len());
+                let (mut section, icv) = seal(&k, seq, &clear, &plain);
+                k.open_in_place(seq, &clear, &mut section, &icv).unwrap();
+                proptest::prop_assert_eq!(&section, &plain, "{}", suite);
+            }
+        }
+    }
 }
