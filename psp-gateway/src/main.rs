@@ -1,3 +1,7 @@
-//! psp-gateway: command-line entry point. STUB.
+//! `psp-gateway`: the psp command line. Parsing and error reporting live in [`psp_gateway::cli`].
 
-fn main() {}
+use std::process::ExitCode;
+
+fn main() -> ExitCode {
+    psp_gateway::cli::main()
+}
