@@ -14,8 +14,9 @@ const BIVN_LABEL: &[u8] = b"PSP-BIVN";
 /// the Base IV Number (BIVN).
 ///
 /// Construction does all key expansion; sealing and opening a frame expands nothing and
-/// allocates nothing. The BIVN and this crate's own copies are zeroized on drop; see
-/// `docs/SUITES.md` for the library-held state that cannot be. `Debug` prints only the suite.
+/// allocates nothing. The BIVN and the HMAC states are zeroized on drop; see `docs/SUITES.md` for
+/// the library-held state (ring key schedules, Blowfish schedule) that is not. `Debug` prints
+/// only the suite.
 pub struct SuiteKey {
     suite: SuiteId,
     bivn: [u8; MAC_LEN],
