@@ -13,6 +13,7 @@ use criterion::{BatchSize, Criterion, Throughput, criterion_group, criterion_mai
 use psp_core::crypto::{SuiteId, SuiteKey};
 use psp_core::session::{Opener, OpenerConfig, Sealer, SealerConfig};
 use psp_core::time::Instant;
+use psp_core::wire::MIN_FRAME_LEN;
 
 const SIZES: [usize; 4] = [64, 512, 1500, 9000];
 
@@ -50,7 +51,7 @@ fn bench_seal(c: &mut Criterion) {
         for &size in &SIZES {
             let mut s = sealer(suite);
             let inner = inner_frame(size);
-            let mut out = vec![0u8; size + s.overhead()];
+            let mut out = vec![0u8; size.max(MIN_FRAME_LEN) + s.overhead()];
             group.throughput(Throughput::Bytes(size as u64));
             group.bench_function(format!("{}/{size}", suite.name()), |b| {
                 b.iter(|| {
@@ -72,7 +73,7 @@ fn bench_open(c: &mut Criterion) {
             let mut s = sealer(suite);
             let mut o = opener(suite);
             let inner = inner_frame(size);
-            let mut out = vec![0u8; size + s.overhead()];
+            let mut out = vec![0u8; size.max(MIN_FRAME_LEN) + s.overhead()];
             group.throughput(Throughput::Bytes(size as u64));
             group.bench_function(format!("{}/{size}", suite.name()), |b| {
                 b.iter_batched_ref(

@@ -25,8 +25,8 @@ use crate::crypto::{CryptoError, SuiteId, SuiteKey};
 use crate::replay::{DEFAULT_WINDOW, ReplayError, ReplayWindow};
 use crate::time::{Duration, Instant};
 use crate::wire::{
-    self, ETHERNET_HEADER_LEN, Frame, MAX_PADDING, Protocol, Repr, SECTION_HEADER_LEN, Section,
-    SectionRepr, SecurityNumber, Seq,
+    self, ETHERNET_HEADER_LEN, Frame, MAX_PADDING, MIN_FRAME_LEN, Protocol, Repr,
+    SECTION_HEADER_LEN, Section, SectionRepr, SecurityNumber, Seq,
 };
 
 /// Options of a [`Sealer`] that do not depend on the suite.
@@ -306,6 +306,9 @@ impl Sealer {
 
     /// The largest number of bytes sealing adds to an Ethernet II frame (for MTU arithmetic):
     /// PSP header, section sub-header, worst-case padding, ICV and signature.
+    ///
+    /// Short frames are padded so the sealed frame reaches [`MIN_FRAME_LEN`]: for an inner frame
+    /// of `n` bytes the sealed frame is at most `max(n, MIN_FRAME_LEN) + overhead()` bytes.
     pub fn overhead(&self) -> usize {
         self.clear_len() - ETHERNET_HEADER_LEN
             + SECTION_HEADER_LEN
@@ -317,7 +320,7 @@ impl Sealer {
     /// sub-protocol payload of `eth_len - 14` bytes), or `None` on overflow / short input.
     pub fn sealed_len(&self, eth_len: usize) -> Option<usize> {
         let data_len = eth_len.checked_sub(ETHERNET_HEADER_LEN)?;
-        let section = SectionRepr::padded(Protocol::Dummy, data_len, self.granule).ok()?;
+        let section = self.section_repr(Protocol::Dummy, data_len)?;
         self.clear_len()
             .checked_add(section.buffer_len())?
             .checked_add(self.trailer_len())
@@ -393,8 +396,9 @@ impl Sealer {
             signed: self.signer.is_some(),
             encrypted: suite.encrypts(),
         };
-        let srepr = SectionRepr::padded(protocol, payload.len(), self.granule)
-            .map_err(|_| SealError::BufferTooSmall)?;
+        let srepr = self
+            .section_repr(protocol, payload.len())
+            .ok_or(SealError::BufferTooSmall)?;
         let clear_len = repr.buffer_len();
         let section_len = srepr.buffer_len();
         let icv_len = suite.icv_len();
@@ -425,6 +429,21 @@ impl Sealer {
             signer.sign(signed, sig);
         }
         Ok(out)
+    }
+
+    /// The section for `data_len` bytes of data: padded to a multiple of the granule, and long
+    /// enough that the whole frame reaches [`MIN_FRAME_LEN`], so no link pads it after the ICV.
+    /// Where both cannot hold within 64 bytes of padding (tiny frames, large `pad_to`), the
+    /// minimum length wins and the section is only block-aligned.
+    fn section_repr(&self, protocol: Protocol, data_len: usize) -> Option<SectionRepr> {
+        let base = data_len.checked_add(SECTION_HEADER_LEN)?;
+        let fixed = self.clear_len() + self.trailer_len();
+        let min = MIN_FRAME_LEN.saturating_sub(fixed).max(base);
+        let mut len = round_up(min, self.granule)?;
+        if len - base > MAX_PADDING {
+            len = round_up(min, self.key.suite().block_len().max(1))?;
+        }
+        SectionRepr::new(protocol, data_len, len - base).ok()
     }
 
     fn clear_len(&self) -> usize {
@@ -706,6 +725,10 @@ fn to_mac(bytes: &[u8]) -> [u8; 6] {
     mac
 }
 
+fn round_up(n: usize, granule: usize) -> Option<usize> {
+    Some(n.checked_add(granule - 1)? / granule * granule)
+}
+
 const fn gcd(a: usize, b: usize) -> usize {
     if b == 0 { a } else { gcd(b, a % b) }
 }
@@ -757,7 +780,11 @@ mod tests {
             let (mut s, mut o) = pair(suite, scfg, ocfg);
             let mut out = [0u8; 256];
             let sealed = s.seal(Instant::ZERO, &inner, &mut out).unwrap();
-            assert!(sealed.len() - inner.len() <= s.overhead(), "{suite}");
+            assert!(
+                sealed.len() <= (inner.len() + s.overhead()).max(60),
+                "{suite}"
+            );
+            assert!(sealed.len() >= MIN_FRAME_LEN, "{suite}");
             assert_eq!(Some(sealed.len()), s.sealed_len(inner.len()));
             assert_eq!(sealed[14], u8::from(suite.encrypts()), "{suite}");
             let mut buf = sealed.to_vec();
@@ -909,6 +936,46 @@ mod tests {
             o.open(now, &mut none).unwrap_err().reason(),
             DropReason::SecurityNumber
         );
+    }
+
+    #[test]
+    fn short_frames_reach_the_ethernet_minimum() {
+        for suite in [SuiteId::BfCbcHmacSha1, SuiteId::Aes128Gcm, SuiteId::None] {
+            for pad_to in [0u8, 8, 16, 40, 64] {
+                let scfg = SealerConfig {
+                    pad_to,
+                    allow_none: true,
+                    ..SealerConfig::default()
+                };
+                let ocfg = OpenerConfig {
+                    allow_none: true,
+                    ..OpenerConfig::default()
+                };
+                let (mut s, mut o) = pair(suite, scfg, ocfg);
+                for n in 0..80 {
+                    let mut out = [0u8; 256];
+                    let payload = [n as u8; 80];
+                    let sealed = s
+                        .seal_sub(
+                            Instant::ZERO,
+                            DST,
+                            SRC,
+                            Protocol::Dummy,
+                            &payload[..n],
+                            &mut out,
+                        )
+                        .unwrap();
+                    assert!(sealed.len() >= MIN_FRAME_LEN, "{suite} {pad_to} {n}");
+                    assert!(sealed.len() <= (n + 14).max(MIN_FRAME_LEN) + s.overhead());
+                    assert_eq!(s.sealed_len(n + 14), Some(sealed.len()));
+                    let mut buf = sealed.to_vec();
+                    assert_eq!(
+                        o.open(Instant::ZERO, &mut buf).unwrap().payload(),
+                        &payload[..n]
+                    );
+                }
+            }
+        }
     }
 
     #[test]

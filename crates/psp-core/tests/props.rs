@@ -7,6 +7,7 @@ use psp_core::crypto::sign::SigningKey;
 use psp_core::crypto::{SuiteId, SuiteKey};
 use psp_core::session::{DropReason, Opener, OpenerConfig, Sealer, SealerConfig};
 use psp_core::time::{Duration, Instant};
+use psp_core::wire::MIN_FRAME_LEN;
 
 const DST: [u8; 6] = [0x02, 0, 0, 0, 0, 0x02];
 const SRC: [u8; 6] = [0x02, 0, 0, 0, 0, 0x01];
@@ -88,7 +89,7 @@ fn eth(ethertype: u16, payload: &[u8]) -> Vec<u8> {
 }
 
 fn seal(sealer: &mut Sealer, inner: &[u8]) -> Vec<u8> {
-    let mut out = vec![0u8; inner.len() + sealer.overhead()];
+    let mut out = vec![0u8; inner.len().max(MIN_FRAME_LEN) + sealer.overhead()];
     let sealed = sealer.seal(NOW, inner, &mut out).unwrap();
     assert_eq!(Some(sealed.len()), sealer.sealed_len(inner.len()));
     sealed.to_vec()
@@ -109,7 +110,8 @@ proptest! {
         let (mut sealer, mut opener) = endpoints(suite, opts, 64, initial_seq);
         let inner = eth(ethertype, &payload);
         let mut frame = seal(&mut sealer, &inner);
-        prop_assert!(frame.len() <= inner.len() + sealer.overhead());
+        prop_assert!(frame.len() <= inner.len().max(MIN_FRAME_LEN) + sealer.overhead());
+        prop_assert!(frame.len() >= MIN_FRAME_LEN);
         let now = Instant::from_millis((NOW.total_millis() as i64 + skew_ms) as u64);
         let opened = opener.open(now, &mut frame).unwrap();
         prop_assert_eq!(opened.frame(), &inner[..]);

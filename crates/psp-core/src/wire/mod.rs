@@ -72,8 +72,8 @@ pub mod psp;
 
 pub use psp::{
     ETHERNET_HEADER_LEN, ETHERTYPE_PSP, Flags, Frame, HEADER_LEN, MAX_HEADER_LEN, MAX_PADDING,
-    Protocol, Repr, SECTION_HEADER_LEN, SIGNATURE_LEN, Section, SectionRepr, SecurityNumber, Seq,
-    Version,
+    MIN_FRAME_LEN, Protocol, Repr, SECTION_HEADER_LEN, SIGNATURE_LEN, Section, SectionRepr,
+    SecurityNumber, Seq, Version,
 };
 
 /// A wire-format error: the bytes are not a well-formed PSP frame or section.

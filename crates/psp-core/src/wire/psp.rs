@@ -31,6 +31,9 @@ pub const HEADER_LEN: usize = field::SEQ.end;
 pub const MAX_HEADER_LEN: usize = HEADER_LEN + field::SECNUM_LEN + field::TIMESTAMP_LEN;
 /// Length of the sub-header at the start of the encrypted section (protocol type, pad size).
 pub const SECTION_HEADER_LEN: usize = field::SECTION_DATA;
+/// The shortest frame a sealer emits: the Ethernet minimum without FCS. Shorter frames would be
+/// padded by the link *after* the ICV, which the receiver cannot tell from the frame.
+pub const MIN_FRAME_LEN: usize = 60;
 /// The largest legal padding (thesis: "up to 512 bits").
 pub const MAX_PADDING: usize = 64;
 /// Length of the Ed25519 signature appended when the digital-signature flag is set.
