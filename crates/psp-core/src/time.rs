@@ -135,17 +135,15 @@ impl Add for Duration {
     }
 }
 
-#[cfg(feature = "std")]
-impl From<std::time::Duration> for Duration {
-    fn from(d: std::time::Duration) -> Self {
+impl From<core::time::Duration> for Duration {
+    fn from(d: core::time::Duration) -> Self {
         Self {
             micros: u64::try_from(d.as_micros()).unwrap_or(u64::MAX),
         }
     }
 }
 
-#[cfg(feature = "std")]
-impl From<Duration> for std::time::Duration {
+impl From<Duration> for core::time::Duration {
     fn from(d: Duration) -> Self {
         Self::from_micros(d.micros)
     }
