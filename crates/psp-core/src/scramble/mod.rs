@@ -84,7 +84,7 @@ pub enum Kernel {
     /// x86-64 AVX2 (256-bit vectors).
     #[cfg(target_arch = "x86_64")]
     Avx2,
-    /// x86-64 AVX-512 F + BW + VBMI (512-bit vectors, byte permutes).
+    /// x86-64 AVX-512 F + BW + VBMI and GFNI (512-bit vectors, byte permutes, bit-matrix ops).
     #[cfg(target_arch = "x86_64")]
     Avx512,
 }

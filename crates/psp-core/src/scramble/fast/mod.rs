@@ -38,7 +38,7 @@ type Row = [u8; WINDOW_LEN];
 #[cfg(target_arch = "x86_64")]
 cpufeatures::new!(cpuid_avx2, "avx2");
 #[cfg(target_arch = "x86_64")]
-cpufeatures::new!(cpuid_avx512, "avx512f", "avx512bw", "avx512vbmi");
+cpufeatures::new!(cpuid_avx512, "avx512f", "avx512bw", "avx512vbmi", "gfni");
 
 /// Whether the CPU we run on supports `kernel`.
 pub(super) fn is_available(kernel: Kernel) -> bool {
@@ -82,11 +82,9 @@ impl Dispatch {
                 unsafe { avx2::scramble_rows(p, d) }
             }),
             #[cfg(target_arch = "x86_64")]
-            Kernel::Avx512 => drive(history, buf, |p, d| {
-                // SAFETY: `Dispatch(Avx512)` exists only after `cpuid_avx512::get()` returned
-                // true (AVX-512 F, BW and VBMI, with OS support for the ZMM state).
-                unsafe { avx512::scramble_rows(p, d) }
-            }),
+            // SAFETY: `Dispatch(Avx512)` exists only after `cpuid_avx512::get()` returned true
+            // (AVX-512 F, BW, VBMI and GFNI, with OS support for the ZMM state).
+            Kernel::Avx512 => unsafe { avx512::scramble(history, buf) },
         }
     }
 
@@ -100,10 +98,8 @@ impl Dispatch {
                 unsafe { avx2::descramble_rows(p, d) }
             }),
             #[cfg(target_arch = "x86_64")]
-            Kernel::Avx512 => drive(history, buf, |p, d| {
-                // SAFETY: as in `scramble`, the CPU was checked for AVX-512 F/BW/VBMI.
-                unsafe { avx512::descramble_rows(p, d) }
-            }),
+            // SAFETY: as in `scramble`, the CPU was checked for AVX-512 F/BW/VBMI and GFNI.
+            Kernel::Avx512 => unsafe { avx512::descramble(history, buf) },
         }
     }
 }
