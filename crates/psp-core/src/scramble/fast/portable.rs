@@ -39,19 +39,26 @@ fn start(prev: &Row) -> ([u64; WORDS], u64) {
 }
 
 /// Scrambles whole rows (contract in the parent module).
+///
+/// The word-parallel steps are separate loops over the 8 words so the compiler can vectorise
+/// them with baseline SIMD; only the running byte `c` is serial.
 pub(super) fn scramble_rows(prev: &mut Row, data: &mut [u8]) {
     let (mut v, mut c) = start(prev);
     let mut x = [0u64; WORDS];
     for row in rows_mut(data) {
         x = words(row);
+        let y = x.map(scan);
+        let mut carry = [0u64; WORDS];
+        for i in 0..WORDS {
+            carry[i] = c;
+            c ^= y[i] >> 56;
+        }
         let mut out = [0u64; WORDS];
         for i in 0..WORDS {
-            let y = scan(x[i]);
-            // `c < 256`, so the multiply only broadcasts it.
-            let p = y ^ c.wrapping_mul(ONES);
+            // `carry[i] < 256`, so the multiply only broadcasts it.
+            let p = y[i] ^ carry[i].wrapping_mul(ONES);
             out[i] = p ^ v[i];
             v[i] = p ^ x[i];
-            c ^= y >> 56;
         }
         set_words(row, &out);
     }
