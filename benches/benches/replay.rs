@@ -1,7 +1,7 @@
 //! Anti-replay window: cost of check + commit per frame, in order and reordered.
 #![allow(missing_docs)]
 
-use std::hint::black_box;
+use core::hint::black_box;
 
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
 use psp_core::replay::ReplayWindow;

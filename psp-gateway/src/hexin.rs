@@ -24,7 +24,7 @@ impl fmt::Display for HexError {
     }
 }
 
-impl std::error::Error for HexError {}
+impl core::error::Error for HexError {}
 
 /// Decodes `s`, ignoring separators (whitespace, `:`, `-`) and a leading `0x`.
 ///

@@ -41,7 +41,7 @@ impl fmt::Display for PcapError {
     }
 }
 
-impl std::error::Error for PcapError {}
+impl core::error::Error for PcapError {}
 
 /// A parsed capture: the link type and an iterator over records.
 #[derive(Debug)]

@@ -175,7 +175,7 @@ mod tests {
         );
         assert!(ReplayWindow::new(MAX_WINDOW).is_ok());
         assert_eq!(ReplayWindow::default().window(), DEFAULT_WINDOW);
-        assert!(DEFAULT_WINDOW >= 1024);
+        const { assert!(DEFAULT_WINDOW >= 1024) };
     }
 
     #[test]

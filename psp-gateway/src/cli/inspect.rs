@@ -7,7 +7,7 @@
 //! frame did not (or the input was bad), 2 for bad arguments.
 
 use std::io::{self, Read};
-use std::net::{Ipv4Addr, Ipv6Addr};
+use core::net::{Ipv4Addr, Ipv6Addr};
 use std::path::PathBuf;
 
 use psp_core::crypto::sign::VerifyingKey;
@@ -184,7 +184,7 @@ fn inspect_one(
         }
     };
     if let Some(v) = verifier {
-        opener = opener.with_verifier(v.clone());
+        opener = opener.with_verifier(*v);
     }
     match opener.open(now, &mut buf) {
         Ok(opened) => {
