@@ -6,8 +6,8 @@
 //! security number is reported, not checked. Exit status: 0 when every frame verified, 1 when any
 //! frame did not (or the input was bad), 2 for bad arguments.
 
-use std::io::{self, Read};
 use core::net::{Ipv4Addr, Ipv6Addr};
+use std::io::{self, Read};
 use std::path::PathBuf;
 
 use psp_core::crypto::sign::VerifyingKey;
