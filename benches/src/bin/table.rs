@@ -22,7 +22,10 @@ use psp_benches::{
     CaseId, Config, Results, Suite, cbc_decrypt, cbc_encrypt, civil_date, cpu_model, ecb_decrypt,
     ecb_encrypt, fmt_ratio, fmt_us, markdown_table, message,
 };
+use psp_core::crypto::{SuiteId, SuiteKey};
 use psp_core::scramble::{self, Kernel, Seed};
+use psp_core::session::{Opener, OpenerConfig, Sealer, SealerConfig};
+use psp_core::time::Instant;
 use ring::aead::{self, Aad, LessSafeKey, Nonce, UnboundKey};
 use sha1::Sha1;
 
@@ -433,6 +436,13 @@ fn run(opts: Opts) -> Result<(), String> {
                 .collect::<Vec<_>>(),
         )
     );
+    println!();
+    println!(
+        "### PSP seal + open per suite (ns per frame round trip; ratios to `aes128-gcm` and to \
+         memcpy of the same frame, same run)"
+    );
+    println!();
+    print!("{}", psp_suite_table(&cfg, &mut warnings)?);
     if !opts.markdown_only {
         println!();
         println!(
@@ -586,6 +596,95 @@ fn add_aead(
         black_box(r.map(|p| p.len()).ok());
     });
     Ok((seal, copy_open))
+}
+
+/// Inner Ethernet frame sizes for the per-suite seal + open comparison.
+const FRAME_SIZES: [usize; 4] = [64, 512, 1500, 9000];
+
+/// Times `Sealer::seal` + `Opener::open` of whole frames for every suite and frame size, in a run
+/// of its own with a memcpy reference per size, and renders the Markdown table.
+fn psp_suite_table(cfg: &Config, warnings: &mut Vec<String>) -> Result<String, String> {
+    let mut suite = Suite::new();
+    let mut ids = Vec::new();
+    let copies: Vec<CaseId> = FRAME_SIZES
+        .iter()
+        .map(|&n| add_copy(&mut suite, &format!("memcpy {n}"), n))
+        .collect();
+    for &id in SuiteId::ALL {
+        let mut row = Vec::new();
+        for &n in &FRAME_SIZES {
+            row.push(add_psp_round_trip(&mut suite, id, n, warnings)?);
+        }
+        ids.push((id, row));
+    }
+    let res = suite.run(cfg, |_| {});
+    let gcm = ids
+        .iter()
+        .find(|(id, _)| *id == SuiteId::Aes128Gcm)
+        .map(|(_, row)| row.clone())
+        .ok_or("aes128-gcm missing")?;
+    let mut header = vec!["suite".to_owned()];
+    header.extend(FRAME_SIZES.iter().map(|n| format!("{n} B ns")));
+    header.push("1500 B MB/s".to_owned());
+    header.push("1500 B vs aes128-gcm".to_owned());
+    header.push("1500 B vs memcpy".to_owned());
+    let mut body = Vec::new();
+    for (id, row) in &ids {
+        let mut line = vec![format!("`{}`", id.name())];
+        line.extend(row.iter().map(|c| format!("{:.0}", res.ns(*c))));
+        let ns1500 = res.ns(row[2]);
+        line.push(format!("{:.0}", 1500.0 * 1e3 / ns1500));
+        line.push(format!("{:.2}x time", ns1500 / res.ns(gcm[2])));
+        line.push(format!("{:.1}x time", ns1500 / res.ns(copies[2])));
+        body.push(line);
+    }
+    let header: Vec<&str> = header.iter().map(String::as_str).collect();
+    Ok(markdown_table(&header, &body))
+}
+
+/// One case: seal an `n`-byte inner frame, copy it to the wire buffer, open it.
+fn add_psp_round_trip(
+    suite: &mut Suite<'_>,
+    id: SuiteId,
+    n: usize,
+    warnings: &mut Vec<String>,
+) -> Result<CaseId, String> {
+    let key: Vec<u8> = (0..id.key_len()).map(|i| i as u8).collect();
+    let mk = || SuiteKey::new(id, &key).map_err(|e| format!("{}: {e}", id.name()));
+    let mut scfg = SealerConfig::default();
+    scfg.allow_none = true;
+    let mut ocfg = OpenerConfig::default();
+    ocfg.allow_none = true;
+    let mut sealer = Sealer::new(mk()?, 0, scfg).map_err(|e| format!("{}: {e}", id.name()))?;
+    let mut opener = Opener::new(mk()?, ocfg).map_err(|e| format!("{}: {e}", id.name()))?;
+    let mut inner = message(n);
+    inner[12..14].copy_from_slice(&0x0800u16.to_be_bytes());
+    let mut out = vec![0u8; n + 256];
+    let mut wire = vec![0u8; n + 256];
+    let now = Instant::from_secs(1_700_000_000);
+    // Check once before timing.
+    let len = sealer
+        .seal(now, &inner, &mut out)
+        .map_err(|e| format!("{}: {e}", id.name()))?
+        .len();
+    wire[..len].copy_from_slice(&out[..len]);
+    match opener.open(now, &mut wire[..len]) {
+        Ok(o) if o.frame() == &inner[..] => {}
+        _ => warnings.push(format!("{} {n} B: seal/open round trip FAILED", id.name())),
+    }
+    Ok(suite.add(format!("{} {n}", id.name()), move || {
+        let Ok(sealed) = sealer.seal(now, black_box(&inner), &mut out) else {
+            return;
+        };
+        let len = sealed.len();
+        wire[..len].copy_from_slice(sealed);
+        black_box(
+            opener
+                .open(now, &mut wire[..len])
+                .map(|o| o.frame().len())
+                .ok(),
+        );
+    }))
 }
 
 /// Round-trips two messages through fresh state; records a warning on mismatch.

@@ -30,7 +30,7 @@
 //! by linking a freestanding `#![no_std] #![no_main]` static binary (`crates/psp-nostd-proof`)
 //! that runs known-answer checks; it fails to link if anything pulls in `std`.
 //!
-//! MSRV: 1.85 (edition 2024).
+//! MSRV: 1.89 (edition 2024; AVX-512 intrinsics are stable since 1.89).
 #![cfg_attr(not(feature = "std"), no_std)]
 
 #[cfg(feature = "alloc")]

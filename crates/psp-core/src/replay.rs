@@ -234,10 +234,11 @@ mod tests {
 
     impl Model {
         fn accept(&mut self, seq: u32) -> Result<(), ReplayError> {
-            if let Some(h) = self.highest {
-                if seq <= h && h - seq >= self.window {
-                    return Err(ReplayError::TooOld);
-                }
+            if let Some(h) = self.highest
+                && seq <= h
+                && h - seq >= self.window
+            {
+                return Err(ReplayError::TooOld);
             }
             if !self.seen.insert(seq) {
                 return Err(ReplayError::Replayed);

@@ -58,7 +58,7 @@ impl BlowfishCbc {
         iv: &[u8; BLOCK_LEN],
         buf: &mut [u8],
     ) -> Result<(), CryptoError> {
-        if buf.len() % BLOCK_LEN != 0 {
+        if !buf.len().is_multiple_of(BLOCK_LEN) {
             return Err(CryptoError::BadBlockLength);
         }
         let mut chain = u64::from_be_bytes(*iv);
@@ -82,7 +82,7 @@ impl BlowfishCbc {
         iv: &[u8; BLOCK_LEN],
         buf: &mut [u8],
     ) -> Result<(), CryptoError> {
-        if buf.len() % BLOCK_LEN != 0 {
+        if !buf.len().is_multiple_of(BLOCK_LEN) {
             return Err(CryptoError::BadBlockLength);
         }
         let mut chain = u64::from_be_bytes(*iv);

@@ -158,7 +158,7 @@ impl SuiteKey {
         if icv_len != self.suite.icv_len() {
             return Err(CryptoError::BadLength);
         }
-        if section.len() % self.suite.block_len() != 0 {
+        if !section.len().is_multiple_of(self.suite.block_len()) {
             return Err(CryptoError::BadBlockLength);
         }
         Ok(())

@@ -7,8 +7,7 @@
 //! with `P_{k-1}[63]` shifted in (one `vpermt2b`), `x_k = P_k ^ V_k`.
 
 // AVX-512 intrinsics and `#[target_feature(enable = "avx512*")]` are stable since Rust 1.89,
-// newer than the workspace's declared MSRV (1.85): building psp-core for x86-64 needs 1.89.
-#![allow(clippy::incompatible_msrv)]
+// which is why the workspace's MSRV is 1.89.
 
 use core::arch::x86_64::{
     __m512i, __mmask64, _mm512_add_epi8, _mm512_alignr_epi64, _mm512_gf2p8affine_epi64_epi8,
