@@ -1,9 +1,11 @@
 //! # psp-gateway
 //!
-//! The psp gateway: the command-line tools (`keygen`, `scramble`, `inspect`) and, later, the
-//! tokio daemon wiring TAP interfaces and raw Ethernet/UDP sockets to `psp-core`. This crate does
-//! I/O; all protocol logic lives in `psp-core`.
+//! The psp gateway: the tokio daemon wiring a TAP interface and a raw-Ethernet or UDP uplink to
+//! `psp-core` (`run`, `status`), and the command-line tools (`keygen`, `scramble`, `inspect`).
+//! This crate does I/O; all protocol logic lives in `psp-core`.
 
 pub mod cli;
+pub mod config;
 pub mod hexin;
+pub mod io;
 pub mod pcap;

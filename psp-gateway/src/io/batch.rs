@@ -1,0 +1,161 @@
+//! A fixed arena of frame slots: the unit of batched I/O (one `recvmmsg` fills it, one
+//! `sendmmsg` drains it). Allocated once per task; the hot path never allocates.
+
+use std::net::SocketAddr;
+
+/// Bytes per slot: a full Ethernet frame plus the largest PSP overhead, rounded up.
+pub const SLOT_LEN: usize = 2048;
+
+/// Frames handled per wake-up and direction (the work cap).
+pub const BATCH: usize = 64;
+
+/// A fixed set of `capacity` frame buffers of [`SLOT_LEN`] bytes, the first `len()` in use.
+#[derive(Debug)]
+pub struct Batch {
+    data: Box<[u8]>,
+    lens: Box<[usize]>,
+    addrs: Box<[Option<SocketAddr>]>,
+    count: usize,
+}
+
+impl Batch {
+    /// A batch of `capacity` empty slots.
+    pub fn new(capacity: usize) -> Self {
+        Self {
+            data: vec![0; capacity * SLOT_LEN].into_boxed_slice(),
+            lens: vec![0; capacity].into_boxed_slice(),
+            addrs: vec![None; capacity].into_boxed_slice(),
+            count: 0,
+        }
+    }
+
+    /// The number of slots.
+    pub fn capacity(&self) -> usize {
+        self.lens.len()
+    }
+
+    /// The number of frames in the batch.
+    pub fn len(&self) -> usize {
+        self.count
+    }
+
+    /// True when no frame is in the batch.
+    pub fn is_empty(&self) -> bool {
+        self.count == 0
+    }
+
+    /// True when every slot is in use.
+    pub fn is_full(&self) -> bool {
+        self.count == self.capacity()
+    }
+
+    /// Empties the batch (the bytes stay; they are overwritten by the next fill).
+    pub fn clear(&mut self) {
+        self.count = 0;
+    }
+
+    /// Sets the number of frames in use (after an I/O call filled slots `0..n` via
+    /// [`slots_mut`](Self::slots_mut) and [`set_frame_len`](Self::set_frame_len)).
+    ///
+    /// # Panics
+    /// If `n > capacity()`.
+    pub fn set_len(&mut self, n: usize) {
+        assert!(n <= self.capacity(), "batch length beyond capacity");
+        self.count = n;
+    }
+
+    /// Frame `i` (a prefix of its slot).
+    ///
+    /// # Panics
+    /// If `i >= len()`.
+    pub fn frame(&self, i: usize) -> &[u8] {
+        assert!(i < self.count, "batch index out of range");
+        &self.data[i * SLOT_LEN..][..self.lens[i]]
+    }
+
+    /// Frame `i`, mutable (for opening in place).
+    ///
+    /// # Panics
+    /// If `i >= len()`.
+    pub fn frame_mut(&mut self, i: usize) -> &mut [u8] {
+        assert!(i < self.count, "batch index out of range");
+        &mut self.data[i * SLOT_LEN..][..self.lens[i]]
+    }
+
+    /// The peer address of frame `i` (UDP uplinks: source on receive, destination on send).
+    ///
+    /// # Panics
+    /// If `i >= capacity()`.
+    pub fn addr(&self, i: usize) -> Option<SocketAddr> {
+        self.addrs[i]
+    }
+
+    /// Sets the length of slot `i`'s frame (used by I/O code after filling a slot).
+    ///
+    /// # Panics
+    /// If `i >= capacity()` or `len > SLOT_LEN`.
+    pub fn set_frame_len(&mut self, i: usize, len: usize) {
+        assert!(len <= SLOT_LEN, "frame longer than a slot");
+        self.lens[i] = len;
+    }
+
+    /// Sets the peer address of slot `i`.
+    ///
+    /// # Panics
+    /// If `i >= capacity()`.
+    pub fn set_addr(&mut self, i: usize, addr: Option<SocketAddr>) {
+        self.addrs[i] = addr;
+    }
+
+    /// All slots as whole `SLOT_LEN` buffers, for I/O code that fills several at once.
+    pub fn slots_mut(&mut self) -> impl Iterator<Item = &mut [u8]> {
+        self.data.chunks_exact_mut(SLOT_LEN)
+    }
+
+    /// Appends a frame written by `fill` into the next free slot (which gets the whole
+    /// `SLOT_LEN` buffer and returns the length it wrote, or `None` to discard).
+    /// Returns false, without calling `fill`, when the batch is full.
+    pub fn push_with(
+        &mut self,
+        addr: Option<SocketAddr>,
+        fill: impl FnOnce(&mut [u8]) -> Option<usize>,
+    ) -> bool {
+        if self.is_full() {
+            return false;
+        }
+        let i = self.count;
+        let slot = &mut self.data[i * SLOT_LEN..][..SLOT_LEN];
+        if let Some(len) = fill(slot) {
+            self.lens[i] = len.min(SLOT_LEN);
+            self.addrs[i] = addr;
+            self.count += 1;
+        }
+        true
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn push_and_read_back() {
+        let mut b = Batch::new(2);
+        assert!(b.push_with(None, |s| {
+            s[..3].copy_from_slice(b"abc");
+            Some(3)
+        }));
+        assert!(b.push_with(None, |_| None));
+        assert_eq!(b.len(), 1);
+        assert!(b.push_with(None, |s| {
+            s[0] = 9;
+            Some(1)
+        }));
+        assert!(b.is_full());
+        assert!(!b.push_with(None, |_| Some(1)));
+        assert_eq!(b.frame(0), b"abc");
+        assert_eq!(b.frame(1), [9]);
+        b.clear();
+        assert!(b.is_empty());
+    }
+}
