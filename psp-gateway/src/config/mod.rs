@@ -4,8 +4,8 @@
 //! ([`ConfigError`]); secrets come only from key files (mode 0600 or stricter) and are zeroized
 //! when dropped. See README.md, "Configuration", for the commented reference.
 
-use std::fmt;
-use std::net::SocketAddr;
+use core::fmt;
+use core::net::SocketAddr;
 use std::path::{Path, PathBuf};
 
 use psp_core::crypto::SuiteId;
@@ -94,7 +94,12 @@ pub struct KeyMaterial {
 
 impl fmt::Debug for KeyMaterial {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "KeyMaterial({}, {} bytes)", self.path.display(), self.bytes.len())
+        write!(
+            f,
+            "KeyMaterial({}, {} bytes)",
+            self.path.display(),
+            self.bytes.len()
+        )
     }
 }
 
@@ -177,7 +182,7 @@ impl fmt::Display for ConfigError {
     }
 }
 
-impl std::error::Error for ConfigError {}
+impl core::error::Error for ConfigError {}
 
 impl Config {
     /// Reads, parses and validates `path` (and the key files it names).

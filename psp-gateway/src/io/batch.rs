@@ -1,7 +1,7 @@
 //! A fixed arena of frame slots: the unit of batched I/O (one `recvmmsg` fills it, one
 //! `sendmmsg` drains it). Allocated once per task; the hot path never allocates.
 
-use std::net::SocketAddr;
+use core::net::SocketAddr;
 
 /// Bytes per slot: a full Ethernet frame plus the largest PSP overhead, rounded up.
 pub const SLOT_LEN: usize = 2048;

@@ -1,8 +1,8 @@
 //! The UDP uplink: each datagram carries one whole PSP frame (Ethernet header included), so
 //! two gateways can talk across routed networks. Batched `recvmmsg`/`sendmmsg`.
 
+use core::net::SocketAddr;
 use std::io;
-use std::net::SocketAddr;
 
 use super::Batch;
 
