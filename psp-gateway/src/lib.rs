@@ -6,6 +6,7 @@
 
 pub mod cli;
 pub mod config;
+pub mod dataplane;
 pub mod hexin;
 pub mod io;
 pub mod pcap;

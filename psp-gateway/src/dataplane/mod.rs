@@ -1,0 +1,267 @@
+//! The dataplane: two tasks per gateway, one per direction, each owning its half of the peer
+//! table. TAP → seal → uplink, and uplink → open → TAP, a batch per wake-up (at most
+//! [`BATCH`](crate::io::BATCH) frames, so neither direction starves the other), no allocation
+//! and no lock per frame. Reloads arrive through a `watch` channel and are applied between
+//! batches.
+
+pub mod counters;
+pub mod peers;
+
+use std::io;
+use std::sync::Arc;
+
+use psp_core::session::{DropReason, SealError};
+use psp_core::time::Instant;
+use tokio::sync::watch;
+
+use self::counters::GlobalCounters;
+use self::peers::{Mac, PeerSet, RxPeers, TxPeers};
+use crate::io::{BATCH, Batch, SLOT_LEN, Uplink, tap::Tap};
+
+/// What both directions share: counters not tied to a peer, our MAC, the clock origin.
+#[derive(Debug)]
+pub struct Shared {
+    /// Global counters.
+    pub global: GlobalCounters,
+    /// Our protected MAC (the TAP's).
+    pub mac: Mac,
+    /// The clock origin (core time is microseconds since this instant).
+    pub origin: std::time::Instant,
+}
+
+impl Shared {
+    /// The current core time.
+    pub fn now(&self) -> Instant {
+        Instant::from_std(self.origin, std::time::Instant::now())
+    }
+}
+
+fn is_group(mac: &[u8]) -> bool {
+    mac.first().is_some_and(|b| b & 1 == 1)
+}
+
+fn mac_at(frame: &[u8], at: usize) -> Option<Mac> {
+    frame.get(at..at + 6)?.try_into().ok()
+}
+
+/// Rate-limited debug logging of dropped frames (at most `PER_SECOND` lines a second).
+#[derive(Debug)]
+struct DropLog {
+    second: std::time::Instant,
+    lines: u32,
+    suppressed: u64,
+}
+
+impl DropLog {
+    const PER_SECOND: u32 = 10;
+
+    fn new() -> Self {
+        Self {
+            second: std::time::Instant::now(),
+            lines: 0,
+            suppressed: 0,
+        }
+    }
+
+    fn log(&mut self, peer: &str, reason: &str, len: usize) {
+        if !tracing::enabled!(tracing::Level::DEBUG) {
+            return;
+        }
+        let now = std::time::Instant::now();
+        if now.duration_since(self.second).as_secs() >= 1 {
+            if self.suppressed > 0 {
+                tracing::debug!(suppressed = self.suppressed, "dropped frames not logged");
+            }
+            self.second = now;
+            self.lines = 0;
+            self.suppressed = 0;
+        }
+        if self.lines < Self::PER_SECOND {
+            self.lines += 1;
+            tracing::debug!(peer, reason, len, "frame dropped");
+        } else {
+            self.suppressed += 1;
+        }
+    }
+}
+
+/// Transmit direction: reads frames from the TAP, seals each, sends them on the uplink.
+/// Returns only on an I/O error.
+///
+/// # Errors
+/// A TAP read error or an uplink error other than a full buffer.
+pub async fn tx_loop(
+    tap: Arc<Tap>,
+    uplink: Arc<Uplink>,
+    shared: Arc<Shared>,
+    mut set: watch::Receiver<Arc<PeerSet>>,
+    mut peers: TxPeers,
+) -> io::Result<()> {
+    let udp = matches!(*uplink, Uplink::Udp(_));
+    let mut inb = Batch::new(BATCH);
+    let mut out = Batch::new(BATCH);
+    let mut scratch = vec![0u8; SLOT_LEN];
+    let g = &shared.global;
+    loop {
+        let n = tap.recv_batch(&mut inb).await?;
+        if set.has_changed().unwrap_or(false) {
+            let next = Arc::clone(&set.borrow_and_update());
+            peers = match TxPeers::build(&next, Some(peers)) {
+                Ok(p) => p,
+                // The daemon validated the set before publishing it; a failure here means a key
+                // the core refuses, and the old sealers are gone: stop rather than leak.
+                Err(e) => return Err(io::Error::other(e.to_string())),
+            };
+        }
+        let now = shared.now();
+        out.clear();
+        for i in 0..n {
+            let frame = inb.frame(i);
+            let Some(dst) = mac_at(frame, 0) else {
+                g.malformed.add(1);
+                continue;
+            };
+            if out.capacity() - out.len() < peers.peers.len().max(1) {
+                flush(&uplink, &mut out, g).await?;
+            }
+            if is_group(&dst) {
+                let sealed = match peers.group.seal(now, frame, &mut scratch) {
+                    Ok(s) => s,
+                    Err(e) => {
+                        count_seal_error(g, e);
+                        continue;
+                    }
+                };
+                if udp {
+                    for p in &peers.peers {
+                        if let Some(ep) = p.endpoint {
+                            push_copy(&mut out, Some(ep), sealed);
+                            g.group_tx_frames.add(1);
+                            g.group_tx_bytes.add(frame.len() as u64);
+                        }
+                    }
+                } else {
+                    push_copy(&mut out, None, sealed);
+                    g.group_tx_frames.add(1);
+                    g.group_tx_bytes.add(frame.len() as u64);
+                }
+                continue;
+            }
+            let Some(&pi) = peers.by_mac.get(&dst) else {
+                g.no_route.add(1);
+                continue;
+            };
+            let peer = &mut peers.peers[pi];
+            let mut err = None;
+            out.push_with(peer.endpoint, |slot| {
+                match peer.sealer.seal(now, frame, slot) {
+                    Ok(s) => Some(s.len()),
+                    Err(e) => {
+                        err = Some(e);
+                        None
+                    }
+                }
+            });
+            match err {
+                Some(e) => count_seal_error(g, e),
+                None => {
+                    peer.counters.tx_frames.add(1);
+                    peer.counters.tx_bytes.add(frame.len() as u64);
+                }
+            }
+        }
+        flush(&uplink, &mut out, g).await?;
+    }
+}
+
+fn push_copy(out: &mut Batch, addr: Option<core::net::SocketAddr>, sealed: &[u8]) {
+    out.push_with(addr, |slot| {
+        slot.get_mut(..sealed.len())?.copy_from_slice(sealed);
+        Some(sealed.len())
+    });
+}
+
+fn count_seal_error(g: &GlobalCounters, e: SealError) {
+    match e {
+        SealError::BadInput => g.malformed.add(1),
+        _ => g.tx_unsupported.add(1),
+    }
+}
+
+async fn flush(uplink: &Uplink, out: &mut Batch, g: &GlobalCounters) -> io::Result<()> {
+    if out.is_empty() {
+        return Ok(());
+    }
+    let sent = uplink.send_batch(out).await?;
+    g.tx_error.add(out.len().saturating_sub(sent) as u64);
+    out.clear();
+    Ok(())
+}
+
+/// Receive direction: reads PSP frames from the uplink, opens each with the sender's key and
+/// writes the inner frame to the TAP. Returns only on an I/O error.
+///
+/// # Errors
+/// An uplink read error or a TAP write error.
+pub async fn rx_loop(
+    tap: Arc<Tap>,
+    uplink: Arc<Uplink>,
+    shared: Arc<Shared>,
+    mut set: watch::Receiver<Arc<PeerSet>>,
+    mut peers: RxPeers,
+    max_frame: usize,
+) -> io::Result<()> {
+    let mut inb = Batch::new(BATCH);
+    let mut log = DropLog::new();
+    let g = &shared.global;
+    loop {
+        let n = uplink.recv_batch(&mut inb).await?;
+        if set.has_changed().unwrap_or(false) {
+            let next = Arc::clone(&set.borrow_and_update());
+            peers = match RxPeers::build(&next, Some(peers), max_frame) {
+                Ok(p) => p,
+                Err(e) => return Err(io::Error::other(e.to_string())),
+            };
+        }
+        let now = shared.now();
+        for i in 0..n {
+            let frame = inb.frame_mut(i);
+            let (Some(dst), Some(src)) = (mac_at(frame, 0), mac_at(frame, 6)) else {
+                g.malformed.add(1);
+                log.log("-", "malformed", frame.len());
+                continue;
+            };
+            let group = is_group(&dst);
+            if !group && dst != shared.mac {
+                g.not_for_us.add(1);
+                continue;
+            }
+            let Some(&pi) = peers.by_mac.get(&src) else {
+                g.unknown_peer.add(1);
+                log.log("-", "unknown-peer", frame.len());
+                continue;
+            };
+            let peer = &mut peers.peers[pi];
+            let opener = if group {
+                &mut peer.group
+            } else {
+                &mut peer.unicast
+            };
+            let len = frame.len();
+            match opener.open(now, frame) {
+                Ok(opened) if opened.protocol().is_sub_protocol() => peer.counters.rx_sub.add(1),
+                Ok(opened) => {
+                    let inner = opened.frame();
+                    peer.counters.rx_frames.add(1);
+                    peer.counters.rx_bytes.add(inner.len() as u64);
+                    tap.send(inner).await?;
+                }
+                Err(e) => {
+                    let reason: DropReason = e.reason();
+                    peer.counters.drop_frame(reason);
+                    log.log(&peer.name, reason.as_str(), len);
+                }
+            }
+        }
+    }
+}
