@@ -14,6 +14,9 @@ pub mod udp;
 
 pub use batch::{BATCH, Batch, SLOT_LEN};
 
+/// Bytes of an Ethernet II header (dst, src, EtherType).
+pub const ETHERNET_HEADER_LEN: usize = 14;
+
 /// An uplink: where sealed frames leave and arrive.
 #[derive(Debug)]
 pub enum Uplink {

@@ -1,0 +1,334 @@
+//! The daemon: opens the uplink and the TAP, computes the TAP MTU, serves the status socket,
+//! drops privileges, runs the two dataplane tasks, and handles signals (SIGHUP reloads peers
+//! and keys, SIGINT/SIGTERM stop gracefully). The one place that reads the clock is
+//! [`Shared::now`](crate::dataplane::Shared::now).
+
+use std::os::unix::fs::PermissionsExt as _;
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use tokio::net::UnixListener;
+use tokio::signal::unix::{SignalKind, signal};
+use tokio::sync::watch;
+use tokio::task::JoinHandle;
+
+use crate::config::{Config, ConfigError, LogFormat, UplinkConfig};
+use crate::dataplane::counters::GlobalCounters;
+use crate::dataplane::peers::{PeerSet, RxPeers, TxPeers};
+use crate::dataplane::{Shared, rx_loop, tx_loop};
+use crate::io::notify::{drop_privileges, sd_notify};
+use crate::io::raw_eth::RawSocket;
+use crate::io::tap::Tap;
+use crate::io::udp::UdpLink;
+use crate::io::{ETHERNET_HEADER_LEN, Uplink};
+use crate::status::{self, Info};
+
+/// Options given on the command line (override the config file).
+#[derive(Debug, Clone, Default)]
+pub struct Options {
+    /// The config file.
+    pub config: PathBuf,
+    /// `--user`.
+    pub user: Option<String>,
+    /// `--log-format`.
+    pub log_format: Option<LogFormat>,
+    /// `--log-level`.
+    pub log_level: Option<String>,
+}
+
+/// Why the daemon stopped with an error.
+#[derive(Debug, thiserror::Error)]
+pub enum DaemonError {
+    /// The configuration is wrong (exit 2).
+    #[error("{0}")]
+    Config(#[from] ConfigError),
+    /// Setting up or running failed (exit 1).
+    #[error("{0}")]
+    Runtime(String),
+}
+
+fn runtime(what: impl core::fmt::Display, e: impl core::fmt::Display) -> DaemonError {
+    DaemonError::Runtime(format!("{what}: {e}"))
+}
+
+/// Loads the configuration, sets up logging and runs the daemon until SIGINT/SIGTERM.
+///
+/// # Errors
+/// A bad configuration, or a setup or I/O failure; the daemon has cleaned up (TAP removed).
+pub fn run(opts: &Options) -> Result<(), DaemonError> {
+    let config = Config::load(&opts.config)?;
+    init_logging(&config, opts);
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .map_err(|e| runtime("tokio runtime", e))?;
+    rt.block_on(serve(config, opts))
+}
+
+fn init_logging(config: &Config, opts: &Options) {
+    let level = opts
+        .log_level
+        .clone()
+        .unwrap_or_else(|| config.daemon.log_level.clone());
+    let filter = tracing_subscriber::EnvFilter::try_new(&level)
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+    let builder = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr);
+    // A second initialisation (tests) is harmless: the first subscriber stays.
+    let _ = match opts.log_format.unwrap_or(config.daemon.log_format) {
+        LogFormat::Json => builder.json().try_init(),
+        LogFormat::Human => builder.try_init(),
+    };
+}
+
+/// The largest PSP frame (Ethernet header included) the uplink carries unfragmented.
+fn max_frame(uplink: &Uplink, mtu: usize) -> usize {
+    match uplink {
+        // The interface MTU counts what follows the Ethernet header.
+        Uplink::Raw(_) => mtu + ETHERNET_HEADER_LEN,
+        // The whole PSP frame, Ethernet header included, is the UDP payload.
+        Uplink::Udp(_) => mtu,
+    }
+}
+
+/// The TAP MTU: what is left of the largest frame after the inner Ethernet header and the PSP
+/// overhead (see docs/GATEWAY.md, "MTU").
+fn tap_mtu(max_frame: usize, overhead: usize) -> Option<usize> {
+    max_frame
+        .checked_sub(ETHERNET_HEADER_LEN + overhead)
+        .filter(|m| *m >= 68)
+}
+
+async fn serve(config: Config, opts: &Options) -> Result<(), DaemonError> {
+    let origin = std::time::Instant::now();
+    let uplink = match &config.uplink {
+        UplinkConfig::Raw { interface } => {
+            Uplink::Raw(RawSocket::open(interface).map_err(|e| runtime(format_args!("uplink {interface}"), e))?)
+        }
+        UplinkConfig::Udp { listen } => {
+            Uplink::Udp(UdpLink::bind(*listen).map_err(|e| runtime(format_args!("uplink udp {listen}"), e))?)
+        }
+    };
+    let uplink_mtu = uplink.mtu().map_err(|e| runtime("uplink MTU", e))?;
+    let max_frame = max_frame(&uplink, uplink_mtu);
+
+    let set = Arc::new(PeerSet::new(config.clone(), None));
+    let tx_peers = TxPeers::build(&set, None).map_err(|e| runtime("peers", e))?;
+    let rx_peers = RxPeers::build(&set, None, max_frame).map_err(|e| runtime("peers", e))?;
+    let overhead = tx_peers.max_overhead();
+    let fit = tap_mtu(max_frame, overhead).ok_or_else(|| {
+        runtime(
+            "uplink MTU",
+            format_args!("{uplink_mtu} leaves no room for frames after {overhead} bytes of PSP overhead"),
+        )
+    })?;
+    let mtu = match config.interface.mtu {
+        Some(m) if m > fit => {
+            return Err(ConfigError {
+                file: config.path.clone(),
+                key: "interface.mtu".into(),
+                problem: format!(
+                    "{m} does not fit the uplink: at most {fit} (uplink {} frame bytes - 14 - {overhead} PSP overhead)",
+                    max_frame
+                ),
+            }
+            .into());
+        }
+        Some(m) => m,
+        None => fit,
+    };
+
+    let name = &config.interface.name;
+    let tap = Tap::open(name).map_err(|e| runtime(format_args!("TAP {name}"), e))?;
+    if let Some(mac) = config.interface.mac {
+        tap.set_mac(mac).map_err(|e| runtime(format_args!("TAP {name} MAC"), e))?;
+    }
+    tap.set_mtu(mtu).map_err(|e| runtime(format_args!("TAP {name} MTU"), e))?;
+    tap.set_up().map_err(|e| runtime(format_args!("TAP {name} up"), e))?;
+    let mac = tap.mac().map_err(|e| runtime(format_args!("TAP {name} MAC"), e))?;
+    for addr in &config.interface.addresses {
+        add_address(tap.name(), addr)?;
+    }
+
+    let sock_path = config.daemon.status_socket.clone();
+    let listener = bind_status(&sock_path)?;
+    let user = opts.user.clone().or_else(|| config.daemon.user.clone());
+    if let Some(user) = &user {
+        crate::io::notify::chown_path(&sock_path, user)
+            .map_err(|e| runtime(format_args!("status socket {}", sock_path.display()), e))?;
+        drop_privileges(user).map_err(|e| runtime(format_args!("--user {user}"), e))?;
+    }
+
+    let shared = Arc::new(Shared {
+        global: GlobalCounters::default(),
+        mac,
+        origin,
+    });
+    let info = Info {
+        interface: tap.name().to_owned(),
+        uplink: uplink.describe(),
+        mtu,
+    };
+    let tap = Arc::new(tap);
+    let uplink = Arc::new(uplink);
+    let (set_tx, set_rx) = watch::channel(Arc::clone(&set));
+    let tasks: [JoinHandle<std::io::Result<()>>; 2] = [
+        tokio::spawn(tx_loop(
+            Arc::clone(&tap),
+            Arc::clone(&uplink),
+            Arc::clone(&shared),
+            set_rx.clone(),
+            tx_peers,
+        )),
+        tokio::spawn(rx_loop(
+            Arc::clone(&tap),
+            Arc::clone(&uplink),
+            Arc::clone(&shared),
+            set_rx.clone(),
+            rx_peers,
+            max_frame,
+        )),
+    ];
+    let status_task = tokio::spawn(status::serve(listener, info.clone(), Arc::clone(&shared), set_rx.clone()));
+    drop(tap);
+    drop(uplink);
+
+    let mut hup = signal(SignalKind::hangup()).map_err(|e| runtime("SIGHUP handler", e))?;
+    let mut term = signal(SignalKind::terminate()).map_err(|e| runtime("SIGTERM handler", e))?;
+    let mut int = signal(SignalKind::interrupt()).map_err(|e| runtime("SIGINT handler", e))?;
+    tracing::info!(
+        interface = %info.interface,
+        mac = %crate::config::format_mac(mac),
+        uplink = %info.uplink,
+        mtu,
+        peers = config.peers.len(),
+        user = user.as_deref().unwrap_or("root"),
+        "ready"
+    );
+    let _ = sd_notify("READY=1");
+
+    let [mut tx_task, mut rx_task] = tasks;
+    let result = loop {
+        tokio::select! {
+            _ = hup.recv() => reload(&config, &set_tx, overhead_limit(mtu, max_frame)),
+            _ = term.recv() => break Ok(()),
+            _ = int.recv() => break Ok(()),
+            r = &mut tx_task => break Err(task_error("transmit", r)),
+            r = &mut rx_task => break Err(task_error("receive", r)),
+        }
+    };
+    let _ = sd_notify("STOPPING=1");
+    for t in [&tx_task, &rx_task] {
+        t.abort();
+    }
+    status_task.abort();
+    // Wait for the tasks to drop their handles on the TAP, so it is gone when we return.
+    let _ = tx_task.await;
+    let _ = rx_task.await;
+    let _ = status_task.await;
+    let _ = std::fs::remove_file(&sock_path);
+    let doc = status::document(&info, &shared, &set_rx.borrow());
+    tracing::info!(counters = %doc, "stopped");
+    result
+}
+
+/// The largest overhead a reloaded configuration may have without changing the TAP MTU.
+fn overhead_limit(mtu: usize, max_frame: usize) -> usize {
+    max_frame - ETHERNET_HEADER_LEN - mtu
+}
+
+fn task_error(
+    which: &str,
+    r: Result<std::io::Result<()>, tokio::task::JoinError>,
+) -> DaemonError {
+    match r {
+        Ok(Ok(())) => runtime(which, "stopped"),
+        Ok(Err(e)) => runtime(format_args!("{which} path"), e),
+        Err(e) => runtime(format_args!("{which} task"), e),
+    }
+}
+
+/// SIGHUP: reread the file; publish the new peers and keys (the tasks keep the state of
+/// unchanged peers). Anything else that changed is reported and ignored until a restart.
+fn reload(current: &Config, set_tx: &watch::Sender<Arc<PeerSet>>, max_overhead: usize) {
+    let _ = sd_notify("RELOADING=1");
+    match Config::load(&current.path) {
+        Err(e) => tracing::error!(error = %e, "reload failed; keeping the running configuration"),
+        Ok(new) => {
+            if new.interface != current.interface
+                || new.uplink != current.uplink
+                || new.daemon != current.daemon
+            {
+                tracing::warn!("reload: [interface], [uplink] and [daemon] changes need a restart; applying peers and keys only");
+            }
+            let previous = set_tx.borrow().clone();
+            let set = PeerSet::new(new, Some(&previous));
+            match TxPeers::build(&set, None) {
+                Err(e) => tracing::error!(error = %e, "reload failed; keeping the running configuration"),
+                Ok(t) if t.max_overhead() > max_overhead => tracing::error!(
+                    overhead = t.max_overhead(),
+                    max_overhead,
+                    "reload failed: the new suites need more overhead than the TAP MTU leaves; restart instead"
+                ),
+                Ok(_) => {
+                    let changed = set
+                        .config
+                        .peers
+                        .iter()
+                        .filter(|p| !previous.config.peers.contains(p))
+                        .count();
+                    tracing::info!(peers = set.config.peers.len(), changed, "reloaded");
+                    set_tx.send_replace(Arc::new(set));
+                }
+            }
+        }
+    }
+    let _ = sd_notify("READY=1");
+}
+
+fn add_address(dev: &str, addr: &str) -> Result<(), DaemonError> {
+    let out = std::process::Command::new("ip")
+        .args(["addr", "replace", addr, "dev", dev])
+        .output()
+        .map_err(|e| runtime(format_args!("ip addr replace {addr} dev {dev}"), e))?;
+    if out.status.success() {
+        return Ok(());
+    }
+    Err(runtime(
+        format_args!("ip addr replace {addr} dev {dev}"),
+        String::from_utf8_lossy(&out.stderr).trim(),
+    ))
+}
+
+fn bind_status(path: &std::path::Path) -> Result<UnixListener, DaemonError> {
+    let err = |e: std::io::Error| runtime(format_args!("status socket {}", path.display()), e);
+    if let Some(dir) = path.parent() {
+        std::fs::create_dir_all(dir).map_err(err)?;
+    }
+    // A stale socket from a crashed run: remove it, but never a live one.
+    if std::os::unix::net::UnixStream::connect(path).is_ok() {
+        return Err(runtime(
+            format_args!("status socket {}", path.display()),
+            "another daemon is serving it",
+        ));
+    }
+    let _ = std::fs::remove_file(path);
+    let listener = UnixListener::bind(path).map_err(err)?;
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o660)).map_err(err)?;
+    Ok(listener)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn mtu_arithmetic() {
+        // 1500-byte raw uplink: 1514-byte frames; bf-cbc-hmac-sha1 adds at most 5 + 3 + 7 + 20.
+        assert_eq!(tap_mtu(1514, 35), Some(1465));
+        assert_eq!(overhead_limit(1465, 1514), 35);
+        assert_eq!(tap_mtu(100, 35), None);
+    }
+}

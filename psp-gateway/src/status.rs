@@ -1,0 +1,182 @@
+//! The status socket: a unix stream socket the daemon owns; each connection receives one JSON
+//! document (the counters) and is closed. `psp-gateway status` is the client and renders it as a
+//! table or passes the JSON through.
+
+use std::fmt::Write as _;
+use std::io::Read as _;
+use std::os::unix::net::UnixStream;
+use std::path::Path;
+use std::sync::Arc;
+
+use serde_json::{Map, Value, json};
+use tokio::io::AsyncWriteExt as _;
+use tokio::net::UnixListener;
+use tokio::sync::watch;
+
+use crate::config::format_mac;
+use crate::dataplane::Shared;
+use crate::dataplane::peers::PeerSet;
+
+/// Static facts about the running daemon, for the status document.
+#[derive(Debug, Clone)]
+pub struct Info {
+    /// TAP name.
+    pub interface: String,
+    /// Uplink description (`raw:eth0`, `udp:0.0.0.0:5198`).
+    pub uplink: String,
+    /// TAP MTU.
+    pub mtu: usize,
+}
+
+/// The status document.
+pub fn document(info: &Info, shared: &Shared, set: &PeerSet) -> Value {
+    let cfg = &set.config;
+    let mut total = shared.global.drops_total();
+    let peers: Vec<Value> = cfg
+        .peers
+        .iter()
+        .zip(&set.counters)
+        .map(|(p, c)| {
+            total += c.drops_total();
+            let mut m = Map::new();
+            m.insert("name".into(), p.name.clone().into());
+            m.insert(
+                "macs".into(),
+                p.macs.iter().map(|m| format_mac(*m)).collect(),
+            );
+            m.insert("suite".into(), p.security.suite.name().into());
+            if let Some(ep) = p.endpoint {
+                m.insert("endpoint".into(), ep.to_string().into());
+            }
+            m.extend(c.to_json());
+            Value::Object(m)
+        })
+        .collect();
+    let (drops, ignored) = shared.global.to_json();
+    json!({
+        "interface": info.interface,
+        "mac": format_mac(shared.mac),
+        "uplink": info.uplink,
+        "mtu": info.mtu,
+        "uptime_ms": u64::try_from(shared.origin.elapsed().as_millis()).unwrap_or(u64::MAX),
+        "group": {
+            "suite": cfg.group.suite.name(),
+            "tx_frames": shared.global.group_tx_frames.get(),
+            "tx_bytes": shared.global.group_tx_bytes.get(),
+        },
+        "peers": peers,
+        "drops": drops,
+        "ignored": ignored,
+        "drops_total": total,
+    })
+}
+
+/// Serves the status socket until the task is aborted: one JSON document per connection.
+pub async fn serve(
+    listener: UnixListener,
+    info: Info,
+    shared: Arc<Shared>,
+    set: watch::Receiver<Arc<PeerSet>>,
+) {
+    loop {
+        let Ok((mut conn, _)) = listener.accept().await else {
+            continue;
+        };
+        let doc = {
+            let set = Arc::clone(&set.borrow());
+            document(&info, &shared, &set)
+        };
+        let mut text = doc.to_string();
+        text.push('\n');
+        // A client that goes away early is its own problem; the daemon carries on.
+        let _ = conn.write_all(text.as_bytes()).await;
+    }
+}
+
+/// Reads the status document from the socket at `path`.
+///
+/// # Errors
+/// One line: the socket cannot be reached or does not answer with JSON.
+pub fn fetch(path: &Path) -> Result<Value, String> {
+    let mut s = UnixStream::connect(path)
+        .map_err(|e| format!("status socket {}: {e} (is the daemon running?)", path.display()))?;
+    let mut text = String::new();
+    s.read_to_string(&mut text)
+        .map_err(|e| format!("status socket {}: {e}", path.display()))?;
+    serde_json::from_str(&text)
+        .map_err(|e| format!("status socket {}: not a status document: {e}", path.display()))
+}
+
+/// Renders the status document as a human table.
+pub fn render(doc: &Value) -> String {
+    let mut s = String::new();
+    let u = |v: &Value| v.as_u64().unwrap_or(0);
+    let _ = writeln!(
+        s,
+        "interface {} ({})  uplink {}  mtu {}  up {:.1} s",
+        doc["interface"].as_str().unwrap_or("?"),
+        doc["mac"].as_str().unwrap_or("?"),
+        doc["uplink"].as_str().unwrap_or("?"),
+        u(&doc["mtu"]),
+        u(&doc["uptime_ms"]) as f64 / 1000.0
+    );
+    let _ = writeln!(
+        s,
+        "{:<16} {:<20} {:>10} {:>14} {:>10} {:>14} {:>8}",
+        "PEER", "SUITE", "TX-FRAMES", "TX-BYTES", "RX-FRAMES", "RX-BYTES", "DROPS"
+    );
+    let g = &doc["group"];
+    let _ = writeln!(
+        s,
+        "{:<16} {:<20} {:>10} {:>14} {:>10} {:>14} {:>8}",
+        "(group)",
+        g["suite"].as_str().unwrap_or("?"),
+        u(&g["tx_frames"]),
+        u(&g["tx_bytes"]),
+        "-",
+        "-",
+        "-"
+    );
+    let empty = Vec::new();
+    let peers = doc["peers"].as_array().unwrap_or(&empty);
+    for p in peers {
+        let _ = writeln!(
+            s,
+            "{:<16} {:<20} {:>10} {:>14} {:>10} {:>14} {:>8}",
+            p["name"].as_str().unwrap_or("?"),
+            p["suite"].as_str().unwrap_or("?"),
+            u(&p["tx_frames"]),
+            u(&p["tx_bytes"]),
+            u(&p["rx_frames"]),
+            u(&p["rx_bytes"]),
+            u(&p["drops_total"])
+        );
+    }
+    let nonzero = |obj: &Value| -> String {
+        obj.as_object()
+            .map(|m| {
+                m.iter()
+                    .filter(|(_, v)| u(v) > 0)
+                    .map(|(k, v)| format!("{k}={}", u(v)))
+                    .collect::<Vec<_>>()
+                    .join(" ")
+            })
+            .unwrap_or_default()
+    };
+    for p in peers {
+        let d = nonzero(&p["drops"]);
+        if !d.is_empty() {
+            let _ = writeln!(s, "drops from {}: {d}", p["name"].as_str().unwrap_or("?"));
+        }
+    }
+    let d = nonzero(&doc["drops"]);
+    let _ = writeln!(
+        s,
+        "drops total {}{}{}",
+        u(&doc["drops_total"]),
+        if d.is_empty() { "" } else { "; other: " },
+        d
+    );
+    let _ = writeln!(s, "ignored (not for us): {}", u(&doc["ignored"]["not_for_us"]));
+    s
+}
