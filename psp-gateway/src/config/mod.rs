@@ -2,7 +2,11 @@
 //!
 //! Every problem is reported as one line naming the file, the key and what is wrong
 //! ([`ConfigError`]); secrets come only from key files (mode 0600 or stricter) and are zeroized
-//! when dropped. See README.md, "Configuration", for the commented reference.
+//! when dropped. `docs/CONFIG.md` is the reference: every key, its default and its rules.
+//!
+//! Layers: `raw` (TOML into private structs that refuse unknown keys, toml errors mapped to key
+//! paths), `validate` (defaults, ranges, cross-checks, key files) and `keyfile`. This module
+//! does no I/O besides reading the config and key files; it opens no interface or socket.
 
 use core::fmt;
 use core::net::SocketAddr;
@@ -12,6 +16,10 @@ use psp_core::crypto::SuiteId;
 use psp_core::session::{OpenerConfig, SealerConfig};
 use psp_core::time::Duration;
 use zeroize::Zeroizing;
+
+mod keyfile;
+mod raw;
+mod validate;
 
 /// The whole configuration.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -110,13 +118,15 @@ pub struct PeerSecurity {
     pub key: KeyMaterial,
     /// The suite (`suite`, default `bf-cbc-hmac-sha1`, the thesis' default).
     pub suite: SuiteId,
-    /// Replay window in frames (`replay_window`, default 2048; 0 disables replay checks).
+    /// Replay window in frames (`replay_window`, 1..=[`psp_core::replay::MAX_WINDOW`], default
+    /// 2048).
     pub replay_window: u32,
     /// 24-bit security number to send and require (`security_number`), if any.
     pub security_number: Option<u32>,
     /// Send and require timestamps (`timestamps`, default false).
     pub timestamps: bool,
-    /// Largest accepted clock difference when timestamps are on (`max_skew_ms`, default 30000).
+    /// Largest accepted clock difference when timestamps are on (`max_skew_ms`, 1..=2^31-1,
+    /// default 30000).
     pub max_skew_ms: u64,
     /// Pad the encrypted section to a multiple of this (`pad_to`, 1..=64, default: the suite's
     /// block length).
@@ -184,16 +194,134 @@ impl fmt::Display for ConfigError {
 
 impl core::error::Error for ConfigError {}
 
+impl ConfigError {
+    /// A problem with `key` of `file`; newlines in `problem` become spaces (one line, always).
+    pub(crate) fn new(file: &Path, key: impl Into<String>, problem: impl Into<String>) -> Self {
+        let problem: String = problem.into();
+        Self {
+            file: file.to_path_buf(),
+            key: key.into(),
+            problem: problem.replace(['\n', '\r'], " "),
+        }
+    }
+}
+
 impl Config {
     /// Reads, parses and validates `path` (and the key files it names).
     ///
     /// # Errors
     /// The first problem found, as a [`ConfigError`].
     pub fn load(path: &Path) -> Result<Self, ConfigError> {
-        Err(ConfigError {
-            file: path.to_path_buf(),
-            key: String::new(),
-            problem: "config loading not implemented yet".into(),
-        })
+        let text = read_config(path).map_err(|p| ConfigError::new(path, "", p))?;
+        Self::parse(path, &text)
+    }
+
+    /// Parses and validates `text` as if read from `path`: key files are read, relative to the
+    /// directory of `path`.
+    ///
+    /// # Errors
+    /// The first problem found, as a [`ConfigError`].
+    pub(crate) fn parse(path: &Path, text: &str) -> Result<Self, ConfigError> {
+        let raw = raw::parse(path, text)?;
+        validate::build(path, raw)
+    }
+}
+
+/// The largest config file read; a real one is a few KiB.
+const MAX_CONFIG_LEN: u64 = 1 << 20;
+
+/// The text of the config file at `path`, or the problem.
+fn read_config(path: &Path) -> Result<String, String> {
+    use std::io::Read;
+
+    let file = std::fs::File::open(path).map_err(|e| format!("cannot open: {e}"))?;
+    let meta = file.metadata().map_err(|e| format!("cannot stat: {e}"))?;
+    if !meta.is_file() {
+        return Err("is not a regular file".into());
+    }
+    let mut text = String::new();
+    file.take(MAX_CONFIG_LEN + 1)
+        .read_to_string(&mut text)
+        .map_err(|e| format!("cannot read: {e}"))?;
+    if text.len() as u64 > MAX_CONFIG_LEN {
+        return Err(format!("is larger than {MAX_CONFIG_LEN} bytes"));
+    }
+    Ok(text)
+}
+
+/// Parses `aa:bb:cc:dd:ee:ff` (two hex digits per byte, either case, colons only).
+pub fn parse_mac(s: &str) -> Option<[u8; 6]> {
+    let b = s.as_bytes();
+    if b.len() != 17 {
+        return None;
+    }
+    let digit = |c: u8| {
+        char::from(c)
+            .to_digit(16)
+            .and_then(|d| u8::try_from(d).ok())
+    };
+    let mut mac = [0u8; 6];
+    // b.len() == 17 = 6 * 3 - 1, so every index below is in bounds.
+    for (i, octet) in mac.iter_mut().enumerate() {
+        let at = i * 3;
+        if i > 0 && b[at - 1] != b':' {
+            return None;
+        }
+        *octet = (digit(b[at])? << 4) | digit(b[at + 1])?;
+    }
+    Some(mac)
+}
+
+/// Formats a MAC as `aa:bb:cc:dd:ee:ff` (lower case).
+pub fn format_mac(mac: [u8; 6]) -> String {
+    let [a, b, c, d, e, f] = mac;
+    format!("{a:02x}:{b:02x}:{c:02x}:{d:02x}:{e:02x}:{f:02x}")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn mac_round_trip() {
+        let mac = [0x02, 0xab, 0x00, 0x10, 0xfe, 0x01];
+        assert_eq!(format_mac(mac), "02:ab:00:10:fe:01");
+        assert_eq!(parse_mac("02:ab:00:10:fe:01"), Some(mac));
+        assert_eq!(parse_mac("02:AB:00:10:FE:01"), Some(mac));
+    }
+
+    #[test]
+    fn mac_refuses_other_spellings() {
+        for bad in [
+            "",
+            "02:ab:00:10:fe",
+            "02:ab:00:10:fe:01:",
+            "02-ab-00-10-fe-01",
+            "02ab.0010.fe01",
+            "2:ab:00:10:fe:01:0",
+            "02:ab:00:10:fe:0g",
+            "+2:ab:00:10:fe:01",
+            "02:ab:00:10:fé:1",
+        ] {
+            assert_eq!(parse_mac(bad), None, "{bad}");
+        }
+    }
+
+    #[test]
+    fn error_is_one_line() {
+        let e = ConfigError::new(Path::new("/etc/gw.toml"), "peer[0].mac", "a\nb");
+        assert_eq!(e.to_string(), "/etc/gw.toml: peer[0].mac: a b");
+        let e = ConfigError::new(Path::new("gw.toml"), "", "cannot open: x");
+        assert_eq!(e.to_string(), "gw.toml: cannot open: x");
+    }
+
+    #[test]
+    fn missing_file() {
+        let e = Config::load(Path::new("/nonexistent/gw.toml")).unwrap_err();
+        assert!(
+            e.to_string()
+                .starts_with("/nonexistent/gw.toml: cannot open: No such file"),
+            "{e}"
+        );
     }
 }

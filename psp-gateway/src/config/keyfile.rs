@@ -1,0 +1,151 @@
+//! Key files: one hex key (as `psp-gateway keygen` prints it), in a regular file of mode 0600 or
+//! stricter. The bytes are zeroized when dropped and never appear in messages.
+
+use std::fs::{File, OpenOptions};
+use std::io::Read;
+use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
+use std::path::Path;
+
+use zeroize::Zeroizing;
+
+/// The largest key file accepted: a 1024-byte key in hex with a newline is 2049 bytes.
+const MAX_FILE_LEN: u64 = 4096;
+
+/// Reads the key in `path`.
+///
+/// # Errors
+/// The problem, as the `PROBLEM` part of a config error (it names `path`).
+pub(super) fn read(path: &Path) -> Result<Zeroizing<Vec<u8>>, String> {
+    let shown = path.display();
+    // O_NONBLOCK: opening a FIFO (refused below as not a regular file) must not hang the daemon.
+    let mut file: File = OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NONBLOCK | libc::O_CLOEXEC)
+        .open(path)
+        .map_err(|e| format!("cannot open {shown}: {e}"))?;
+    // The checks use the opened file, so the file checked is the file read.
+    let meta = file
+        .metadata()
+        .map_err(|e| format!("cannot stat {shown}: {e}"))?;
+    if !meta.is_file() {
+        return Err(format!("{shown} is not a regular file"));
+    }
+    let mode = meta.permissions().mode() & 0o7777;
+    if mode & 0o077 != 0 {
+        return Err(format!(
+            "{shown} is mode {mode:04o}; want 0600 or stricter (chmod 600 {shown})"
+        ));
+    }
+    if meta.len() > MAX_FILE_LEN {
+        return Err(format!(
+            "{shown} is {} bytes; a key file holds one hex key (at most {MAX_FILE_LEN} bytes)",
+            meta.len()
+        ));
+    }
+    let mut text = Zeroizing::new(Vec::with_capacity(MAX_FILE_LEN as usize + 1));
+    // Read one byte past the limit so a file that grew after the stat is still refused.
+    (&mut file)
+        .take(MAX_FILE_LEN + 1)
+        .read_to_end(&mut text)
+        .map_err(|e| format!("cannot read {shown}: {e}"))?;
+    if text.len() as u64 > MAX_FILE_LEN {
+        return Err(format!(
+            "{shown} is over {MAX_FILE_LEN} bytes; a key file holds one hex key"
+        ));
+    }
+    let hex = text.trim_ascii();
+    if hex.is_empty() {
+        return Err(format!(
+            "{shown} is empty; create it with `psp-gateway keygen --suite SUITE > {shown}`"
+        ));
+    }
+    let not_hex =
+        || format!("{shown} does not hold one hex key (as printed by `psp-gateway keygen`)");
+    if hex.len() % 2 != 0 {
+        return Err(not_hex());
+    }
+    let mut key = Zeroizing::new(vec![0u8; hex.len() / 2]);
+    hex::decode_to_slice(hex, &mut key[..]).map_err(|_| not_hex())?;
+    Ok(key)
+}
+
+#[cfg(test)]
+mod tests {
+    use core::sync::atomic::{AtomicU32, Ordering};
+    use std::os::unix::fs::PermissionsExt;
+    use std::path::PathBuf;
+
+    use super::*;
+
+    /// A temp file removed on drop.
+    struct Temp(PathBuf);
+
+    impl Temp {
+        fn new(content: &[u8], mode: u32) -> Self {
+            static N: AtomicU32 = AtomicU32::new(0);
+            let path = std::env::temp_dir().join(format!(
+                "psp-keyfile-unit-{}-{}.key",
+                std::process::id(),
+                N.fetch_add(1, Ordering::Relaxed)
+            ));
+            std::fs::write(&path, content).unwrap();
+            std::fs::set_permissions(&path, std::fs::Permissions::from_mode(mode)).unwrap();
+            Self(path)
+        }
+    }
+
+    impl Drop for Temp {
+        fn drop(&mut self) {
+            let _ = std::fs::remove_file(&self.0);
+        }
+    }
+
+    #[test]
+    fn reads_keygen_output() {
+        let t = Temp::new(b"  00112233445566778899aabbccddeeff\n\n", 0o600);
+        assert_eq!(
+            &read(&t.0).unwrap()[..],
+            &hex::decode("00112233445566778899aabbccddeeff").unwrap()[..]
+        );
+        let t = Temp::new(b"00112233445566778899AABBCCDDEEFF", 0o400);
+        assert_eq!(read(&t.0).unwrap().len(), 16);
+    }
+
+    #[test]
+    fn refuses_group_or_other_bits() {
+        for mode in [0o644, 0o640, 0o604, 0o660, 0o601] {
+            let t = Temp::new(b"0011", mode);
+            let e = read(&t.0).unwrap_err();
+            assert_eq!(
+                e,
+                format!(
+                    "{} is mode {mode:04o}; want 0600 or stricter (chmod 600 {})",
+                    t.0.display(),
+                    t.0.display()
+                )
+            );
+        }
+    }
+
+    #[test]
+    fn refuses_bad_content_without_echoing_it() {
+        for content in [&b"zz112233"[..], b"0011 2233", b"001", b"secret-words"] {
+            let t = Temp::new(content, 0o600);
+            let e = read(&t.0).unwrap_err();
+            assert!(e.contains("does not hold one hex key"), "{e}");
+            assert!(!e.contains("secret") && !e.contains("0011"), "{e}");
+        }
+        let t = Temp::new(b" \n", 0o600);
+        assert!(read(&t.0).unwrap_err().contains("is empty"));
+        let t = Temp::new(&[b'0'; 5000], 0o600);
+        assert!(read(&t.0).unwrap_err().contains("is 5000 bytes"));
+    }
+
+    #[test]
+    fn refuses_missing_files_and_directories() {
+        let e = read(Path::new("/nonexistent/psp.key")).unwrap_err();
+        assert!(e.starts_with("cannot open /nonexistent/psp.key: "), "{e}");
+        let e = read(&std::env::temp_dir()).unwrap_err();
+        assert!(e.ends_with("is not a regular file"), "{e}");
+    }
+}

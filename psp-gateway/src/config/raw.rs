@@ -1,0 +1,328 @@
+//! The TOML layer: the file as written, before validation, and toml's errors turned into one
+//! line naming the key (`peer[1].mac`) or, for syntax errors, the line and column.
+//!
+//! Every field is optional here (and integers are `i64`, TOML's integer type) so that missing and
+//! out-of-range values are reported by the validation in `validate.rs`, in our words; serde only
+//! refuses unknown keys and wrong types.
+
+use core::ops::Range;
+use std::path::Path;
+
+use serde::Deserialize;
+use toml::de::{DeTable, DeValue};
+
+use super::ConfigError;
+
+/// The whole file.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawConfig {
+    #[serde(default)]
+    pub(super) interface: RawInterface,
+    pub(super) uplink: Option<RawUplink>,
+    #[serde(default)]
+    pub(super) daemon: RawDaemon,
+    #[serde(default)]
+    pub(super) defaults: RawSecurity,
+    pub(super) group: Option<RawGroup>,
+    #[serde(default)]
+    pub(super) peer: Vec<RawPeer>,
+}
+
+/// `[interface]`.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawInterface {
+    pub(super) name: Option<String>,
+    pub(super) mac: Option<String>,
+    pub(super) mtu: Option<i64>,
+    #[serde(default)]
+    pub(super) addresses: Vec<String>,
+}
+
+/// `[uplink]`.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawUplink {
+    pub(super) kind: Option<String>,
+    pub(super) interface: Option<String>,
+    pub(super) listen: Option<String>,
+}
+
+/// `[daemon]`.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawDaemon {
+    pub(super) status_socket: Option<String>,
+    pub(super) user: Option<String>,
+    pub(super) log_format: Option<String>,
+    pub(super) log_level: Option<String>,
+}
+
+/// `[defaults]`, and the overrides in `[group]` and `[[peer]]`.
+#[derive(Debug, Default, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawSecurity {
+    pub(super) suite: Option<String>,
+    pub(super) replay_window: Option<i64>,
+    pub(super) security_number: Option<i64>,
+    pub(super) timestamps: Option<bool>,
+    pub(super) max_skew_ms: Option<i64>,
+    pub(super) pad_to: Option<i64>,
+}
+
+/// `[group]`: the key file plus the `[defaults]` fields as overrides.
+// `#[serde(flatten)]` cannot be combined with `deny_unknown_fields`, so the security fields are
+// spelled out again here and in `RawPeer`.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawGroup {
+    pub(super) key_file: Option<String>,
+    suite: Option<String>,
+    replay_window: Option<i64>,
+    security_number: Option<i64>,
+    timestamps: Option<bool>,
+    max_skew_ms: Option<i64>,
+    pad_to: Option<i64>,
+}
+
+impl RawGroup {
+    /// The overrides.
+    pub(super) fn security(&self) -> RawSecurity {
+        RawSecurity {
+            suite: self.suite.clone(),
+            replay_window: self.replay_window,
+            security_number: self.security_number,
+            timestamps: self.timestamps,
+            max_skew_ms: self.max_skew_ms,
+            pad_to: self.pad_to,
+        }
+    }
+}
+
+/// One `[[peer]]`.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawPeer {
+    pub(super) name: Option<String>,
+    pub(super) mac: Option<String>,
+    pub(super) macs: Option<Vec<String>>,
+    pub(super) endpoint: Option<String>,
+    pub(super) key_file: Option<String>,
+    suite: Option<String>,
+    replay_window: Option<i64>,
+    security_number: Option<i64>,
+    timestamps: Option<bool>,
+    max_skew_ms: Option<i64>,
+    pad_to: Option<i64>,
+}
+
+impl RawPeer {
+    /// The overrides.
+    pub(super) fn security(&self) -> RawSecurity {
+        RawSecurity {
+            suite: self.suite.clone(),
+            replay_window: self.replay_window,
+            security_number: self.security_number,
+            timestamps: self.timestamps,
+            max_skew_ms: self.max_skew_ms,
+            pad_to: self.pad_to,
+        }
+    }
+}
+
+/// Parses `text` (read from `file`) into the raw structs.
+///
+/// # Errors
+/// Syntax errors as `FILE: line L, column C: PROBLEM`; unknown keys and wrong types as
+/// `FILE: KEY: PROBLEM`, the key found from the position toml reports.
+pub(super) fn parse(file: &Path, text: &str) -> Result<RawConfig, ConfigError> {
+    let doc = DeTable::parse(text).map_err(|e| {
+        let key = e
+            .span()
+            .map(|s| line_col(text, s.start))
+            .unwrap_or_default();
+        ConfigError::new(file, key, tidy(e.message()))
+    })?;
+    let de = toml::de::Deserializer::from(doc.clone());
+    RawConfig::deserialize(de).map_err(|e| {
+        let key = e
+            .span()
+            .and_then(|s| key_at(doc.get_ref(), &s))
+            .or_else(|| e.span().map(|s| line_col(text, s.start)))
+            .unwrap_or_default();
+        ConfigError::new(file, key, tidy(e.message()))
+    })
+}
+
+/// `line L, column C` (1-based) of byte offset `at`.
+fn line_col(text: &str, at: usize) -> String {
+    let mut at = at.min(text.len());
+    // Offsets from the parser are char boundaries; step back to one if not (0 always is).
+    while !text.is_char_boundary(at) {
+        at -= 1;
+    }
+    let before = &text[..at];
+    let line = before.matches('\n').count() + 1;
+    let column = before.rsplit('\n').next().map_or(0, |l| l.chars().count()) + 1;
+    format!("line {line}, column {column}")
+}
+
+/// The dotted key path (`peer[1].mac`, `interface.addresses[0]`) of the innermost key or value
+/// whose span contains `span`.
+fn key_at(table: &DeTable<'_>, span: &Range<usize>) -> Option<String> {
+    let mut path = String::new();
+    walk_table(table, span, &mut path).then_some(path)
+}
+
+fn walk_table(table: &DeTable<'_>, span: &Range<usize>, path: &mut String) -> bool {
+    for (k, v) in table {
+        let len = path.len();
+        if !path.is_empty() {
+            path.push('.');
+        }
+        path.push_str(k.get_ref());
+        // An error on the key itself (unknown key) stops here; otherwise the innermost value
+        // wins. Implicit tables (`[a.b]` creates `a`) carry no useful span: look inside anyway.
+        if contains(&k.span(), span)
+            || walk_value(v.get_ref(), span, path)
+            || contains(&v.span(), span)
+        {
+            return true;
+        }
+        path.truncate(len);
+    }
+    false
+}
+
+fn walk_value(value: &DeValue<'_>, span: &Range<usize>, path: &mut String) -> bool {
+    match value {
+        DeValue::Table(t) => walk_table(t, span, path),
+        DeValue::Array(items) => {
+            for (i, item) in items.iter().enumerate() {
+                let len = path.len();
+                path.push_str(&format!("[{i}]"));
+                if walk_value(item.get_ref(), span, path) || contains(&item.span(), span) {
+                    return true;
+                }
+                path.truncate(len);
+            }
+            false
+        }
+        _ => false,
+    }
+}
+
+/// Whether `outer` (non-empty) covers the start of `inner`.
+fn contains(outer: &Range<usize>, inner: &Range<usize>) -> bool {
+    outer.start < outer.end && outer.start <= inner.start && inner.start < outer.end
+}
+
+/// toml's message in our words, on one line: `unknown field` becomes `unknown key` with the
+/// valid keys listed plainly.
+fn tidy(message: &str) -> String {
+    let one_line = message.split_whitespace().collect::<Vec<_>>().join(" ");
+    if let Some(rest) = one_line.strip_prefix("unknown field ") {
+        let (name, expected) = rest.split_once(", expected ").unwrap_or((rest, ""));
+        let expected = expected.trim_start_matches("one of ").replace('`', "");
+        return if expected.is_empty() {
+            format!("unknown key {name}")
+        } else {
+            format!("unknown key {name} (valid keys: {expected})")
+        };
+    }
+    one_line
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn err(text: &str) -> String {
+        parse(Path::new("/x/gw.toml"), text)
+            .unwrap_err()
+            .to_string()
+    }
+
+    #[test]
+    fn empty_document_parses() {
+        let raw = parse(Path::new("gw.toml"), "").unwrap();
+        assert!(raw.uplink.is_none() && raw.peer.is_empty());
+    }
+
+    #[test]
+    fn syntax_error_names_line_and_column() {
+        let e = err("[interface]\nname = \"psp0\"\nmtu = = 3\n");
+        assert!(e.starts_with("/x/gw.toml: line 3, column 7: "), "{e}");
+        assert_eq!(e.lines().count(), 1, "{e}");
+    }
+
+    #[test]
+    fn unterminated_string_is_one_line() {
+        let e = err("[interface]\nname = \"psp0\n");
+        assert!(e.starts_with("/x/gw.toml: line 2, column "), "{e}");
+        assert_eq!(e.lines().count(), 1, "{e}");
+    }
+
+    #[test]
+    fn duplicate_key_is_a_syntax_error() {
+        let e = err("[interface]\nname = \"a\"\nname = \"b\"\n");
+        assert!(e.starts_with("/x/gw.toml: line 3, column 1: "), "{e}");
+        assert!(e.contains("duplicate"), "{e}");
+    }
+
+    #[test]
+    fn unknown_key_in_peer_names_the_index() {
+        let e =
+            err("[[peer]]\nname = \"a\"\n[[peer]]\nname = \"b\"\nmacc = \"02:00:00:00:00:01\"\n");
+        assert!(
+            e.starts_with("/x/gw.toml: peer[1].macc: unknown key `macc` (valid keys: name, mac,"),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn unknown_section_is_named() {
+        let e = err("[[peers]]\nname = \"a\"\n");
+        assert!(
+            e.starts_with("/x/gw.toml: peers: unknown key `peers`"),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn unknown_key_in_dotted_and_inline_tables() {
+        let e = err("interface.nmae = \"x\"\n");
+        assert!(
+            e.starts_with("/x/gw.toml: interface.nmae: unknown key"),
+            "{e}"
+        );
+        let e = err("uplink = { kind = \"raw\", iface = \"eth0\" }\n");
+        assert!(
+            e.starts_with("/x/gw.toml: uplink.iface: unknown key"),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn wrong_type_names_the_key() {
+        let e = err("[interface]\nmtu = \"1500\"\n");
+        assert!(
+            e.starts_with("/x/gw.toml: interface.mtu: invalid type"),
+            "{e}"
+        );
+        let e = err("[interface]\naddresses = [\"10.0.0.1/24\", 5]\n");
+        assert!(
+            e.starts_with("/x/gw.toml: interface.addresses[1]: invalid type"),
+            "{e}"
+        );
+        let e = err("[peer]\nname = \"a\"\n");
+        assert!(e.starts_with("/x/gw.toml: peer: invalid type"), "{e}");
+    }
+
+    #[test]
+    fn line_col_handles_multibyte_text() {
+        assert_eq!(line_col("é\nab", 4), "line 2, column 2");
+        assert_eq!(line_col("ab", 99), "line 1, column 3");
+    }
+}
