@@ -1,0 +1,253 @@
+#!/usr/bin/env bash
+# testbed/demo.sh: two hosts protected by psp-gateway on one Ethernet segment, an eavesdropper
+# (eve) capturing everything on it. The README's main command. Run as root.
+#
+#   vm1 (10.77.0.1, psp0) --psp-gateway-- up0 --+                  +-- up0 --psp-gateway-- (10.77.0.2, psp0) vm2
+#                                              [ lan: bridge br0 = hub ]
+#                                                       |
+#                                                 up0  eve (tcpdump: sees every frame)
+#
+# Usage: testbed/demo.sh [--suite NAME] [--uplink raw|udp] [--quick] [--no-build] [--save-pcap FILE]
+#   --suite      PSP suite (default bf-cbc-hmac-sha1; `none` = the thesis' noENC-noHMAC)
+#   --uplink     raw: PSP frames (EtherType 0x1982) on up0 (default); udp: PSP in UDP port 5198
+#   --quick      1 s iperf3 runs and a 10 MB file instead of 3 s and 50 MB
+#   --no-build   skip `cargo build` and use $TB_BIN (default target/release/psp-gateway)
+#   --save-pcap  keep a copy of eve's capture there
+#
+# It installs what it needs (testbed/install-deps.sh), builds the release binary, builds the
+# topology (testbed/lib.sh), starts the gateways, and runs ARP resolution, ping, iperf3 TCP in both
+# directions, an ssh login, an scp of a file made of a repeated known text and the same file over
+# a cleartext TCP connection (ssh encrypts by itself; the cleartext copy is what makes the
+# known-text count meaningful). Control: the known text IS visible on vm2's TAP. It then counts
+# what eve saw and ends with one line
+#   RESULT ping_ms=… tcp_mbps=… scp_ok=1 eve_frames=N eve_psp_frames=N eve_cleartext_frames=0 eve_known_text_hits=0
+# (tcp_mbps: vm1 -> vm2). Exit 0 only if every check held. Everything is torn down on every exit
+# path (also on error and Ctrl-C).
+set -uo pipefail
+
+SUITE=bf-cbc-hmac-sha1
+UPLINK=raw
+QUICK=0
+SAVE_PCAP=
+BUILD=1
+usage() {
+    sed -n '/^# Usage:/,/^#   --save-pcap/p' "$0" | sed 's/^# \{0,1\}//' >&2
+    exit "${1:-2}"
+}
+while (($#)); do
+    case $1 in
+    --suite) SUITE=${2:?--suite needs a value}; shift 2 ;;
+    --uplink) UPLINK=${2:?--uplink needs a value}; shift 2 ;;
+    --quick) QUICK=1; shift ;;
+    --no-build) BUILD=0; shift ;;
+    --save-pcap) SAVE_PCAP=${2:?--save-pcap needs a file}; shift 2 ;;
+    -h | --help) usage 0 ;;
+    *) echo "demo: error: unknown argument '$1'" >&2; usage ;;
+    esac
+done
+[[ $UPLINK == raw || $UPLINK == udp ]] || { echo "demo: error: --uplink must be raw or udp" >&2; exit 2; }
+[[ $(id -u) -eq 0 ]] || { echo "demo: error: run as root (network namespaces)" >&2; exit 1; }
+
+HERE=$(cd "$(dirname "$0")" && pwd)
+# shellcheck source=lib.sh
+source "$HERE/lib.sh"
+
+if ((QUICK)); then IPERF_T=1 FILE_MB=10 PINGS=10; else IPERF_T=3 FILE_MB=50 PINGS=20; fi
+TEXT="psp-demo known plaintext: the quick brown fox jumps over the lazy dog 0123456789"
+FAILS=()
+fail() { FAILS+=("$*"); echo "  FAIL: $*"; }
+ok() { echo "  ok: $*"; }
+die() { echo "demo: error: $*" >&2; exit 1; }
+phase() { printf '\n== %s\n' "$*"; }
+
+phase "dependencies and build"
+"$HERE/install-deps.sh" || die "installing dependencies failed"
+if ((BUILD)); then
+    (cd "$TB_ROOT" && cargo build --release --locked -p psp-gateway) || die "cargo build failed"
+fi
+[[ -x $TB_BIN ]] || die "no binary at $TB_BIN after the build"
+
+phase "topology (suffix $$), suite $SUITE, uplink $UPLINK"
+tb_init || die "tb_init failed"
+tb_trap
+tb_up 2 "$UPLINK" || die "building the topology failed"
+tb_keys "$SUITE" || die "key generation failed"
+tb_config 1 "$SUITE" "$UPLINK"
+tb_config 2 "$SUITE" "$UPLINK"
+echo "  namespaces: $(ip netns list | awk '{print $1}' | grep -- "-$TB_SFX\$" | tr '\n' ' ')"
+echo "  work dir:   $TB_DIR"
+
+phase "gateways"
+tb_gw_start 1 || die "the vm1 gateway did not start"
+tb_gw_start 2 || die "the vm2 gateway did not start"
+MTU=$(tb_x vm1 cat /sys/class/net/psp0/mtu)
+echo "  vm1 and vm2 ready; TAP MTU $MTU"
+
+# Eve listens on her bridge port from now on.
+EVE_PCAP=$TB_DIR/eve.pcap
+tb_bg eve "$TB_DIR/eve-tcpdump.log" tcpdump -i up0 -nn -s 0 -B 65536 -U -w "$EVE_PCAP"
+EVE_PID=$TB_LAST_PID
+for _ in $(seq 50); do grep -q "listening on" "$TB_DIR/eve-tcpdump.log" 2>/dev/null && break; sleep 0.1; done
+grep -q "listening on" "$TB_DIR/eve-tcpdump.log" || die "eve's tcpdump did not start: $(cat "$TB_DIR/eve-tcpdump.log")"
+
+phase "ARP resolution (inside PSP, group key)"
+tb_x vm1 ip neigh flush dev psp0
+tb_x vm2 ip neigh flush dev psp0
+tb_x vm1 ping -c 1 -W 3 "$(tb_ip 2)" >/dev/null || fail "first ping vm1 -> vm2 (with ARP) got no reply"
+NEIGH=$(tb_x vm1 ip neigh show "$(tb_ip 2)" dev psp0)
+if [[ $NEIGH == *"lladdr $(tb_mac 2)"* ]]; then ok "vm1 learnt $(tb_ip 2) is at $(tb_mac 2) ($NEIGH)"; else fail "vm1's neighbour entry for $(tb_ip 2): '$NEIGH'"; fi
+
+phase "ping vm1 -> vm2"
+PING_OUT=$(tb_x vm1 ping -c "$PINGS" -i 0.05 -q "$(tb_ip 2)")
+PING_MS=$(sed -n 's|.*= [0-9.]*/\([0-9.]*\)/.*|\1|p' <<<"$PING_OUT")
+if grep -q " 0% packet loss" <<<"$PING_OUT" && [[ -n $PING_MS ]]; then ok "$PINGS pings, avg RTT $PING_MS ms"; else fail "ping: $(tail -2 <<<"$PING_OUT" | tr '\n' ' ')"; PING_MS=${PING_MS:-nan}; fi
+
+phase "iperf3 TCP, ${IPERF_T} s each way"
+tb_bg vm2 "$TB_DIR/iperf3-server.log" iperf3 -s -B "$(tb_ip 2)"
+iperf() { # iperf [-R] -> Mbit/s received
+    local out
+    for _ in 1 2 3 4 5; do
+        if out=$(tb_x vm1 iperf3 -c "$(tb_ip 2)" -t "$IPERF_T" -J "$@" 2>&1); then
+            jq -r '.end.sum_received.bits_per_second / 1e6 | . * 10 | round / 10' <<<"$out"
+            return 0
+        fi
+        sleep 0.3 # the server may still be starting
+    done
+    echo "iperf3 failed: $(jq -r '.error // empty' <<<"$out" 2>/dev/null || echo "$out")" >&2
+    return 1
+}
+if TCP_MBPS=$(iperf); then ok "vm1 -> vm2: $TCP_MBPS Mbit/s"; else fail "iperf3 vm1 -> vm2"; TCP_MBPS=0; fi
+if TCP_REV=$(iperf -R); then ok "vm2 -> vm1: $TCP_REV Mbit/s"; else fail "iperf3 vm2 -> vm1"; TCP_REV=0; fi
+
+phase "ssh login and scp of a ${FILE_MB} MB file"
+SSHD=$TB_DIR/ssh
+mkdir -p "$SSHD" /run/sshd && chmod 700 "$SSHD"
+ssh-keygen -q -t ed25519 -N '' -C psp-demo-host -f "$SSHD/host_key" || die "ssh-keygen failed"
+ssh-keygen -q -t ed25519 -N '' -C psp-demo-client -f "$SSHD/id" || die "ssh-keygen failed"
+cp "$SSHD/id.pub" "$SSHD/authorized_keys"
+cat >"$SSHD/sshd_config" <<EOF
+ListenAddress $(tb_ip 2)
+Port 22
+HostKey $SSHD/host_key
+PidFile $SSHD/sshd.pid
+PermitRootLogin prohibit-password
+PubkeyAuthentication yes
+AuthorizedKeysFile $SSHD/authorized_keys
+PasswordAuthentication no
+KbdInteractiveAuthentication no
+UsePAM no
+StrictModes no
+Subsystem sftp internal-sftp
+LogLevel ERROR
+EOF
+SSHD_BIN=$(command -v sshd || echo /usr/sbin/sshd)
+"$SSHD_BIN" -t -f "$SSHD/sshd_config" || die "sshd rejected its config"
+tb_bg vm2 "$SSHD/sshd.log" "$SSHD_BIN" -D -e -f "$SSHD/sshd_config"
+SSH_OPTS=(-F /dev/null -i "$SSHD/id" -o IdentitiesOnly=yes -o BatchMode=yes -o StrictHostKeyChecking=no
+    -o UserKnownHostsFile=/dev/null -o ConnectTimeout=5 -o LogLevel=ERROR)
+SSH_OK=0
+for _ in $(seq 20); do
+    if tb_x vm1 ssh "${SSH_OPTS[@]}" "root@$(tb_ip 2)" true 2>"$SSHD/client.err"; then SSH_OK=1; break; fi
+    sleep 0.25
+done
+if ((SSH_OK)); then ok "ssh root@$(tb_ip 2) true"; else fail "ssh login: $(cat "$SSHD/client.err")"; fi
+
+FILE=$TB_DIR/known.txt
+yes "$TEXT" | head -c "$((FILE_MB * 1000 * 1000))" >"$FILE"
+SUM=$(sha256sum <"$FILE" | cut -d' ' -f1)
+SCP_OK=0
+T0=$(date +%s%N)
+if tb_x vm1 scp "${SSH_OPTS[@]}" -q "$FILE" "root@$(tb_ip 2):$TB_DIR/recv-scp.txt" 2>"$SSHD/scp.err" &&
+    [[ $(sha256sum <"$TB_DIR/recv-scp.txt" | cut -d' ' -f1) == "$SUM" ]]; then
+    SCP_OK=1
+    ok "scp $FILE_MB MB in $((($(date +%s%N) - T0) / 1000000)) ms, sha256 matches"
+else
+    fail "scp: $(cat "$SSHD/scp.err")"
+fi
+
+phase "the same file over cleartext TCP (control: visible on vm2's TAP, not to eve)"
+tb_bg vm2 "$TB_DIR/tap-tcpdump.log" tcpdump -i psp0 -nn -s 0 -c 2000 -U -w "$TB_DIR/vm2-tap.pcap" tcp port 5001
+TAP_PID=$TB_LAST_PID
+for _ in $(seq 50); do grep -q "listening on" "$TB_DIR/tap-tcpdump.log" 2>/dev/null && break; sleep 0.1; done
+tb_bg vm2 "$TB_DIR/socat-server.log" socat -u "TCP-LISTEN:5001,bind=$(tb_ip 2),reuseaddr" "CREATE:$TB_DIR/recv-clear.txt"
+RECV_PID=$TB_LAST_PID
+tb_x vm1 socat -u "OPEN:$FILE" "TCP:$(tb_ip 2):5001,retry=20,interval=0.1" 2>"$TB_DIR/socat-client.err" ||
+    fail "cleartext send: $(cat "$TB_DIR/socat-client.err")"
+wait "$RECV_PID" 2>/dev/null
+if [[ -f $TB_DIR/recv-clear.txt && $(sha256sum <"$TB_DIR/recv-clear.txt" | cut -d' ' -f1) == "$SUM" ]]; then
+    ok "cleartext TCP copy, sha256 matches"
+else
+    fail "cleartext TCP copy did not arrive intact"
+fi
+sleep 0.3
+tb_kill "$TAP_PID"
+TAP_HITS=$(grep -a -o -F "$TEXT" "$TB_DIR/vm2-tap.pcap" 2>/dev/null | wc -l)
+if ((TAP_HITS > 0)); then ok "control: the known text appears $TAP_HITS times in a capture on vm2's TAP"; else fail "control: known text not found on vm2's TAP (capture broken?)"; fi
+
+phase "what eve saw"
+sleep 0.5
+tb_kill "$EVE_PID"
+EVE_DROPS=$(sed -n 's/^\([0-9]*\) packets dropped by kernel.*/\1/p' "$TB_DIR/eve-tcpdump.log")
+count() { tcpdump -r "$EVE_PCAP" -nn "$@" 2>/dev/null | wc -l; }
+EVE_FRAMES=$(count)
+if [[ $UPLINK == raw ]]; then
+    EVE_PSP=$(count 'ether proto 0x1982')
+    CLEAR_DEF="frames with an EtherType other than 0x1982"
+else
+    # UDP mode: the uplink frames are IPv4/UDP; a frame counts as PSP when it is a UDP datagram
+    # of port 5198 whose payload is a PSP frame (bytes 12-13 of the payload: 0x1982).
+    EVE_PSP=$(count "udp port $TB_PORT and udp[20:2] = 0x1982")
+    CLEAR_DEF="frames that are not UDP/$TB_PORT datagrams carrying a PSP frame"
+fi
+EVE_CLEAR=$((EVE_FRAMES - EVE_PSP))
+EVE_HITS=$(grep -a -o -F "$TEXT" "$EVE_PCAP" | wc -l)
+echo "  eve captured $EVE_FRAMES frames ($(du -h "$EVE_PCAP" | cut -f1)), kernel drops: ${EVE_DROPS:-0}"
+echo "  PSP frames: $EVE_PSP; cleartext ($CLEAR_DEF): $EVE_CLEAR"
+echo "  occurrences of the known text: $EVE_HITS (vm2's TAP: $TAP_HITS)"
+((EVE_FRAMES > 0)) || fail "eve captured nothing"
+((EVE_CLEAR == 0)) || fail "eve saw $EVE_CLEAR cleartext frames"
+((EVE_HITS == 0)) || fail "eve saw the known text $EVE_HITS times"
+echo
+echo "  eve's view (tcpdump -e -nn, first frames):"
+tcpdump -r "$EVE_PCAP" -e -nn -c 6 2>/dev/null | cut -c1-150 | sed 's/^/    /'
+if [[ $UPLINK == raw ]]; then
+    echo
+    echo "  psp-gateway inspect with the group key (a broadcast frame: ARP inside PSP):"
+    tcpdump -r "$EVE_PCAP" -c 1 -w "$TB_DIR/excerpt-bcast.pcap" 'ether proto 0x1982 and ether broadcast' 2>/dev/null
+    "$TB_BIN" inspect --suite "$SUITE" --key-hex "$(cat "$TB_DIR/group.key")" --pcap "$TB_DIR/excerpt-bcast.pcap" 2>&1 | sed 's/^/    /'
+    echo "  psp-gateway inspect with the vm1-vm2 key (a unicast frame vm1 -> vm2):"
+    tcpdump -r "$EVE_PCAP" -c 1 -w "$TB_DIR/excerpt-ucast.pcap" "ether proto 0x1982 and ether dst $(tb_mac 2)" 2>/dev/null
+    "$TB_BIN" inspect --suite "$SUITE" --key-hex "$(cat "$TB_DIR/vm1-vm2.key")" --pcap "$TB_DIR/excerpt-ucast.pcap" 2>&1 | sed 's/^/    /'
+else
+    echo "  (psp-gateway inspect reads Ethernet PSP frames; in udp mode they are inside UDP: skipped)"
+fi
+[[ -n $SAVE_PCAP ]] && cp "$EVE_PCAP" "$SAVE_PCAP" && echo "  eve's capture saved to $SAVE_PCAP"
+
+phase "gateway counters"
+tb_status 1 | sed 's/^/  vm1: /'
+tb_status 2 | sed 's/^/  vm2: /'
+for n in 1 2; do
+    d=$(tb_status "$n" --json | jq -r '.drops_total')
+    [[ $d == 0 ]] || fail "vm$n counted $d drops (expected none on a clean run)"
+done
+tb_gw_stop 1 || fail "the vm1 gateway did not exit cleanly on SIGTERM"
+tb_gw_stop 2 || fail "the vm2 gateway did not exit cleanly on SIGTERM"
+
+phase "summary"
+cat <<EOF
+  suite $SUITE, uplink $UPLINK, TAP MTU $MTU
+  ping vm1 -> vm2 avg RTT      $PING_MS ms
+  iperf3 TCP vm1 -> vm2        $TCP_MBPS Mbit/s
+  iperf3 TCP vm2 -> vm1        $TCP_REV Mbit/s
+  ssh login / scp ${FILE_MB} MB       $SSH_OK / $SCP_OK
+  eve: frames / PSP / clear    $EVE_FRAMES / $EVE_PSP / $EVE_CLEAR
+  eve: known-text hits         $EVE_HITS (on vm2's TAP: $TAP_HITS)
+EOF
+if ((${#FAILS[@]})); then
+    echo "  ${#FAILS[@]} check(s) failed:"
+    printf '    - %s\n' "${FAILS[@]}"
+else
+    echo "  every check held"
+fi
+echo "RESULT ping_ms=$PING_MS tcp_mbps=$TCP_MBPS scp_ok=$SCP_OK eve_frames=$EVE_FRAMES eve_psp_frames=$EVE_PSP eve_cleartext_frames=$EVE_CLEAR eve_known_text_hits=$EVE_HITS"
+((${#FAILS[@]} == 0))

@@ -1,0 +1,67 @@
+#!/usr/bin/env bash
+# testbed/install-deps.sh: install what the testbed scripts and the root-only integration tests
+# need. Idempotent: runs `apt-get update` + `apt-get install` only when a tool is missing, and
+# does not start any service (sshd is started by demo.sh inside a namespace, never on the host).
+#
+# Usage: testbed/install-deps.sh          (as root; Debian/Ubuntu)
+# Exit: 0 when everything is present afterwards, 1 otherwise (one clear line on stderr).
+set -euo pipefail
+
+die() { echo "install-deps: error: $*" >&2; exit 1; }
+
+# command -> Debian package
+declare -A PKG=(
+    [ip]=iproute2
+    [bridge]=iproute2
+    [tc]=iproute2
+    [ps]=procps
+    [sysctl]=procps
+    [pkill]=procps
+    [iperf3]=iperf3
+    [tcpdump]=tcpdump
+    [ssh]=openssh-client
+    [ssh-keygen]=openssh-client
+    [scp]=openssh-client
+    [sshd]=openssh-server
+    [socat]=socat
+    [ping]=iputils-ping
+    [sha256sum]=coreutils
+    [timeout]=coreutils
+    [jq]=jq
+)
+
+have() {
+    # sshd lives in /usr/sbin, which is not always on a non-root PATH.
+    command -v "$1" >/dev/null 2>&1 || [[ -x "/usr/sbin/$1" ]] || [[ -x "/sbin/$1" ]]
+}
+
+[[ $(id -u) -eq 0 ]] || die "run as root (network namespaces and apt-get need it)"
+
+missing=()
+for cmd in "${!PKG[@]}"; do
+    have "$cmd" || missing+=("${PKG[$cmd]}")
+done
+if ((${#missing[@]})); then
+    mapfile -t missing < <(printf '%s\n' "${missing[@]}" | sort -u)
+    command -v apt-get >/dev/null 2>&1 || die "missing ${missing[*]} and no apt-get to install them"
+    echo "install-deps: installing ${missing[*]}" >&2
+    # Keep package scripts from starting services (sshd) on the host: a temporary
+    # policy-rc.d answering "action forbidden", removed again on every exit path.
+    policy=/usr/sbin/policy-rc.d
+    if [[ ! -e $policy ]]; then
+        printf '#!/bin/sh\nexit 101\n' >"$policy"
+        chmod 755 "$policy"
+        trap 'rm -f "$policy"' EXIT
+    fi
+    export DEBIAN_FRONTEND=noninteractive
+    apt-get update -qq >&2 || die "apt-get update failed"
+    apt-get install -y -qq --no-install-recommends "${missing[@]}" >&2 ||
+        die "apt-get install ${missing[*]} failed"
+    for cmd in "${!PKG[@]}"; do
+        have "$cmd" || die "$cmd still missing after installing ${PKG[$cmd]}"
+    done
+fi
+
+command -v cargo >/dev/null 2>&1 ||
+    die "cargo not found: install the Rust toolchain (https://rustup.rs), then run again"
+echo "install-deps: all present" >&2
