@@ -1,0 +1,620 @@
+//! `Config::load` as the daemon uses it: real files in a temp directory, real key files with
+//! real modes. Each error class is checked for its exact one-line message (file, key, problem).
+
+use core::net::SocketAddr;
+use core::sync::atomic::{AtomicU32, Ordering};
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+
+use psp_core::crypto::SuiteId;
+use psp_core::replay::MAX_WINDOW;
+use psp_gateway::config::{Config, LogFormat, UplinkConfig, format_mac, parse_mac};
+
+/// A unique temp directory, removed with everything in it on drop.
+struct Dir(PathBuf);
+
+impl Dir {
+    fn new() -> Self {
+        static N: AtomicU32 = AtomicU32::new(0);
+        let path = std::env::temp_dir().join(format!(
+            "psp-config-test-{}-{}",
+            std::process::id(),
+            N.fetch_add(1, Ordering::Relaxed)
+        ));
+        std::fs::create_dir(&path).expect("create temp dir");
+        Self(path)
+    }
+
+    fn path(&self, name: &str) -> PathBuf {
+        self.0.join(name)
+    }
+
+    /// Writes a key file of `len` bytes (hex, as keygen prints it) with `mode`.
+    fn key(&self, name: &str, len: usize, seed: u8, mode: u32) -> Vec<u8> {
+        let key: Vec<u8> = (0..len).map(|i| seed.wrapping_add(i as u8)).collect();
+        let path = self.path(name);
+        std::fs::write(&path, format!("{}\n", hex::encode(&key))).expect("write key");
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(mode)).expect("chmod");
+        key
+    }
+
+    /// Writes the config and loads it.
+    fn load(&self, text: &str) -> Result<Config, String> {
+        let path = self.path("gw.toml");
+        std::fs::write(&path, text).expect("write config");
+        Config::load(&path).map_err(|e| e.to_string())
+    }
+
+    /// Loads `text`, which must fail, and returns the message after `FILE: `.
+    fn error(&self, text: &str) -> String {
+        let e = self.load(text).expect_err("config should be refused");
+        assert_eq!(e.lines().count(), 1, "one line: {e:?}");
+        let prefix = format!("{}: ", self.path("gw.toml").display());
+        e.strip_prefix(&prefix)
+            .unwrap_or_else(|| panic!("{e:?} does not start with {prefix:?}"))
+            .to_string()
+    }
+}
+
+impl Drop for Dir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+/// vm1's side of the two-host setup: raw uplink, group key, a per-peer key for vm2 and a third
+/// host that uses the group key.
+const VM1: &str = r#"
+[interface]
+name = "psp-vm1"
+mac = "02:00:00:00:00:01"
+mtu = 1400
+addresses = ["10.77.0.1/24", "fd77::1/64"]
+
+[uplink]
+kind = "raw"
+interface = "eth1"
+
+[daemon]
+status_socket = "run/gw.sock"
+user = "nobody"
+log_format = "json"
+log_level = "info,psp_gateway=debug"
+
+[defaults]
+suite = "bf-cbc-hmac-sha1"
+replay_window = 4096
+timestamps = true
+max_skew_ms = 5000
+
+[group]
+key_file = "group.key"
+security_number = 7
+
+[[peer]]
+name = "vm2"
+mac = "02:00:00:00:00:02"
+key_file = "vm1-vm2.key"
+suite = "aes128-gcm"
+pad_to = 16
+
+[[peer]]
+name = "vm3"
+macs = ["02:00:00:00:00:03", "02:00:00:00:01:03"]
+endpoint = "192.0.2.3:5198"
+replay_window = 64
+"#;
+
+#[test]
+fn two_host_config_parses_to_the_expected_values() {
+    let dir = Dir::new();
+    let group_key = dir.key("group.key", 32, 1, 0o600);
+    let pair_key = dir.key("vm1-vm2.key", 16, 100, 0o400);
+    let c = dir.load(VM1).unwrap();
+
+    assert_eq!(c.path, dir.path("gw.toml"));
+    assert_eq!(c.interface.name, "psp-vm1");
+    assert_eq!(c.interface.mac, Some([2, 0, 0, 0, 0, 1]));
+    assert_eq!(c.interface.mtu, Some(1400));
+    assert_eq!(c.interface.addresses, ["10.77.0.1/24", "fd77::1/64"]);
+    assert_eq!(
+        c.uplink,
+        UplinkConfig::Raw {
+            interface: "eth1".into()
+        }
+    );
+    // Relative paths start at the config file's directory.
+    assert_eq!(c.daemon.status_socket, dir.path("run/gw.sock"));
+    assert_eq!(c.daemon.user.as_deref(), Some("nobody"));
+    assert_eq!(c.daemon.log_format, LogFormat::Json);
+    assert_eq!(c.daemon.log_level, "info,psp_gateway=debug");
+
+    // [group]: [defaults] plus its own security number.
+    let g = &c.group;
+    assert_eq!(g.key.path, dir.path("group.key"));
+    assert_eq!(&g.key.bytes[..], &group_key[..]);
+    assert_eq!(g.suite, SuiteId::BfCbcHmacSha1);
+    assert_eq!(g.replay_window, 4096);
+    assert_eq!(g.security_number, Some(7));
+    assert!(g.timestamps);
+    assert_eq!(g.max_skew_ms, 5000);
+    assert_eq!(g.pad_to, 8, "Blowfish block length");
+
+    assert_eq!(c.peers.len(), 2);
+    // vm2: its own key: [defaults] plus its overrides, not the group's security number.
+    let vm2 = &c.peers[0];
+    assert_eq!(vm2.name, "vm2");
+    assert_eq!(vm2.macs, [[2, 0, 0, 0, 0, 2]]);
+    assert_eq!(
+        vm2.endpoint, None,
+        "ignored with a raw uplink, and absent here"
+    );
+    let s = &vm2.security;
+    assert_eq!(s.key.path, dir.path("vm1-vm2.key"));
+    assert_eq!(&s.key.bytes[..], &pair_key[..]);
+    assert_eq!(s.suite, SuiteId::Aes128Gcm);
+    assert_eq!(s.replay_window, 4096);
+    assert_eq!(s.security_number, None);
+    assert!(s.timestamps);
+    assert_eq!(s.max_skew_ms, 5000);
+    assert_eq!(s.pad_to, 16);
+
+    // vm3: no key_file, so the group key and the group's settings, plus its override.
+    let vm3 = &c.peers[1];
+    assert_eq!(vm3.name, "vm3");
+    assert_eq!(vm3.macs, [[2, 0, 0, 0, 0, 3], [2, 0, 0, 0, 1, 3]]);
+    assert_eq!(
+        vm3.endpoint,
+        Some("192.0.2.3:5198".parse::<SocketAddr>().unwrap())
+    );
+    let s = &vm3.security;
+    assert_eq!(s.key, g.key);
+    assert_eq!(s.suite, SuiteId::BfCbcHmacSha1);
+    assert_eq!(s.security_number, Some(7));
+    assert_eq!(s.replay_window, 64);
+    assert_eq!(s.pad_to, 8);
+
+    // What the daemon hands to psp-core.
+    let sealer = vm2.security.sealer_config();
+    assert!(sealer.timestamps);
+    assert_eq!(sealer.pad_to, 16);
+    let opener = g.opener_config(1514);
+    assert_eq!(opener.replay_window, 4096);
+    assert_eq!(opener.security_number, Some(7));
+    assert_eq!(opener.max_frame_len, 1514);
+
+    // Debug never shows key bytes.
+    let debug = format!("{c:?}");
+    assert!(!debug.contains(&hex::encode(&group_key)), "{debug}");
+    assert!(debug.contains("KeyMaterial("), "{debug}");
+}
+
+#[test]
+fn minimal_config_gets_the_documented_defaults() {
+    let dir = Dir::new();
+    dir.key("group.key", 32, 1, 0o600);
+    let c = dir
+        .load("[uplink]\nkind = \"raw\"\ninterface = \"eth0\"\n[group]\nkey_file = \"group.key\"\n")
+        .unwrap();
+    assert_eq!(c.interface.name, "psp0");
+    assert_eq!(c.interface.mac, None);
+    assert_eq!(c.interface.mtu, None);
+    assert!(c.interface.addresses.is_empty());
+    assert_eq!(
+        c.daemon.status_socket,
+        Path::new("/run/psp-gateway/psp0.sock")
+    );
+    assert_eq!(c.daemon.user, None);
+    assert_eq!(c.daemon.log_format, LogFormat::Human);
+    assert_eq!(c.daemon.log_level, "info");
+    assert_eq!(c.group.suite, SuiteId::BfCbcHmacSha1);
+    assert_eq!(c.group.replay_window, 2048);
+    assert_eq!(c.group.security_number, None);
+    assert!(!c.group.timestamps);
+    assert_eq!(c.group.max_skew_ms, 30_000);
+    assert_eq!(c.group.pad_to, 8);
+    assert!(c.peers.is_empty());
+}
+
+#[test]
+fn pad_to_defaults_to_the_block_length_of_each_suite() {
+    let dir = Dir::new();
+    dir.key("group.key", 32, 1, 0o600);
+    dir.key("p.key", 16, 2, 0o600);
+    let c = dir
+        .load(
+            "[uplink]\nkind = \"raw\"\ninterface = \"eth0\"\n\
+             [defaults]\nsuite = \"chacha20-poly1305\"\n\
+             [group]\nkey_file = \"group.key\"\n\
+             [[peer]]\nname = \"a\"\nmac = \"02:00:00:00:00:0a\"\nkey_file = \"p.key\"\n\
+             suite = \"aes128-gcm\"\n",
+        )
+        .unwrap();
+    assert_eq!(c.group.pad_to, 1);
+    assert_eq!(c.peers[0].security.pad_to, 1);
+}
+
+#[test]
+fn udp_uplink_with_endpoints() {
+    let dir = Dir::new();
+    dir.key("group.key", 32, 1, 0o600);
+    dir.key("vm1-vm2.key", 32, 9, 0o600);
+    let c = dir
+        .load(
+            "[interface]\nname = \"psp0\"\n\
+             [uplink]\nkind = \"udp\"\nlisten = \"[::]:5198\"\n\
+             [group]\nkey_file = \"group.key\"\n\
+             [[peer]]\nname = \"vm2\"\nmac = \"02:00:00:00:00:02\"\n\
+             endpoint = \"[2001:db8::2]:5198\"\nkey_file = \"vm1-vm2.key\"\n",
+        )
+        .unwrap();
+    assert_eq!(
+        c.uplink,
+        UplinkConfig::Udp {
+            listen: "[::]:5198".parse().unwrap()
+        }
+    );
+    assert_eq!(
+        c.peers[0].endpoint,
+        Some("[2001:db8::2]:5198".parse().unwrap())
+    );
+}
+
+#[test]
+fn reload_compares_peers_by_value() {
+    let dir = Dir::new();
+    dir.key("group.key", 32, 1, 0o600);
+    dir.key("vm1-vm2.key", 16, 100, 0o600);
+    let a = dir.load(VM1).unwrap();
+    let b = dir.load(VM1).unwrap();
+    assert_eq!(a, b);
+    // A new key for vm2: vm2 changes, vm3 (group key) does not.
+    dir.key("vm1-vm2.key", 16, 200, 0o600);
+    let c = dir.load(VM1).unwrap();
+    assert_ne!(a.peers[0], c.peers[0]);
+    assert_eq!(a.peers[1], c.peers[1]);
+    // A per-peer setting changes only that peer.
+    let d = dir
+        .load(&VM1.replace("replay_window = 64", "replay_window = 128"))
+        .unwrap();
+    assert_eq!(c.peers[0], d.peers[0]);
+    assert_ne!(c.peers[1], d.peers[1]);
+}
+
+/// A valid base with `group.key` (32 bytes) and `vm2.key` (32 bytes) in place.
+fn base_dir() -> Dir {
+    let dir = Dir::new();
+    dir.key("group.key", 32, 1, 0o600);
+    dir.key("vm2.key", 32, 2, 0o600);
+    dir
+}
+
+const RAW_HEAD: &str = "[interface]\nmac = \"02:00:00:00:00:01\"\n\
+                        [uplink]\nkind = \"raw\"\ninterface = \"eth0\"\n\
+                        [group]\nkey_file = \"group.key\"\n";
+
+#[test]
+fn base_config_is_valid() {
+    let dir = base_dir();
+    let c = dir
+        .load(&format!(
+            "{RAW_HEAD}[[peer]]\nname = \"vm2\"\nmac = \"02:00:00:00:00:02\"\nkey_file = \"vm2.key\"\n"
+        ))
+        .unwrap();
+    assert_eq!(c.peers.len(), 1);
+}
+
+#[test]
+fn error_bad_toml() {
+    let dir = base_dir();
+    assert_eq!(
+        dir.error(&format!("{RAW_HEAD}[[peer]\nname = \"vm2\"\n")),
+        "line 8, column 8: unclosed array table, expected `]`"
+    );
+    let e = dir.error("[interface]\nname = \"psp0\nmtu = 1400\n");
+    assert!(e.starts_with("line 2, column "), "{e}");
+}
+
+#[test]
+fn error_unknown_key() {
+    let dir = base_dir();
+    assert_eq!(
+        dir.error(&format!(
+            "{RAW_HEAD}[[peer]]\nname = \"vm2\"\nmac = \"02:00:00:00:00:02\"\nreplay = 5\n"
+        )),
+        "peer[0].replay: unknown key `replay` (valid keys: name, mac, macs, endpoint, \
+         key_file, suite, replay_window, security_number, timestamps, max_skew_ms, pad_to)"
+    );
+    assert_eq!(
+        dir.error(&format!("{RAW_HEAD}[deamon]\nuser = \"nobody\"\n")),
+        "deamon: unknown key `deamon` (valid keys: interface, uplink, daemon, defaults, group, \
+         peer)"
+    );
+}
+
+#[test]
+fn error_bad_mac() {
+    let dir = base_dir();
+    assert_eq!(
+        dir.error(&format!(
+            "{RAW_HEAD}[[peer]]\nname = \"vm2\"\nmac = \"02:00:00:00:00:02\"\n\
+             [[peer]]\nname = \"vm3\"\nmac = \"02:00:00:00:00:0g\"\n"
+        )),
+        "peer[1].mac: \"02:00:00:00:00:0g\" is not a MAC address (want aa:bb:cc:dd:ee:ff)"
+    );
+    assert_eq!(
+        dir.error(&format!(
+            "{RAW_HEAD}[[peer]]\nname = \"all\"\nmacs = [\"02:00:00:00:00:02\", \"ff:ff:ff:ff:ff:ff\"]\n"
+        )),
+        "peer[0].macs[1]: \"ff:ff:ff:ff:ff:ff\" is the broadcast address; want a unicast MAC"
+    );
+    assert_eq!(
+        dir.error(&format!(
+            "{RAW_HEAD}[[peer]]\nname = \"me\"\nmac = \"02:00:00:00:00:01\"\n"
+        )),
+        "peer[0].mac: 02:00:00:00:00:01 is interface.mac, our own address"
+    );
+}
+
+#[test]
+fn error_bad_suite() {
+    let dir = base_dir();
+    assert_eq!(
+        dir.error(&format!("{RAW_HEAD}[defaults]\nsuite = \"aes-gcm\"\n")),
+        "defaults.suite: unknown suite \"aes-gcm\"; want one of none, null-hmac-sha1, \
+         bf-cbc-hmac-sha1, aes128-gcm, aes256-gcm, chacha20-poly1305, scramble-hmac-sha1"
+    );
+}
+
+#[test]
+fn error_wrong_key_length() {
+    let dir = base_dir();
+    let key = dir.path("vm2.key");
+    assert_eq!(
+        dir.error(&format!(
+            "{RAW_HEAD}[[peer]]\nname = \"vm2\"\nmac = \"02:00:00:00:00:02\"\n\
+             key_file = \"vm2.key\"\nsuite = \"aes128-gcm\"\n"
+        )),
+        format!(
+            "peer[0].key_file: {}: wrong key length: expected 16 bytes, got 32 for suite \
+             aes128-gcm",
+            key.display()
+        )
+    );
+}
+
+#[test]
+fn error_key_file_mode() {
+    let dir = base_dir();
+    dir.key("vm2.key", 32, 2, 0o644);
+    let key = dir.path("vm2.key");
+    assert_eq!(
+        dir.error(&format!(
+            "{RAW_HEAD}[[peer]]\nname = \"vm2\"\nmac = \"02:00:00:00:00:02\"\nkey_file = \"vm2.key\"\n"
+        )),
+        format!(
+            "peer[0].key_file: {k} is mode 0644; want 0600 or stricter (chmod 600 {k})",
+            k = key.display()
+        )
+    );
+}
+
+#[test]
+fn error_missing_key_file() {
+    let dir = base_dir();
+    let key = dir.path("vm9.key");
+    assert_eq!(
+        dir.error(&format!(
+            "{RAW_HEAD}[[peer]]\nname = \"vm2\"\nmac = \"02:00:00:00:00:02\"\nkey_file = \"vm9.key\"\n"
+        )),
+        format!(
+            "peer[0].key_file: cannot open {}: No such file or directory (os error 2)",
+            key.display()
+        )
+    );
+    assert_eq!(
+        dir.error("[uplink]\nkind = \"raw\"\ninterface = \"eth0\"\n[group]\n"),
+        "group.key_file: missing (required)"
+    );
+}
+
+#[test]
+fn error_duplicate_peer() {
+    let dir = base_dir();
+    assert_eq!(
+        dir.error(&format!(
+            "{RAW_HEAD}[[peer]]\nname = \"vm2\"\nmac = \"02:00:00:00:00:02\"\n\
+             [[peer]]\nname = \"vm2\"\nmac = \"02:00:00:00:00:03\"\n"
+        )),
+        "peer[1].name: \"vm2\" is already the name of peer[0]"
+    );
+    assert_eq!(
+        dir.error(&format!(
+            "{RAW_HEAD}[[peer]]\nname = \"vm2\"\nmac = \"02:00:00:00:00:02\"\n\
+             [[peer]]\nname = \"vm3\"\nmacs = [\"02:00:00:00:00:03\", \"02:00:00:00:00:02\"]\n"
+        )),
+        "peer[1].macs[1]: 02:00:00:00:00:02 is already a MAC of peer[0]"
+    );
+}
+
+#[test]
+fn error_udp_without_endpoint() {
+    let dir = base_dir();
+    assert_eq!(
+        dir.error(
+            "[uplink]\nkind = \"udp\"\nlisten = \"0.0.0.0:5198\"\n[group]\nkey_file = \"group.key\"\n\
+             [[peer]]\nname = \"vm2\"\nmac = \"02:00:00:00:00:02\"\n"
+        ),
+        "peer[0].endpoint: missing; required with uplink kind = \"udp\" (e.g. \"192.0.2.1:5198\")"
+    );
+}
+
+#[test]
+fn error_replay_window_too_large() {
+    let dir = base_dir();
+    assert_eq!(
+        dir.error(&format!(
+            "{RAW_HEAD}[defaults]\nreplay_window = {}\n",
+            MAX_WINDOW + 1
+        )),
+        format!(
+            "defaults.replay_window: {} is not in 1..={MAX_WINDOW} (frames)",
+            MAX_WINDOW + 1
+        )
+    );
+    assert_eq!(
+        dir.error(&format!(
+            "{RAW_HEAD}[[peer]]\nname = \"vm2\"\nmac = \"02:00:00:00:00:02\"\nreplay_window = 0\n"
+        )),
+        format!("peer[0].replay_window: 0 is not in 1..={MAX_WINDOW} (frames)")
+    );
+}
+
+#[test]
+fn error_other_ranges() {
+    let dir = base_dir();
+    let cases = [
+        (
+            "[defaults]\nsecurity_number = 16777216\n",
+            "defaults.security_number: 16777216 is not a 24-bit number (0..=16777215)",
+        ),
+        (
+            "[defaults]\npad_to = 65\n",
+            "defaults.pad_to: 65 is not in 1..=64 (bytes)",
+        ),
+        (
+            "[defaults]\npad_to = 36\n",
+            "defaults.pad_to: 36 with suite bf-cbc-hmac-sha1 (blocks of 8 bytes) in group pads \
+             to multiples of 72; want a granule of at most 64 (use a multiple of 8)",
+        ),
+        (
+            "[defaults]\nmax_skew_ms = 0\n",
+            "defaults.max_skew_ms: 0 is not in 1..=2147483647 (milliseconds)",
+        ),
+        (
+            "[daemon]\nlog_format = \"xml\"\n",
+            "daemon.log_format: \"xml\" is not a log format; want \"human\" or \"json\"",
+        ),
+    ];
+    for (tail, want) in cases {
+        assert_eq!(dir.error(&format!("{RAW_HEAD}{tail}")), want);
+    }
+    let cases = [
+        (
+            "[interface]\nname = \"psp-gateway-long0\"\n",
+            "interface.name: \"psp-gateway-long0\" is 17 bytes; interface names are at most 15",
+        ),
+        (
+            "[interface]\nmtu = 67\n",
+            "interface.mtu: 67 is not in 68..=65535",
+        ),
+        (
+            "[interface]\naddresses = [\"10.0.0.1\"]\n",
+            "interface.addresses[0]: \"10.0.0.1\" is not ADDRESS/PREFIX (e.g. \"10.0.0.1/24\" or \
+             \"fd00::1/64\")",
+        ),
+        (
+            "[uplink]\nkind = \"tcp\"\n",
+            "uplink.kind: \"tcp\" is not an uplink kind; want \"raw\" or \"udp\"",
+        ),
+        (
+            "[uplink]\nkind = \"udp\"\nlisten = \"localhost:5198\"\n",
+            "uplink.listen: \"localhost:5198\" is not IP:PORT (e.g. \"192.0.2.1:5198\" or \
+             \"[2001:db8::1]:5198\"; no host names)",
+        ),
+    ];
+    for (head, want) in cases {
+        let text = format!(
+            "{head}{}[group]\nkey_file = \"group.key\"\n",
+            if head.contains("[uplink]") {
+                ""
+            } else {
+                "[uplink]\nkind = \"raw\"\ninterface = \"eth0\"\n"
+            }
+        );
+        assert_eq!(dir.error(&text), want);
+    }
+}
+
+#[test]
+fn error_peer_without_key_cannot_change_suite() {
+    let dir = base_dir();
+    assert_eq!(
+        dir.error(&format!(
+            "{RAW_HEAD}[[peer]]\nname = \"vm2\"\nmac = \"02:00:00:00:00:02\"\nsuite = \"aes256-gcm\"\n"
+        )),
+        "peer[0].suite: needs key_file: a peer without its own key uses the group key and the \
+         group's suite"
+    );
+}
+
+#[test]
+fn error_key_content_never_printed() {
+    let dir = base_dir();
+    let path = dir.path("vm2.key");
+    std::fs::write(&path, "s3cret passphrase\n").unwrap();
+    let e = dir.error(&format!(
+        "{RAW_HEAD}[[peer]]\nname = \"vm2\"\nmac = \"02:00:00:00:00:02\"\nkey_file = \"vm2.key\"\n"
+    ));
+    assert_eq!(
+        e,
+        format!(
+            "peer[0].key_file: {} does not hold one hex key (as printed by `psp-gateway keygen`)",
+            path.display()
+        )
+    );
+}
+
+#[test]
+fn error_missing_config_file() {
+    let dir = Dir::new();
+    let path = dir.path("absent.toml");
+    assert_eq!(
+        Config::load(&path).unwrap_err().to_string(),
+        format!(
+            "{}: cannot open: No such file or directory (os error 2)",
+            path.display()
+        )
+    );
+}
+
+#[test]
+fn mac_helpers() {
+    assert_eq!(
+        parse_mac("02:00:5E:10:00:01"),
+        Some([2, 0, 0x5e, 0x10, 0, 1])
+    );
+    assert_eq!(format_mac([2, 0, 0x5e, 0x10, 0, 1]), "02:00:5e:10:00:01");
+    assert_eq!(parse_mac("02:00:5e:10:00"), None);
+}
+
+/// Every complete example in docs/CONFIG.md (a ```toml block with an `[uplink]` section) loads,
+/// with 32-byte keys in the key files it names.
+#[test]
+fn documented_examples_load() {
+    let doc = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../docs/CONFIG.md"))
+        .expect("docs/CONFIG.md");
+    let mut examples = 0;
+    for block in doc.split("```toml\n").skip(1) {
+        let text = block.split("```").next().unwrap_or_default();
+        if !text.contains("[uplink]") {
+            continue;
+        }
+        let dir = Dir::new();
+        for line in text.lines() {
+            if let Some(rest) = line.trim().strip_prefix("key_file = \"") {
+                let name = rest.split('"').next().unwrap();
+                assert!(
+                    !name.contains('/'),
+                    "examples use relative key files: {name}"
+                );
+                dir.key(name, 32, 3, 0o600);
+            }
+        }
+        if let Err(e) = dir.load(text) {
+            panic!("example in docs/CONFIG.md is refused: {e}\n{text}");
+        }
+        examples += 1;
+    }
+    assert!(examples >= 3, "found {examples} complete examples");
+}
