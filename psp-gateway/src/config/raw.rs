@@ -142,7 +142,13 @@ pub(super) fn parse(file: &Path, text: &str) -> Result<RawConfig, ConfigError> {
             .span()
             .map(|s| line_col(text, s.start))
             .unwrap_or_default();
-        ConfigError::new(file, key, tidy(e.message()))
+        let mut problem = tidy(e.message());
+        // "duplicate key" alone does not say which: the span is the key.
+        let culprit = e.span().and_then(|s| text.get(s)).unwrap_or_default();
+        if problem == "duplicate key" && !culprit.is_empty() && culprit.len() <= 64 {
+            problem = format!("duplicate key `{}`", culprit.escape_debug());
+        }
+        ConfigError::new(file, key, problem)
     })?;
     let de = toml::de::Deserializer::from(doc.clone());
     RawConfig::deserialize(de).map_err(|e| {
@@ -231,7 +237,10 @@ fn tidy(message: &str) -> String {
             format!("unknown key {name} (valid keys: {expected})")
         };
     }
+    // serde's names for TOML's integer type.
     one_line
+        .replace(" as i128, expected i64", ", out of range")
+        .replace("expected i64", "expected an integer")
 }
 
 #[cfg(test)]
@@ -268,7 +277,9 @@ mod tests {
     fn duplicate_key_is_a_syntax_error() {
         let e = err("[interface]\nname = \"a\"\nname = \"b\"\n");
         assert!(e.starts_with("/x/gw.toml: line 3, column 1: "), "{e}");
-        assert!(e.contains("duplicate"), "{e}");
+        assert!(e.ends_with(": duplicate key `name`"), "{e}");
+        let e = err("[interface]\nname = \"a\"\n[interface]\n");
+        assert!(e.ends_with(": duplicate key `interface`"), "{e}");
     }
 
     #[test]
@@ -314,6 +325,20 @@ mod tests {
         let e = err("[interface]\naddresses = [\"10.0.0.1/24\", 5]\n");
         assert!(
             e.starts_with("/x/gw.toml: interface.addresses[1]: invalid type"),
+            "{e}"
+        );
+        let e = err("[interface]\nmtu = 1500.0\n");
+        assert!(
+            e.ends_with(
+                "interface.mtu: invalid type: floating point `1500.0`, expected an integer"
+            ),
+            "{e}"
+        );
+        let e = err("[interface]\nmtu = 99999999999999999999\n");
+        assert!(
+            e.ends_with(
+                "interface.mtu: invalid type: integer `99999999999999999999`, out of range"
+            ),
             "{e}"
         );
         let e = err("[peer]\nname = \"a\"\n");
