@@ -107,6 +107,30 @@ impl Batch {
         self.addrs[i] = addr;
     }
 
+    /// Slot `i` as a whole `SLOT_LEN` buffer (for I/O code filling it before
+    /// [`set_frame_len`](Self::set_frame_len) and [`set_len`](Self::set_len)).
+    ///
+    /// # Panics
+    /// If `i >= capacity()`.
+    pub fn slot_mut(&mut self, i: usize) -> &mut [u8] {
+        &mut self.data[i * SLOT_LEN..][..SLOT_LEN]
+    }
+
+    /// Copies the first `len` bytes of slot `from` to slot `to` (I/O code compacting a
+    /// receive after dropping a message).
+    ///
+    /// # Panics
+    /// If either index is `>= capacity()` or `len > SLOT_LEN`.
+    pub fn move_slot(&mut self, from: usize, to: usize, len: usize) {
+        assert!(len <= SLOT_LEN, "frame longer than a slot");
+        assert!(
+            from < self.capacity() && to < self.capacity(),
+            "slot index out of range"
+        );
+        self.data
+            .copy_within(from * SLOT_LEN..from * SLOT_LEN + len, to * SLOT_LEN);
+    }
+
     /// All slots as whole `SLOT_LEN` buffers, for I/O code that fills several at once.
     pub fn slots_mut(&mut self) -> impl Iterator<Item = &mut [u8]> {
         self.data.chunks_exact_mut(SLOT_LEN)

@@ -1,7 +1,18 @@
 //! systemd readiness notification (`sd_notify` protocol over `$NOTIFY_SOCKET`) and privilege
 //! dropping helpers.
+//!
+//! The daemon opens the TAP and its sockets as root, then calls [`drop_privileges`]: the open
+//! descriptors keep working for the unprivileged user, nothing new can be opened. Files it
+//! must still reach afterwards (the status socket) are handed over first with [`chown_path`].
 
+use std::ffi::OsStr;
 use std::io;
+use std::os::linux::net::SocketAddrExt;
+use std::os::unix::ffi::OsStrExt;
+use std::os::unix::net::{SocketAddr, UnixDatagram};
+use std::path::Path;
+
+use super::sys;
 
 /// Sends `state` (e.g. `"READY=1"`, `"RELOADING=1"`, `"STOPPING=1"`) to systemd when
 /// `$NOTIFY_SOCKET` is set; does nothing otherwise.
@@ -9,15 +20,120 @@ use std::io;
 /// # Errors
 /// Socket errors.
 pub fn sd_notify(state: &str) -> io::Result<()> {
-    let _ = state;
+    match std::env::var_os("NOTIFY_SOCKET") {
+        Some(socket) if !socket.is_empty() => sd_notify_to(&socket, state),
+        _ => Ok(()),
+    }
+}
+
+/// Sends `state` as one datagram to the `sd_notify` socket `socket`: a filesystem path, or
+/// `@name` for the abstract namespace.
+///
+/// # Errors
+/// An unsupported address (`vsock:`), or socket errors.
+pub fn sd_notify_to(socket: &OsStr, state: &str) -> io::Result<()> {
+    let bytes = socket.as_bytes();
+    let addr = match bytes.split_first() {
+        Some((b'@', name)) => SocketAddr::from_abstract_name(name)?,
+        Some((b'/', _)) => SocketAddr::from_pathname(Path::new(socket))?,
+        _ => {
+            return Err(io::Error::new(
+                io::ErrorKind::Unsupported,
+                format!(
+                    "NOTIFY_SOCKET {}: only paths and @abstract names",
+                    socket.display()
+                ),
+            ));
+        }
+    };
+    let sock = UnixDatagram::unbound()?;
+    let sent = sock
+        .send_to_addr(state.as_bytes(), &addr)
+        .map_err(|e| io::Error::new(e.kind(), format!("sd_notify to {}: {e}", socket.display())))?;
+    if sent != state.len() {
+        return Err(io::Error::other(format!(
+            "sd_notify: short send ({sent} of {})",
+            state.len()
+        )));
+    }
     Ok(())
 }
 
 /// Drops root: switches to user `name` (its uid, primary gid, no supplementary groups).
 ///
+/// `setgroups(0)`, `setgid`, `setuid` in that order, for every thread of the process, then
+/// checks that `setuid(0)` fails. Descriptors opened before keep working.
+///
 /// # Errors
-/// Unknown user, or the switch fails.
+/// Unknown user, a user with uid 0 (nothing would be dropped), or the switch fails.
 pub fn drop_privileges(name: &str) -> io::Result<()> {
-    let _ = name;
-    Err(io::Error::other("drop_privileges: not implemented yet"))
+    let (uid, gid) = sys::lookup_user(name)?;
+    if uid == 0 {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            format!("--user {name}: uid 0, that drops no privilege"),
+        ));
+    }
+    sys::switch_user(uid, gid)
+        .map_err(|e| io::Error::new(e.kind(), format!("dropping privileges to {name}: {e}")))
+}
+
+/// Gives `path` to user `user` (owner: its uid, group: its primary gid), e.g. the status
+/// socket before [`drop_privileges`].
+///
+/// # Errors
+/// Unknown user, or `chown` fails.
+pub fn chown_path(path: &Path, user: &str) -> io::Result<()> {
+    let (uid, gid) = sys::lookup_user(user)?;
+    std::os::unix::fs::chown(path, Some(uid), Some(gid))
+        .map_err(|e| io::Error::new(e.kind(), format!("chown {} to {user}: {e}", path.display())))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn notify_to_path_and_abstract() {
+        let dir = std::env::temp_dir().join(format!("psp-notify-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("notify.sock");
+        let _ = std::fs::remove_file(&path);
+        let rx = UnixDatagram::bind(&path).unwrap();
+        sd_notify_to(path.as_os_str(), "READY=1").unwrap();
+        let mut buf = [0; 64];
+        let n = rx.recv(&mut buf).unwrap();
+        assert_eq!(&buf[..n], b"READY=1");
+        std::fs::remove_dir_all(&dir).unwrap();
+
+        let name = format!("psp-notify-test-{}", std::process::id());
+        let rx = UnixDatagram::bind_addr(&SocketAddr::from_abstract_name(name.as_bytes()).unwrap())
+            .unwrap();
+        sd_notify_to(OsStr::new(&format!("@{name}")), "STOPPING=1").unwrap();
+        let n = rx.recv(&mut buf).unwrap();
+        assert_eq!(&buf[..n], b"STOPPING=1");
+    }
+
+    #[test]
+    fn notify_refuses_odd_addresses() {
+        assert_eq!(
+            sd_notify_to(OsStr::new("vsock:2:1234"), "READY=1")
+                .unwrap_err()
+                .kind(),
+            io::ErrorKind::Unsupported
+        );
+        assert!(sd_notify_to(OsStr::new(""), "READY=1").is_err());
+    }
+
+    #[test]
+    fn drop_to_root_or_nobody_known() {
+        assert_eq!(
+            drop_privileges("root").unwrap_err().kind(),
+            io::ErrorKind::InvalidInput
+        );
+        assert_eq!(
+            drop_privileges("no-such-user-psp").unwrap_err().kind(),
+            io::ErrorKind::NotFound
+        );
+    }
 }

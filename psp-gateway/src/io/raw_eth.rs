@@ -1,26 +1,66 @@
 //! The raw Ethernet uplink: an AF_PACKET socket bound to one interface and EtherType 0x1982,
 //! promiscuous (peers address frames to their protected MACs, not the uplink's), ignoring its
 //! own outgoing frames, with batched `recvmmsg`/`sendmmsg`.
+//!
+//! Frames are received and sent whole (`SOCK_RAW`: destination and source MAC, EtherType,
+//! body). This is AF_PACKET directly rather than pnet's `datalink`, whose one frame per
+//! syscall costs throughput (figures in `BENCHMARKS.md`).
 
 use std::io;
+use std::os::fd::{AsFd, OwnedFd};
+
+use tokio::io::unix::AsyncFd;
 
 use super::Batch;
+use super::sys::{self, RecvMode, SendMode};
+
+/// Socket buffer size asked for in each direction (the kernel doubles it for bookkeeping).
+const SOCKET_BUFFER: usize = 4 << 20;
 
 /// An AF_PACKET socket for PSP frames on one interface.
 #[derive(Debug)]
 pub struct RawSocket {
     interface: String,
+    fd: AsyncFd<OwnedFd>,
+    recv_mode: RecvMode,
 }
 
 impl RawSocket {
     /// Opens the socket on `interface` (which must exist), bound to EtherType 0x1982, in
     /// promiscuous mode.
     ///
+    /// Must be called inside a tokio runtime with I/O enabled; `interface` is looked up in
+    /// the calling thread's network namespace.
+    ///
     /// # Errors
     /// Without CAP_NET_RAW, or when the interface does not exist.
     pub fn open(interface: &str) -> io::Result<Self> {
-        let _ = interface;
-        Err(io::Error::other("raw: not implemented yet"))
+        Self::open_ethertype(interface, sys::ETH_P_PSP)
+    }
+
+    /// Like [`open`](Self::open), for another EtherType (tests, tools).
+    ///
+    /// # Errors
+    /// See [`open`](Self::open).
+    pub fn open_ethertype(interface: &str, ethertype: u16) -> io::Result<Self> {
+        let ctx = |what: &str, e: io::Error| {
+            io::Error::new(e.kind(), format!("raw uplink {interface}: {what}: {e}"))
+        };
+        let index = sys::if_index(interface)?;
+        let fd = sys::packet_socket(index, ethertype).map_err(|e| ctx("AF_PACKET socket", e))?;
+        sys::packet_add_promisc(fd.as_fd(), index).map_err(|e| ctx("promiscuous mode", e))?;
+        let recv_mode = match sys::packet_ignore_outgoing(fd.as_fd()) {
+            Ok(()) => RecvMode::Plain,
+            // Kernels before 4.20: filter our own frames by packet type on receive.
+            Err(_) => RecvMode::PacketSkipOutgoing,
+        };
+        let (rcv, snd) = sys::set_buffer_sizes(fd.as_fd(), SOCKET_BUFFER);
+        tracing::debug!(interface, rcv, snd, ?recv_mode, "raw uplink open");
+        Ok(Self {
+            interface: interface.to_owned(),
+            fd: sys::register_fd(fd)?,
+            recv_mode,
+        })
     }
 
     /// The interface name.
@@ -28,22 +68,33 @@ impl RawSocket {
         &self.interface
     }
 
+    /// Turns `PACKET_QDISC_BYPASS` on or off (off by default): sends skip the interface's
+    /// qdisc, so traffic control on the uplink no longer applies.
+    ///
+    /// # Errors
+    /// `setsockopt` failure.
+    pub fn set_qdisc_bypass(&self, on: bool) -> io::Result<()> {
+        sys::packet_qdisc_bypass(self.fd.get_ref().as_fd(), on)
+    }
+
     /// See [`super::Uplink::recv_batch`].
     ///
     /// # Errors
-    /// See [`super::Uplink::recv_batch`].
+    /// See [`super::Uplink::recv_batch`] (e.g. `ENETDOWN` when the interface goes down).
     pub async fn recv_batch(&self, batch: &mut Batch) -> io::Result<usize> {
-        let _ = batch;
-        Err(io::Error::other("raw: not implemented yet"))
+        recv_batch(&self.fd, batch, self.recv_mode).await
     }
 
     /// See [`super::Uplink::send_batch`].
     ///
+    /// Frames the kernel refuses one by one (`EMSGSIZE`: longer than the interface MTU plus
+    /// the Ethernet header; `EINVAL`: shorter than an Ethernet header) are dropped.
+    ///
     /// # Errors
-    /// See [`super::Uplink::send_batch`].
+    /// See [`super::Uplink::send_batch`] (e.g. `ENETDOWN`, `ENXIO` while the interface is
+    /// down); only when nothing of the batch was sent.
     pub async fn send_batch(&self, batch: &Batch) -> io::Result<usize> {
-        let _ = batch;
-        Err(io::Error::other("raw: not implemented yet"))
+        send_batch(&self.fd, batch, SendMode::Bound).await
     }
 
     /// The interface MTU.
@@ -51,6 +102,112 @@ impl RawSocket {
     /// # Errors
     /// ioctl failure.
     pub fn mtu(&self) -> io::Result<usize> {
-        Err(io::Error::other("raw: not implemented yet"))
+        sys::if_mtu(&self.interface)
     }
+}
+
+/// Shared by the raw and UDP uplinks: waits for readability, then `recvmmsg` until the batch
+/// is full, a call returns fewer messages than asked (the queue is drained), or `WouldBlock`.
+pub(super) async fn recv_batch(
+    fd: &AsyncFd<OwnedFd>,
+    batch: &mut Batch,
+    mode: RecvMode,
+) -> io::Result<usize> {
+    batch.clear();
+    loop {
+        let mut guard = fd.readable().await?;
+        while !batch.is_full() {
+            let asked = batch.capacity() - batch.len();
+            match guard.try_io(|fd| sys::recv_mmsg(fd.get_ref().as_fd(), batch, mode)) {
+                // Short read: the queue is empty for now; a next call finds out with one
+                // `WouldBlock` (readiness is cleared only then).
+                Ok(Ok((received, _))) if received < asked.min(sys::MMSG_CHUNK) => break,
+                Ok(Ok(_)) => {}
+                Ok(Err(e)) if e.kind() == io::ErrorKind::Interrupted => {}
+                Ok(Err(e)) => {
+                    if batch.is_empty() {
+                        return Err(e);
+                    }
+                    return Ok(batch.len());
+                }
+                // WouldBlock: try_io cleared the readiness.
+                Err(_would_block) => break,
+            }
+        }
+        if !batch.is_empty() {
+            return Ok(batch.len());
+        }
+    }
+}
+
+/// Shared by the raw and UDP uplinks: `sendmmsg` until every frame is handled. Waits for
+/// writability on `WouldBlock`; on `ENOBUFS` yields once and retries, then drops the rest;
+/// per-frame errors drop that frame. Returns the number of frames the kernel accepted.
+pub(super) async fn send_batch(
+    fd: &AsyncFd<OwnedFd>,
+    batch: &Batch,
+    mode: SendMode,
+) -> io::Result<usize> {
+    let mut sent = 0;
+    let mut from = 0;
+    let mut nobufs = false;
+    while from < batch.len() {
+        let mut guard = fd.writable().await?;
+        let step =
+            guard.try_io(
+                |fd| match sys::send_mmsg(fd.get_ref().as_fd(), batch, from, mode) {
+                    Err(e) if e.error.kind() == io::ErrorKind::WouldBlock => Err(e.error),
+                    other => Ok(other),
+                },
+            );
+        // try_io passes every error but WouldBlock through, and we return no other as Err.
+        let Ok(Ok(step)) = step else {
+            // WouldBlock: readiness cleared; wait for the socket to drain.
+            continue;
+        };
+        match step {
+            Ok(p) => {
+                sent += p.sent;
+                from = p.next;
+            }
+            Err(e) => match e.error.raw_os_error() {
+                Some(libc::EINTR) => {}
+                Some(libc::ENOBUFS) if !nobufs => {
+                    // The device queue is full: give the other side a moment, once.
+                    nobufs = true;
+                    tokio::task::yield_now().await;
+                }
+                Some(libc::ENOBUFS) => break,
+                Some(code) if per_frame_error(code) => {
+                    tracing::debug!(frame = e.at, error = %e.error, "uplink dropped a frame");
+                    from = e.at + 1;
+                }
+                _ => {
+                    if sent == 0 {
+                        return Err(e.error);
+                    }
+                    break;
+                }
+            },
+        }
+    }
+    Ok(sent)
+}
+
+/// Errors that concern one frame (its size, its destination), not the socket.
+fn per_frame_error(code: i32) -> bool {
+    matches!(
+        code,
+        libc::EMSGSIZE
+            | libc::EINVAL
+            | libc::EHOSTUNREACH
+            | libc::ENETUNREACH
+            | libc::EHOSTDOWN
+            | libc::EACCES
+            | libc::EPERM
+            | libc::EAFNOSUPPORT
+            | libc::EADDRNOTAVAIL
+            | libc::ECONNREFUSED
+            | libc::EDESTADDRREQ
+    )
 }
