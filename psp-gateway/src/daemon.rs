@@ -104,12 +104,13 @@ fn tap_mtu(max_frame: usize, overhead: usize) -> Option<usize> {
 async fn serve(config: Config, opts: &Options) -> Result<(), DaemonError> {
     let origin = std::time::Instant::now();
     let uplink = match &config.uplink {
-        UplinkConfig::Raw { interface } => {
-            Uplink::Raw(RawSocket::open(interface).map_err(|e| runtime(format_args!("uplink {interface}"), e))?)
-        }
-        UplinkConfig::Udp { listen } => {
-            Uplink::Udp(UdpLink::bind(*listen).map_err(|e| runtime(format_args!("uplink udp {listen}"), e))?)
-        }
+        UplinkConfig::Raw { interface } => Uplink::Raw(
+            RawSocket::open(interface)
+                .map_err(|e| runtime(format_args!("uplink {interface}"), e))?,
+        ),
+        UplinkConfig::Udp { listen } => Uplink::Udp(
+            UdpLink::bind(*listen).map_err(|e| runtime(format_args!("uplink udp {listen}"), e))?,
+        ),
     };
     let uplink_mtu = uplink.mtu().map_err(|e| runtime("uplink MTU", e))?;
     let max_frame = max_frame(&uplink, uplink_mtu);
@@ -121,7 +122,9 @@ async fn serve(config: Config, opts: &Options) -> Result<(), DaemonError> {
     let fit = tap_mtu(max_frame, overhead).ok_or_else(|| {
         runtime(
             "uplink MTU",
-            format_args!("{uplink_mtu} leaves no room for frames after {overhead} bytes of PSP overhead"),
+            format_args!(
+                "{uplink_mtu} leaves no room for frames after {overhead} bytes of PSP overhead"
+            ),
         )
     })?;
     let mtu = match config.interface.mtu {
@@ -143,11 +146,16 @@ async fn serve(config: Config, opts: &Options) -> Result<(), DaemonError> {
     let name = &config.interface.name;
     let tap = Tap::open(name).map_err(|e| runtime(format_args!("TAP {name}"), e))?;
     if let Some(mac) = config.interface.mac {
-        tap.set_mac(mac).map_err(|e| runtime(format_args!("TAP {name} MAC"), e))?;
+        tap.set_mac(mac)
+            .map_err(|e| runtime(format_args!("TAP {name} MAC"), e))?;
     }
-    tap.set_mtu(mtu).map_err(|e| runtime(format_args!("TAP {name} MTU"), e))?;
-    tap.set_up().map_err(|e| runtime(format_args!("TAP {name} up"), e))?;
-    let mac = tap.mac().map_err(|e| runtime(format_args!("TAP {name} MAC"), e))?;
+    tap.set_mtu(mtu)
+        .map_err(|e| runtime(format_args!("TAP {name} MTU"), e))?;
+    tap.set_up()
+        .map_err(|e| runtime(format_args!("TAP {name} up"), e))?;
+    let mac = tap
+        .mac()
+        .map_err(|e| runtime(format_args!("TAP {name} MAC"), e))?;
     for addr in &config.interface.addresses {
         add_address(tap.name(), addr)?;
     }
@@ -191,7 +199,12 @@ async fn serve(config: Config, opts: &Options) -> Result<(), DaemonError> {
             max_frame,
         )),
     ];
-    let status_task = tokio::spawn(status::serve(listener, info.clone(), Arc::clone(&shared), set_rx.clone()));
+    let status_task = tokio::spawn(status::serve(
+        listener,
+        info.clone(),
+        Arc::clone(&shared),
+        set_rx.clone(),
+    ));
     drop(tap);
     drop(uplink);
 
@@ -239,10 +252,7 @@ fn overhead_limit(mtu: usize, max_frame: usize) -> usize {
     max_frame - ETHERNET_HEADER_LEN - mtu
 }
 
-fn task_error(
-    which: &str,
-    r: Result<std::io::Result<()>, tokio::task::JoinError>,
-) -> DaemonError {
+fn task_error(which: &str, r: Result<std::io::Result<()>, tokio::task::JoinError>) -> DaemonError {
     match r {
         Ok(Ok(())) => runtime(which, "stopped"),
         Ok(Err(e)) => runtime(format_args!("{which} path"), e),
@@ -261,12 +271,16 @@ fn reload(current: &Config, set_tx: &watch::Sender<Arc<PeerSet>>, max_overhead: 
                 || new.uplink != current.uplink
                 || new.daemon != current.daemon
             {
-                tracing::warn!("reload: [interface], [uplink] and [daemon] changes need a restart; applying peers and keys only");
+                tracing::warn!(
+                    "reload: [interface], [uplink] and [daemon] changes need a restart; applying peers and keys only"
+                );
             }
             let previous = set_tx.borrow().clone();
             let set = PeerSet::new(new, Some(&previous));
             match TxPeers::build(&set, None) {
-                Err(e) => tracing::error!(error = %e, "reload failed; keeping the running configuration"),
+                Err(e) => {
+                    tracing::error!(error = %e, "reload failed; keeping the running configuration")
+                }
                 Ok(t) if t.max_overhead() > max_overhead => tracing::error!(
                     overhead = t.max_overhead(),
                     max_overhead,

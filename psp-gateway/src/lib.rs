@@ -6,9 +6,9 @@
 
 pub mod cli;
 pub mod config;
-// pub mod daemon;
+pub mod daemon;
 pub mod dataplane;
 pub mod hexin;
 pub mod io;
 pub mod pcap;
-// pub mod status;
+pub mod status;

@@ -2,7 +2,7 @@
 //! document (the counters) and is closed. `psp-gateway status` is the client and renders it as a
 //! table or passes the JSON through.
 
-use std::fmt::Write as _;
+use core::fmt::Write as _;
 use std::io::Read as _;
 use std::os::unix::net::UnixStream;
 use std::path::Path;
@@ -98,13 +98,21 @@ pub async fn serve(
 /// # Errors
 /// One line: the socket cannot be reached or does not answer with JSON.
 pub fn fetch(path: &Path) -> Result<Value, String> {
-    let mut s = UnixStream::connect(path)
-        .map_err(|e| format!("status socket {}: {e} (is the daemon running?)", path.display()))?;
+    let mut s = UnixStream::connect(path).map_err(|e| {
+        format!(
+            "status socket {}: {e} (is the daemon running?)",
+            path.display()
+        )
+    })?;
     let mut text = String::new();
     s.read_to_string(&mut text)
         .map_err(|e| format!("status socket {}: {e}", path.display()))?;
-    serde_json::from_str(&text)
-        .map_err(|e| format!("status socket {}: not a status document: {e}", path.display()))
+    serde_json::from_str(&text).map_err(|e| {
+        format!(
+            "status socket {}: not a status document: {e}",
+            path.display()
+        )
+    })
 }
 
 /// Renders the status document as a human table.
@@ -177,6 +185,10 @@ pub fn render(doc: &Value) -> String {
         if d.is_empty() { "" } else { "; other: " },
         d
     );
-    let _ = writeln!(s, "ignored (not for us): {}", u(&doc["ignored"]["not_for_us"]));
+    let _ = writeln!(
+        s,
+        "ignored (not for us): {}",
+        u(&doc["ignored"]["not_for_us"])
+    );
     s
 }

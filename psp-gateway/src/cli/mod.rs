@@ -10,9 +10,9 @@ use clap::{Parser, Subcommand};
 
 mod inspect;
 mod keygen;
-// mod run;
+mod run;
 mod scramble;
-// mod status;
+mod status;
 
 /// psp: layer-2 packet security, a byte scrambler and tools.
 #[derive(Debug, Parser)]
@@ -32,10 +32,10 @@ pub enum Command {
     Scramble(scramble::Args),
     /// Decode PSP frames given as hex on stdin (one per line) or from a pcap file.
     Inspect(inspect::Args),
-    // Run the gateway daemon in the foreground (TAP <-> PSP over a raw or UDP uplink).
-    // Run(run::Args),
-    // Show a running daemon's per-peer counters and drops.
-    // Status(status::Args),
+    /// Run the gateway daemon in the foreground (TAP <-> PSP over a raw or UDP uplink).
+    Run(run::Args),
+    /// Show a running daemon's per-peer counters and drops.
+    Status(status::Args),
 }
 
 /// A failed command: the one line to print and the exit code.
@@ -87,8 +87,8 @@ pub fn main() -> ExitCode {
         Command::Keygen(a) => keygen::run(&a),
         Command::Scramble(a) => scramble::run(&a),
         Command::Inspect(a) => inspect::run(&a),
-        // Command::Run(a) => run::run(&a),
-        // Command::Status(a) => status::run(&a),
+        Command::Run(a) => run::run(&a),
+        Command::Status(a) => status::run(&a),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

@@ -24,7 +24,12 @@ pub struct Args {
 pub(crate) fn run(args: &Args) -> Result<(), Failure> {
     let path = match (&args.socket, &args.config) {
         (Some(s), _) => s.clone(),
-        (None, Some(c)) => Config::load(c).map_err(Failure::usage)?.daemon.status_socket,
+        (None, Some(c)) => {
+            Config::load(c)
+                .map_err(Failure::usage)?
+                .daemon
+                .status_socket
+        }
         (None, None) => PathBuf::from("/run/psp-gateway/psp0.sock"),
     };
     let doc = status::fetch(&path).map_err(Failure::input)?;
