@@ -193,3 +193,32 @@ fn inspect_pcap() {
     assert_one_line_error(&o, 1);
     std::fs::remove_dir_all(&dir).ok();
 }
+
+#[test]
+fn run_with_a_bad_config_is_one_line_and_exit_2() {
+    let dir = std::env::temp_dir().join(format!("psp-cli-badcfg-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("temp dir");
+    let cfg = dir.join("gw.toml");
+    std::fs::write(
+        &cfg,
+        "[interface]\nname = \"psp0\"\nmac = \"02:00:00:00:00:0g\"\n[uplink]\nkind = \"raw\"\ninterface = \"up0\"\n",
+    )
+    .expect("write config");
+    let path = cfg.to_str().expect("utf-8 path");
+    let o = run(&["run", "--config", path], b"");
+    assert_one_line_error(&o, 2);
+    let e = stderr(&o);
+    assert!(e.contains(path) && e.contains("interface.mac"), "{e}");
+
+    // A missing file is a config error too, naming the file.
+    let missing = dir.join("missing.toml");
+    let o = run(&["run", "--config", missing.to_str().expect("utf-8")], b"");
+    assert_one_line_error(&o, 2);
+    assert!(stderr(&o).contains("missing.toml"), "{}", stderr(&o));
+
+    // `status` without a daemon: one line, exit 1.
+    let sock = dir.join("none.sock");
+    let o = run(&["status", "--socket", sock.to_str().expect("utf-8")], b"");
+    assert_one_line_error(&o, 1);
+    std::fs::remove_dir_all(&dir).expect("cleanup");
+}
