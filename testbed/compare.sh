@@ -1,0 +1,472 @@
+#!/usr/bin/env bash
+# testbed/compare.sh: tunnel throughput of psp-gateway next to plain veth, tinc, OpenVPN and
+# boringtun, on the same topology in the same run. Root; not in CI (it takes minutes).
+#
+# Usage:
+#   sudo testbed/compare.sh [--runs N] [--time S] [--quick] [--only LIST] [--skip LIST]
+#                           [--udp-len BYTES] [--pings N] [--no-build] [--no-write]
+#                           [--note TEXT] [--keep]
+#
+#   --runs N        repetitions of every measurement; the table shows medians (default 3)
+#   --time S        seconds per iperf3 test (default 5; TCP tests also omit 1 s of slow start)
+#   --quick         1 run of 2 s (a smoke run; figures are indicative only)
+#   --only LIST     comma-separated candidates to run (default: all, in this order):
+#                   veth psp-none psp-bf psp-aes128gcm psp-scramble tinc openvpn boringtun
+#   --skip LIST     comma-separated candidates to leave out
+#   --udp-len B     UDP datagram payload for every candidate (default 1372: a 1400-byte IP
+#                   packet, which fits every tunnel's inner MTU; lowered per candidate if not)
+#   --pings N       pings per RTT measurement, 0.05 s apart (default 20)
+#   --no-build      use the existing target/release/psp-gateway (default: cargo build --release)
+#   --no-write      do not touch BENCHMARKS.md
+#   --note TEXT     a sentence added under the table (e.g. "machine busy with builds")
+#   --keep          keep the run directory (configs, logs, raw iperf3 JSON) under /tmp
+#
+# Candidates, each on a fresh copy of the testbed topology (testbed/lib.sh: namespaces vm1, vm2
+# with up0 veths into the lan bridge; see "Local changes" below):
+#   veth            iperf3 between the uplink IPs 192.168.50.1 -> .2, no tunnel
+#   psp-*           psp-gateway (release build), raw uplink (EtherType 0x1982 on up0), TAP psp0
+#                   10.77.0.1/.2, suites none, bf-cbc-hmac-sha1, aes128-gcm, scramble-hmac-sha1
+#   tinc            tinc 1.0 (Debian), switch mode, Cipher = blowfish, Digest = sha1 (anchors/tinc.sh)
+#   openvpn         OpenVPN 2.6 (Debian), dev tap, static key, BF-CBC + SHA1 (anchors/openvpn.sh)
+#   boringtun       boringtun-cli from crates.io, single-threaded, configured with wg
+#                   (anchors/boringtun.sh)
+# The anchors install themselves (apt-get, cargo install into /var/cache/psp-compare).
+#
+# Per candidate and run: iperf3 TCP vm1 -> vm2 with 1 stream and with 4 (-P 4); iperf3 UDP at
+# full rate (-u -b 0), received rate and loss; ping RTT (average of --pings pings). The table
+# (medians over the runs) goes between the compare markers in BENCHMARKS.md, with ratios to
+# plain veth and to the best peer (best TCP x1 of tinc, OpenVPN, boringtun). The output ends
+# with one line:
+#   RATIOS aes128gcm_vs_boringtun=... bf_vs_tinc=... none_vs_veth=... added_rtt_ms=...
+# (TCP x1 ratios; added_rtt_ms = psp `none` ping RTT minus plain veth ping RTT.)
+# Exit status: 0 when every selected candidate was measured, 1 otherwise (the RATIOS line is
+# printed either way, n/a where a figure is missing), 2 on bad arguments.
+#
+# Local changes to the lib.sh topology (for a fair benchmark; lib.sh itself is unchanged):
+# the bridge learns addresses (lib.sh makes it a hub so eve sees everything) and eve's port is
+# removed, so each frame crosses exactly the two veths and the bridge. The anchors get the
+# uplink IPs with tb_uplink_addrs; psp runs on the raw uplink as in demo.sh.
+set -euo pipefail
+
+HERE=$(cd "$(dirname "$0")" && pwd)
+ROOT=$(cd "$HERE/.." && pwd)
+# shellcheck source=lib.sh
+. "$HERE/lib.sh"
+# shellcheck source=anchors/common.sh
+. "$HERE/anchors/common.sh"
+
+ALL_CANDIDATES=(veth psp-none psp-bf psp-aes128gcm psp-scramble tinc openvpn boringtun)
+PEERS=(tinc openvpn boringtun)
+RUNS=3
+TIME=5
+UDP_LEN=1372
+PINGS=20
+SETTLE=2
+PAUSE=1
+BUILD=1
+WRITE=1
+KEEP=0
+QUICK=0
+NOTE=""
+ONLY=""
+SKIP=""
+ARGS_STR="$*"
+
+usage() {
+    sed -n '/^# Usage:/,/^# Candidates,/p' "$0" | sed '$d; s/^# \{0,1\}//'
+}
+bad_usage() {
+    echo "compare.sh: error: $*" >&2
+    echo "run 'testbed/compare.sh --help' for the options" >&2
+    exit 2
+}
+say() { echo "== $*" >&2; }
+
+while [ $# -gt 0 ]; do
+    case $1 in
+    --runs) RUNS=${2:-}; shift 2 || bad_usage "--runs needs a value" ;;
+    --time) TIME=${2:-}; shift 2 || bad_usage "--time needs a value" ;;
+    --quick) QUICK=1; RUNS=1; TIME=2; SETTLE=1; PAUSE=0.5; shift ;;
+    --only) ONLY=${2:-}; shift 2 || bad_usage "--only needs a value" ;;
+    --skip) SKIP=${2:-}; shift 2 || bad_usage "--skip needs a value" ;;
+    --udp-len) UDP_LEN=${2:-}; shift 2 || bad_usage "--udp-len needs a value" ;;
+    --pings) PINGS=${2:-}; shift 2 || bad_usage "--pings needs a value" ;;
+    --no-build) BUILD=0; shift ;;
+    --no-write) WRITE=0; shift ;;
+    --note) NOTE=${2:-}; shift 2 || bad_usage "--note needs a value" ;;
+    --keep) KEEP=1; shift ;;
+    -h | --help) usage; exit 0 ;;
+    *) bad_usage "unknown argument '$1'" ;;
+    esac
+done
+[[ $RUNS =~ ^[1-9][0-9]*$ ]] || bad_usage "--runs must be a positive integer, got '$RUNS'"
+[[ $TIME =~ ^[1-9][0-9]*$ ]] || bad_usage "--time must be a positive integer, got '$TIME'"
+[[ $PINGS =~ ^[1-9][0-9]*$ ]] || bad_usage "--pings must be a positive integer, got '$PINGS'"
+[[ $UDP_LEN =~ ^[0-9]+$ ]] && ((UDP_LEN >= 64 && UDP_LEN <= 1472)) ||
+    bad_usage "--udp-len must be 64..1472, got '$UDP_LEN'"
+[ "$(id -u)" -eq 0 ] || bad_usage "run as root (network namespaces, TAPs, apt-get)"
+
+in_list() { # WORD LIST(comma-separated)
+    [[ ,$2, == *",$1,"* ]]
+}
+CANDIDATES=()
+for c in "${ALL_CANDIDATES[@]}"; do
+    [ -n "$ONLY" ] && ! in_list "$c" "$ONLY" && continue
+    [ -n "$SKIP" ] && in_list "$c" "$SKIP" && continue
+    CANDIDATES+=("$c")
+done
+for c in ${ONLY//,/ } ${SKIP//,/ }; do
+    [[ " ${ALL_CANDIDATES[*]} " == *" $c "* ]] || bad_usage "unknown candidate '$c'"
+done
+[ ${#CANDIDATES[@]} -gt 0 ] || bad_usage "no candidate selected"
+
+suite_of() {
+    case $1 in
+    psp-none) echo none ;;
+    psp-bf) echo bf-cbc-hmac-sha1 ;;
+    psp-aes128gcm) echo aes128-gcm ;;
+    psp-scramble) echo scramble-hmac-sha1 ;;
+    esac
+}
+label_of() {
+    case $1 in
+    veth) echo "plain veth (no tunnel)" ;;
+    psp-*) echo "psp-gateway \`$(suite_of "$1")\`" ;;
+    tinc) echo "tinc 1.0 Blowfish + HMAC-SHA1" ;;
+    openvpn) echo "OpenVPN 2.6 BF-CBC + SHA1" ;;
+    boringtun) echo "boringtun (1 thread)" ;;
+    esac
+}
+
+# --- the run directory and cleanup ------------------------------------------------------------
+RUN_DIR=$(mktemp -d /tmp/psp-compare.XXXXXX)
+chmod 700 "$RUN_DIR"
+export TB_SFX="cmp$$"
+CUR=""          # the candidate whose topology is up
+CUR_ANCHOR=""   # its anchor script, if any
+
+# Stop the current candidate's processes (anchor first, politely), then lib.sh's teardown
+# kills whatever is left in the namespaces and deletes them. Afterwards nothing of ours runs.
+cand_down() {
+    [ -n "$CUR" ] || return 0
+    if [ -n "$CUR_ANCHOR" ]; then
+        "$HERE/anchors/$CUR_ANCHOR.sh" down "$TB_DIR/anchor" >/dev/null 2>&1 || true
+    fi
+    if [[ $CUR == psp-* ]]; then
+        tb_gw_stop 1 || echo "compare.sh: warning: the vm1 gateway did not exit cleanly" >&2
+        tb_gw_stop 2 || echo "compare.sh: warning: the vm2 gateway did not exit cleanly" >&2
+    fi
+    tb_teardown || true
+    if ip netns list | awk '{print $1}' | grep -qE -- "-$TB_SFX\$"; then
+        echo "compare.sh: warning: namespaces of $CUR survived teardown" >&2
+    fi
+    CUR="" CUR_ANCHOR=""
+}
+on_exit() {
+    local rc=$?
+    cand_down
+    if [ "$KEEP" -eq 1 ]; then
+        echo "compare.sh: run directory kept: $RUN_DIR" >&2
+    else
+        rm -rf "$RUN_DIR"
+    fi
+    return $rc
+}
+trap on_exit EXIT
+trap 'exit 130' INT
+trap 'exit 143' TERM
+
+# --- measurement helpers ------------------------------------------------------------------------
+median() { # NUMBERS...: the median (mean of the middle two for an even count); "n/a" if none
+    local vals
+    vals=$(printf '%s\n' "$@" | grep -E '^-?[0-9.]+([eE][-+]?[0-9]+)?$' | sort -g) || true
+    [ -n "$vals" ] || { echo n/a; return; }
+    echo "$vals" | awk '{v[NR] = $1} END {
+        if (NR % 2) print v[(NR + 1) / 2]; else print (v[NR / 2] + v[NR / 2 + 1]) / 2 }'
+}
+
+# iperf JSONFILE CLIENT-ARGS...: one iperf3 test vm1 -> vm2 with a fresh one-off server.
+iperf() {
+    local out=$1 spid i
+    shift
+    ip netns exec "$(tb_ns vm2)" iperf3 -s -1 -B "$TARGET" >>"$TB_DIR/iperf3-server.log" 2>&1 </dev/null &
+    spid=$!
+    for ((i = 0; i < 50; i++)); do
+        [ -n "$(tb_x vm2 ss -Hltn "sport = :5201")" ] && break
+        sleep 0.1
+    done
+    timeout $((TIME + 40)) ip netns exec "$(tb_ns vm1)" \
+        iperf3 -c "$TARGET" -t "$TIME" -J --connect-timeout 5000 "$@" >"$out" 2>"$out.err" || true
+    for ((i = 0; i < 30; i++)); do
+        kill -0 "$spid" 2>/dev/null || break
+        sleep 0.1
+    done
+    kill -TERM "$spid" 2>/dev/null || true
+    wait "$spid" 2>/dev/null || true
+    sleep "$PAUSE"
+}
+jnum() { # FILE JQ-EXPR: a number from iperf3's JSON, or n/a
+    local v
+    v=$(jq -r "$2 // empty" "$1" 2>/dev/null) || v=""
+    [[ $v =~ ^[0-9.eE+-]+$ ]] && echo "$v" || echo n/a
+}
+mbps() { # bits/s -> Mbit/s with one decimal
+    [ "$1" = n/a ] && { echo n/a; return; }
+    awk -v b="$1" 'BEGIN {printf "%.1f", b / 1e6}'
+}
+iperf_error() { jq -r '.error // empty' "$1" 2>/dev/null || head -c 300 "$1"; head -c 300 "$1.err"; }
+
+ping_avg() { # the average RTT in ms of PINGS pings vm1 -> TARGET, or n/a
+    local out
+    out=$(tb_x vm1 ping -c "$PINGS" -i 0.05 -q -W 1 "$TARGET" 2>&1) || true
+    echo "$out" | awk -F/ '/^rtt/ {printf "%.3f", $5; found = 1} END {if (!found) print "n/a"}'
+}
+
+# --- per-candidate set-up -----------------------------------------------------------------------
+# Topology as lib.sh builds it, then the local changes described at the top.
+topology() {
+    tb_up 2 raw
+    local lan
+    lan=$(tb_ns lan)
+    ip -n "$lan" link set br0 type bridge ageing_time 30000
+    ip -n "$lan" link del eve
+}
+
+# Sets TARGET and DESC; returns non-zero (with a message) if the candidate cannot run.
+cand_up() {
+    local c=$1 suite
+    topology
+    case $c in
+    veth)
+        tb_uplink_addrs
+        TARGET=$(tb_up_ip 2)
+        DESC="iperf3 between the uplink IPs on up0"
+        ;;
+    psp-*)
+        [ -n "$PSP_OK" ] || { echo "psp-gateway unavailable: $PSP_WHY" >&2; return 1; }
+        suite=$(suite_of "$c")
+        tb_keys "$suite"
+        tb_config 1 "$suite" raw
+        tb_config 2 "$suite" raw
+        tb_gw_start 2
+        tb_gw_start 1
+        TARGET=$(tb_ip 2)
+        DESC="$PSP_VERSION, raw uplink, suite $suite"
+        ;;
+    tinc | openvpn | boringtun)
+        tb_uplink_addrs
+        DESC=$("$HERE/anchors/$c.sh" up "$TB_DIR/anchor" "$(tb_ns vm1)" "$(tb_ns vm2)") || return 1
+        TARGET=$(tb_ip 2)
+        ;;
+    esac
+    wait_for 10 tb_x vm1 ping -c1 -W1 "$TARGET" || {
+        echo "$c: no ping reply from $TARGET" >&2
+        return 1
+    }
+    # The interface carrying vm1's address, and its MTU.
+    local src ifname
+    if [ "$c" = veth ]; then src=$(tb_up_ip 1); else src=$(tb_ip 1); fi
+    ifname=$(tb_x vm1 ip -o -4 addr show to "$src/32" | awk '{print $2; exit}')
+    MTU=$(tb_x vm1 cat "/sys/class/net/$ifname/mtu")
+    sleep "$SETTLE"
+}
+
+# measure CANDIDATE: runs the tests, writes one line to $RUN_DIR/results.tsv:
+# id tcp1 tcp4 udp_mbps udp_loss ping_ms mtu udp_len desc
+measure() {
+    local c=$1 r f t1=() t4=() ur=() ul=() pg=() ulen=$UDP_LEN
+    cand_up "$c"
+    # The UDP datagram must fit the inner MTU (IP 20 + UDP 8 bytes of headers).
+    ((ulen + 28 <= MTU)) || ulen=$((MTU - 28))
+    say "$c: $DESC; inner MTU $MTU"
+    for ((r = 1; r <= RUNS; r++)); do
+        f=$TB_DIR/r$r
+        iperf "$f-tcp1.json" -O 1
+        t1+=("$(mbps "$(jnum "$f-tcp1.json" .end.sum_received.bits_per_second)")")
+        [ "${t1[-1]}" = n/a ] && echo "$c: TCP x1 failed: $(iperf_error "$f-tcp1.json")" >&2
+        iperf "$f-tcp4.json" -O 1 -P 4
+        t4+=("$(mbps "$(jnum "$f-tcp4.json" .end.sum_received.bits_per_second)")")
+        [ "${t4[-1]}" = n/a ] && echo "$c: TCP x4 failed: $(iperf_error "$f-tcp4.json")" >&2
+        iperf "$f-udp.json" -u -b 0 -l "$ulen"
+        ur+=("$(mbps "$(jnum "$f-udp.json" .end.sum_received.bits_per_second)")")
+        ul+=("$(jnum "$f-udp.json" .end.sum_received.lost_percent)")
+        [ "${ur[-1]}" = n/a ] && echo "$c: UDP failed: $(iperf_error "$f-udp.json")" >&2
+        pg+=("$(ping_avg)")
+        say "$c run $r/$RUNS: TCP x1 ${t1[-1]} Mbit/s, TCP x4 ${t4[-1]}, UDP ${ur[-1]} Mbit/s" \
+            "(loss $(printf "%.1f" "${ul[-1]}" 2>/dev/null || echo n/a) %), ping ${pg[-1]} ms"
+    done
+    printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$c" "$(median "${t1[@]}")" \
+        "$(median "${t4[@]}")" "$(median "${ur[@]}")" "$(median "${ul[@]}")" \
+        "$(median "${pg[@]}")" "$MTU" "$ulen" "$DESC" >>"$RUN_DIR/results.tsv"
+    # A candidate with a missing figure counts as failed.
+    [[ " ${t1[*]} ${t4[*]} ${ur[*]} ${pg[*]} " != *" n/a "* ]]
+}
+
+# --- preparation ------------------------------------------------------------------------------
+say "run directory $RUN_DIR; runs $RUNS x ${TIME} s; candidates: ${CANDIDATES[*]}"
+"$HERE/install-deps.sh" >/dev/null 2>&1 || "$HERE/install-deps.sh" ||
+    { echo "compare.sh: error: testbed/install-deps.sh failed" >&2; exit 1; }
+for c in "${CANDIDATES[@]}"; do
+    case $c in
+    tinc | openvpn | boringtun)
+        say "installing $c (if missing)"
+        "$HERE/anchors/$c.sh" install || { echo "compare.sh: error: installing $c failed" >&2; exit 1; }
+        ;;
+    esac
+done
+
+PSP_OK="" PSP_WHY="" PSP_VERSION=""
+if [[ " ${CANDIDATES[*]} " == *" psp-"* ]]; then
+    if [ "$BUILD" -eq 1 ]; then
+        say "cargo build --release -p psp-gateway"
+        if ! (cd "$ROOT" && cargo build --release --locked -p psp-gateway) >"$RUN_DIR/build.log" 2>&1; then
+            PSP_WHY="cargo build failed (see the log with --keep)"
+            tail -5 "$RUN_DIR/build.log" >&2
+        fi
+    fi
+    if [ -z "$PSP_WHY" ]; then
+        if [ ! -x "$TB_BIN" ]; then
+            PSP_WHY="no binary at $TB_BIN"
+        elif ! "$TB_BIN" run --help >/dev/null 2>&1; then
+            PSP_WHY="$TB_BIN has no 'run' command yet"
+        else
+            PSP_OK=1
+            PSP_VERSION="psp-gateway $(cd "$ROOT" && git rev-parse --short HEAD 2>/dev/null || echo '?')"
+        fi
+    fi
+    [ -n "$PSP_OK" ] || echo "compare.sh: warning: psp rows skipped: $PSP_WHY" >&2
+fi
+
+DATE=$(date -u '+%Y-%m-%d %H:%M UTC')
+CPU=$(awk -F': ' '/^model name/ {print $2; exit}' /proc/cpuinfo)
+MACHINE="$(nproc) CPUs, $CPU, Linux $(uname -r)"
+LOAD_START=$(cut -d' ' -f1-3 /proc/loadavg)
+: >"$RUN_DIR/results.tsv"
+
+# --- the runs ---------------------------------------------------------------------------------
+FAILED=()
+for c in "${CANDIDATES[@]}"; do
+    say "$c: $(label_of "$c")"
+    export TB_DIR="$RUN_DIR/$c"
+    mkdir -p "$TB_DIR"
+    CUR=$c
+    case $c in tinc | openvpn | boringtun) CUR_ANCHOR=$c ;; esac
+    set +e
+    (
+        set -e
+        measure "$c"
+    )
+    rc=$?
+    set -e
+    if [ $rc -ne 0 ]; then
+        FAILED+=("$c")
+        grep -q "^$c"$'\t' "$RUN_DIR/results.tsv" ||
+            printf '%s\tn/a\tn/a\tn/a\tn/a\tn/a\tn/a\tn/a\tfailed (see the messages above)\n' "$c" >>"$RUN_DIR/results.tsv"
+        echo "compare.sh: warning: $c failed" >&2
+        if [ "$KEEP" -eq 1 ]; then
+            for f in "$TB_DIR"/*.log "$TB_DIR"/anchor/*.log; do
+                [ -f "$f" ] && { echo "--- $f (last lines)" >&2; tail -5 "$f" >&2; }
+            done
+        fi
+    fi
+    cand_down
+done
+LOAD_END=$(cut -d' ' -f1-3 /proc/loadavg)
+
+# --- the table ----------------------------------------------------------------------------------
+field() { # ID COLUMN(2..9)
+    awk -F'\t' -v id="$1" -v col="$2" '$1 == id {print $col; found = 1} END {if (!found) print "n/a"}' \
+        "$RUN_DIR/results.tsv"
+}
+ratio() { # A B: A/B with 3 significant digits, or n/a
+    awk -v a="$1" -v b="$2" 'BEGIN {
+        if (a == "n/a" || b == "n/a" || b + 0 == 0) { print "n/a"; exit }
+        r = a / b; if (r >= 10) printf "%.1f", r; else if (r >= 1) printf "%.2f", r; else printf "%.3f", r }'
+}
+diff_ms() {
+    awk -v a="$1" -v b="$2" 'BEGIN {
+        if (a == "n/a" || b == "n/a") { print "n/a"; exit } printf "%.3f", a - b }'
+}
+
+VETH_T1=$(field veth 2)
+BEST_PEER="" BEST_T1=n/a
+for p in "${PEERS[@]}"; do
+    v=$(field "$p" 2)
+    [ "$v" = n/a ] && continue
+    if [ "$BEST_T1" = n/a ] || awk -v a="$v" -v b="$BEST_T1" 'BEGIN {exit !(a > b)}'; then
+        BEST_T1=$v BEST_PEER=$p
+    fi
+done
+
+TABLE=$RUN_DIR/table.md
+{
+    echo "## Tunnel comparison"
+    echo
+    echo "Written by \`testbed/compare.sh\` on $DATE; command: \`testbed/compare.sh${ARGS_STR:+ $ARGS_STR}\`"
+    echo "(commit $(cd "$ROOT" && git rev-parse --short HEAD 2>/dev/null || echo '?')). Machine: $MACHINE;"
+    echo "load average $LOAD_START at the start, $LOAD_END at the end."
+    if [ "$QUICK" -eq 1 ]; then
+        echo "**Quick run** (\`--quick\`: 1 run of ${TIME} s per test): indicative figures only."
+    else
+        echo "Medians of $RUNS runs; iperf3 tests of ${TIME} s (TCP after 1 s of omitted slow start)."
+    fi
+    [ -n "$NOTE" ] && echo "$NOTE"
+    echo
+    echo "Same topology for every row: network namespaces vm1 and vm2, each with a veth (up0)"
+    echo "into a bridge; traffic vm1 -> vm2. UDP: one iperf3 stream at full rate (\`-u -b 0\`)"
+    echo "with the datagram size given, received rate and loss. Ping: average RTT of $PINGS pings"
+    echo "0.05 s apart. Ratios are on single-stream TCP; \"best peer\" is the fastest of tinc,"
+    echo "OpenVPN and boringtun in this run${BEST_PEER:+ ($(label_of "$BEST_PEER"))}."
+    echo
+    echo "| candidate | TCP×1 Mbit/s | TCP×4 Mbit/s | UDP Mbit/s (loss) | ping ms | inner MTU | × plain veth | × best peer |"
+    echo "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"
+    while IFS=$'\t' read -r id t1 t4 ur ul pg mtu ulen desc; do
+        if [ "$ur" = n/a ]; then udp=n/a; else udp="$ur ($(awk -v l="$ul" 'BEGIN {printf "%.1f", l}') %, ${ulen} B)"; fi
+        printf '| %s | %s | %s | %s | %s | %s | %s | %s |\n' "$(label_of "$id")" "$t1" "$t4" "$udp" \
+            "$pg" "$mtu" "$(ratio "$t1" "$VETH_T1")" "$(ratio "$t1" "$BEST_T1")"
+    done <"$RUN_DIR/results.tsv"
+    echo
+    echo "What ran:"
+    echo
+    while IFS=$'\t' read -r id _ _ _ _ _ _ _ desc; do
+        echo "- $(label_of "$id"): $desc"
+    done <"$RUN_DIR/results.tsv"
+} >"$TABLE"
+
+R_GCM=$(ratio "$(field psp-aes128gcm 2)" "$(field boringtun 2)")
+R_BF=$(ratio "$(field psp-bf 2)" "$(field tinc 2)")
+R_NONE=$(ratio "$(field psp-none 2)" "$VETH_T1")
+R_RTT=$(diff_ms "$(field psp-none 6)" "$(field veth 6)")
+{
+    echo
+    echo "\`RATIOS aes128gcm_vs_boringtun=$R_GCM bf_vs_tinc=$R_BF none_vs_veth=$R_NONE added_rtt_ms=$R_RTT\`"
+    echo "(targets: ≥ 2, ≥ 1.2, ≥ 0.30, ≤ 0.10)"
+} >>"$TABLE"
+
+# Read-modify-write BENCHMARKS.md: replace only what lies between the markers (append the
+# markers if they are missing); the rest of the file is kept byte for byte.
+write_benchmarks() {
+    local md=$ROOT/BENCHMARKS.md tmp begin='<!-- compare:begin -->' end='<!-- compare:end -->'
+    [ -f "$md" ] || : >"$md"
+    if ! grep -qxF "$begin" "$md" || ! grep -qxF "$end" "$md"; then
+        printf '\n%s\n%s\n' "$begin" "$end" >>"$md"
+    fi
+    tmp=$(mktemp "$md.XXXXXX")
+    awk -v begin="$begin" -v end="$end" -v table="$TABLE" '
+        $0 == begin { print; print ""; while ((getline line < table) > 0) print line; skip = 1; next }
+        $0 == end { print ""; skip = 0 }
+        !skip { print }' "$md" >"$tmp"
+    chmod --reference="$md" "$tmp" 2>/dev/null || true
+    mv "$tmp" "$md"
+}
+
+echo
+cat "$TABLE"
+echo
+if [ "$WRITE" -eq 1 ]; then
+    write_benchmarks
+    say "BENCHMARKS.md updated (between the compare markers)"
+fi
+[ ${#FAILED[@]} -eq 0 ] || say "failed: ${FAILED[*]}"
+echo "RATIOS aes128gcm_vs_boringtun=$R_GCM bf_vs_tinc=$R_BF none_vs_veth=$R_NONE added_rtt_ms=$R_RTT"
+[ ${#FAILED[@]} -eq 0 ]
