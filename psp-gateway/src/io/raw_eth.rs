@@ -2,6 +2,10 @@
 //! promiscuous (peers address frames to their protected MACs, not the uplink's), ignoring its
 //! own outgoing frames, with batched `recvmmsg`/`sendmmsg`.
 //!
+//! Our own frames never come back: a socket bound to one EtherType sees only incoming frames
+//! (the kernel shows outgoing ones to `ETH_P_ALL` sockets alone), and `PACKET_IGNORE_OUTGOING`
+//! is set as well (or, on kernels before 4.20, outgoing frames are filtered on receive).
+//!
 //! Frames are received and sent whole (`SOCK_RAW`: destination and source MAC, EtherType,
 //! body). This is AF_PACKET directly rather than pnet's `datalink`, whose one frame per
 //! syscall costs throughput (figures in `BENCHMARKS.md`).

@@ -495,8 +495,12 @@ pub fn packet_add_promisc(fd: BorrowedFd<'_>, ifindex: u32) -> io::Result<()> {
     Ok(())
 }
 
-/// Stops the socket from receiving the frames it (or anyone on this host) sends
+/// Stops the socket from receiving frames sent on the interface by this host
 /// (`PACKET_IGNORE_OUTGOING`, Linux 4.20+).
+///
+/// Belt and braces for a socket bound to one EtherType: the kernel shows outgoing frames
+/// only to `ETH_P_ALL` sockets and never loops a socket's own frames back to it; the option
+/// matters if the socket is ever bound to `ETH_P_ALL`.
 ///
 /// # Errors
 /// `ENOPROTOOPT` on older kernels: filter on [`RecvMode::PacketSkipOutgoing`] instead.

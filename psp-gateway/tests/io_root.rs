@@ -1,0 +1,695 @@
+//! Root-only tests of the OS I/O layer: TAP, AF_PACKET and UDP uplinks, sd_notify and the
+//! privilege drop. Each network test runs in a fresh, uniquely named namespace (`ip netns
+//! add`, entered by a dedicated thread with `setns`) removed by a Drop guard. CI runs these
+//! as root; they fail loudly, never skip, when they cannot set up.
+//!
+//! `bench_raw_veth` (ignored) is the ad-hoc AF_PACKET measurement behind BENCHMARKS.md:
+//! `cargo test --release -p psp-gateway --test io_root -- --ignored --nocapture bench_raw_veth`.
+
+use core::future::Future;
+use core::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
+use core::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use core::time::Duration;
+use std::io;
+use std::os::fd::AsFd;
+use std::os::unix::fs::MetadataExt;
+use std::os::unix::net::{SocketAddr as UnixAddr, UnixDatagram};
+use std::process::Command;
+use std::sync::Arc;
+use std::time::Instant;
+
+use psp_gateway::io::raw_eth::RawSocket;
+use psp_gateway::io::tap::Tap;
+use psp_gateway::io::udp::UdpLink;
+use psp_gateway::io::{Batch, SLOT_LEN, notify, sys};
+
+/// Environment variable that turns a `child_*` test on in a re-executed test binary.
+const CHILD_ENV: &str = "PSP_IO_ROOT_CHILD";
+
+/// Per-process counter for unique namespace names.
+static COUNTER: AtomicUsize = AtomicUsize::new(0);
+
+/// A fresh network namespace, deleted on drop (also when the test panics).
+struct Netns {
+    name: String,
+}
+
+impl Netns {
+    fn new() -> Self {
+        let name = format!(
+            "pspio{}_{}",
+            std::process::id(),
+            COUNTER.fetch_add(1, Ordering::SeqCst)
+        );
+        run("ip", &["netns", "add", &name]);
+        let ns = Self { name };
+        ns.ip(&["link", "set", "lo", "up"]);
+        ns
+    }
+
+    /// `ip -n NAME ARGS…`; panics with its stderr on failure.
+    fn ip(&self, args: &[&str]) -> String {
+        let mut all = vec!["-n", &self.name];
+        all.extend_from_slice(args);
+        run("ip", &all)
+    }
+
+    /// `ip -j link show dev IF` in this namespace, parsed.
+    fn link(&self, dev: &str) -> serde_json::Value {
+        let out = self.ip(&["-j", "link", "show", "dev", dev]);
+        let v: serde_json::Value = serde_json::from_str(&out).expect("ip -j output is JSON");
+        v[0].clone()
+    }
+
+    /// Runs `f` to completion on a current-thread tokio runtime in a thread that has entered
+    /// this namespace (sockets and TAPs it creates live there).
+    fn block_on<F, Fut, R>(&self, f: F) -> R
+    where
+        F: FnOnce() -> Fut + Send,
+        Fut: Future<Output = R>,
+        R: Send,
+    {
+        std::thread::scope(|s| {
+            let h = s.spawn(|| {
+                sys::enter_netns(&self.name).expect("setns into the test namespace");
+                let rt = tokio::runtime::Builder::new_current_thread()
+                    .enable_all()
+                    .build()
+                    .expect("tokio runtime");
+                rt.block_on(f())
+            });
+            match h.join() {
+                Ok(r) => r,
+                Err(panic) => std::panic::resume_unwind(panic),
+            }
+        })
+    }
+}
+
+impl Drop for Netns {
+    fn drop(&mut self) {
+        let out = Command::new("ip")
+            .args(["netns", "del", &self.name])
+            .output();
+        if !matches!(&out, Ok(o) if o.status.success()) {
+            eprintln!("warning: could not delete namespace {}: {out:?}", self.name);
+        }
+    }
+}
+
+/// Runs a command; panics with its output when it cannot run or fails.
+fn run(cmd: &str, args: &[&str]) -> String {
+    let out = Command::new(cmd).args(args).output().unwrap_or_else(|e| {
+        panic!("cannot run {cmd} {args:?}: {e} (these tests need root and iproute2)")
+    });
+    assert!(
+        out.status.success(),
+        "{cmd} {args:?} failed ({}): {} (these tests need root)",
+        out.status,
+        String::from_utf8_lossy(&out.stderr).trim()
+    );
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// An Ethernet frame of `len` bytes: `dst`, `src`, `ethertype`, then a pattern seeded by `tag`.
+fn frame(dst: [u8; 6], src: [u8; 6], ethertype: u16, tag: u32, len: usize) -> Vec<u8> {
+    let mut f = Vec::with_capacity(len);
+    f.extend_from_slice(&dst);
+    f.extend_from_slice(&src);
+    f.extend_from_slice(&ethertype.to_be_bytes());
+    f.extend_from_slice(&tag.to_be_bytes());
+    let mut x = tag.wrapping_mul(2_654_435_761).wrapping_add(1);
+    while f.len() < len {
+        x ^= x << 13;
+        x ^= x >> 17;
+        x ^= x << 5;
+        f.push(x as u8);
+    }
+    f.truncate(len);
+    f
+}
+
+/// A batch holding `frames`, each with address `addr`.
+fn batch_of(frames: &[Vec<u8>], addr: Option<SocketAddr>) -> Batch {
+    let mut b = Batch::new(frames.len());
+    for f in frames {
+        assert!(b.push_with(addr, |slot| {
+            slot[..f.len()].copy_from_slice(f);
+            Some(f.len())
+        }));
+    }
+    b
+}
+
+/// Frames of a received batch, with addresses.
+fn contents(b: &Batch) -> Vec<(Vec<u8>, Option<SocketAddr>)> {
+    (0..b.len())
+        .map(|i| (b.frame(i).to_vec(), b.addr(i)))
+        .collect()
+}
+
+/// Receives with `$recv` (which fills `$batch`) until `$want` frames passing `$keep`
+/// arrived (2 s budget); evaluates to them with their addresses.
+macro_rules! collect {
+    ($want:expr, $batch:ident, $recv:expr) => {
+        collect!($want, $batch, $recv, |_: &[u8]| true)
+    };
+    ($want:expr, $batch:ident, $recv:expr, $keep:expr) => {{
+        let mut got: Vec<(Vec<u8>, Option<SocketAddr>)> = Vec::new();
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(2);
+        while got.len() < $want {
+            match tokio::time::timeout_at(deadline, $recv).await {
+                Ok(r) => {
+                    let n = r.expect("recv_batch");
+                    assert!(n >= 1 && n == $batch.len());
+                    got.extend(contents(&$batch).into_iter().filter(|(f, _)| $keep(f)));
+                }
+                Err(_) => panic!("timed out with {} of {} frames", got.len(), $want),
+            }
+        }
+        got
+    }};
+}
+
+/// The frames of `got`, without addresses.
+fn frames_of(got: &[(Vec<u8>, Option<SocketAddr>)]) -> Vec<Vec<u8>> {
+    got.iter().map(|g| g.0.clone()).collect()
+}
+
+const MAC_A: [u8; 6] = [0x02, 0x50, 0x53, 0x50, 0x00, 0x0a];
+const MAC_B: [u8; 6] = [0x02, 0x50, 0x53, 0x50, 0x00, 0x0b];
+const PSP: u16 = 0x1982;
+
+#[test]
+fn tap_configure_and_exchange_frames() {
+    let ns = Netns::new();
+    ns.block_on(|| async {
+        let tap = Tap::open("psptap0").expect("open TAP");
+        assert_eq!(tap.name(), "psptap0");
+        tap.set_mtu(1400).unwrap();
+        tap.set_mac(MAC_A).unwrap();
+        tap.set_up().unwrap();
+        assert_eq!(tap.mac().unwrap(), MAC_A);
+        assert_eq!(tap.mtu().unwrap(), 1400);
+        assert!(
+            tap.set_mtu(SLOT_LEN).is_err(),
+            "an MTU beyond a batch slot is refused"
+        );
+
+        let link = ns.link("psptap0");
+        assert_eq!(link["mtu"], 1400, "{link}");
+        assert_eq!(link["address"], "02:50:53:50:00:0a", "{link}");
+        let flags = link["flags"].as_array().expect("flags");
+        assert!(flags.iter().any(|f| f == "UP"), "{link}");
+
+        // TAP -> kernel: frames written to the TAP arrive at a packet socket on it.
+        let raw = RawSocket::open("psptap0").expect("packet socket on the TAP");
+        let into_kernel: Vec<_> = (0..16)
+            .map(|i| frame([0xff; 6], MAC_B, PSP, i, 60 + 80 * i as usize))
+            .collect();
+        for f in &into_kernel {
+            tap.send(f).await.unwrap();
+        }
+        let mut rb = Batch::new(64);
+        let got = collect!(16, rb, raw.recv_batch(&mut rb));
+        assert_eq!(frames_of(&got), into_kernel);
+
+        // Kernel -> TAP: frames sent on the TAP interface come out of the TAP fd, in a batch.
+        // (The kernel also sends IPv6 router solicitations and the like; skip those.)
+        let out_of_kernel: Vec<_> = (0..16)
+            .map(|i| frame(MAC_B, MAC_A, PSP, 100 + i, 1414 - 50 * i as usize))
+            .collect();
+        assert_eq!(
+            raw.send_batch(&batch_of(&out_of_kernel, None))
+                .await
+                .unwrap(),
+            16
+        );
+        let mut tb = Batch::new(64);
+        let is_psp = |f: &[u8]| f[12..14] == PSP.to_be_bytes();
+        let got = collect!(16, tb, tap.recv_batch(&mut tb), is_psp);
+        assert_eq!(frames_of(&got), out_of_kernel);
+        assert!(got.iter().all(|g| g.1.is_none()));
+    });
+    // The TAP is gone with its descriptor.
+    let out = Command::new("ip")
+        .args(["-n", &ns.name, "link", "show", "psptap0"])
+        .output()
+        .unwrap();
+    assert!(!out.status.success(), "TAP still exists after drop");
+}
+
+#[test]
+fn tap_refuses_bad_names() {
+    let ns = Netns::new();
+    ns.block_on(|| async {
+        assert!(Tap::open("a-name-longer-than-15").is_err());
+        assert!(Tap::open("bad/name").is_err());
+    });
+}
+
+#[test]
+fn raw_veth_exchange() {
+    let ns = Netns::new();
+    ns.ip(&["link", "add", "pva", "type", "veth", "peer", "name", "pvb"]);
+    ns.ip(&["link", "set", "pva", "up"]);
+    ns.ip(&["link", "set", "pvb", "up"]);
+    ns.block_on(|| async {
+        let a = RawSocket::open("pva").expect("packet socket on pva");
+        let b = RawSocket::open("pvb").expect("packet socket on pvb");
+        assert_eq!(a.interface(), "pva");
+        assert_eq!(a.mtu().unwrap(), 1500);
+        assert!(RawSocket::open("nosuchif0").is_err());
+
+        let a_to_b: Vec<_> = (0..64)
+            .map(|i| frame(MAC_B, MAC_A, PSP, i, 60 + 23 * i as usize))
+            .collect();
+        let b_to_a: Vec<_> = (0..64)
+            .map(|i| frame(MAC_A, MAC_B, PSP, 1000 + i, 1514 - 19 * i as usize))
+            .collect();
+        let (mut ra, mut rb) = (Batch::new(64), Batch::new(64));
+
+        assert_eq!(a.send_batch(&batch_of(&a_to_b, None)).await.unwrap(), 64);
+        let got = collect!(64, rb, b.recv_batch(&mut rb));
+        assert_eq!(frames_of(&got), a_to_b);
+
+        assert_eq!(b.send_batch(&batch_of(&b_to_a, None)).await.unwrap(), 64);
+        let got = collect!(64, ra, a.recv_batch(&mut ra));
+        assert_eq!(frames_of(&got), b_to_a);
+        let bytes = |v: &[Vec<u8>]| v.iter().map(Vec::len).sum::<usize>();
+        assert_eq!(bytes(&a_to_b), (0..64).map(|i| 60 + 23 * i).sum::<usize>());
+        assert_eq!(
+            bytes(&b_to_a),
+            (0..64).map(|i| 1514 - 19 * i).sum::<usize>()
+        );
+
+        // Neither socket sees its own frames: nothing more is queued on either.
+        for (s, r) in [(&a, &mut ra), (&b, &mut rb)] {
+            let more = tokio::time::timeout(Duration::from_millis(200), s.recv_batch(r)).await;
+            assert!(
+                more.is_err(),
+                "{} received extra frames: {:?}",
+                s.interface(),
+                r.len()
+            );
+        }
+
+        // Other EtherTypes do not reach a PSP socket.
+        let arp = RawSocket::open_ethertype("pva", 0x0806).unwrap();
+        let noise = [frame(MAC_B, MAC_A, 0x0806, 7, 60)];
+        assert_eq!(arp.send_batch(&batch_of(&noise, None)).await.unwrap(), 1);
+        let more = tokio::time::timeout(Duration::from_millis(100), b.recv_batch(&mut rb)).await;
+        assert!(more.is_err(), "a PSP socket received an ARP frame");
+
+        // An oversized frame is dropped alone; the rest of the batch goes out.
+        ns.ip(&["link", "set", "pva", "mtu", "1400"]);
+        assert_eq!(a.mtu().unwrap(), 1400);
+        let mixed = [
+            frame(MAC_B, MAC_A, PSP, 1, 100),
+            frame(MAC_B, MAC_A, PSP, 2, 1400 + 14 + 100),
+            frame(MAC_B, MAC_A, PSP, 3, 1400 + 14),
+        ];
+        assert_eq!(a.send_batch(&batch_of(&mixed, None)).await.unwrap(), 2);
+        let got = collect!(2, rb, b.recv_batch(&mut rb));
+        assert_eq!(frames_of(&got), [mixed[0].clone(), mixed[2].clone()]);
+    });
+}
+
+#[test]
+fn raw_drops_truncated_and_own_frames() {
+    let ns = Netns::new();
+    ns.ip(&["link", "add", "pva", "type", "veth", "peer", "name", "pvb"]);
+    for dev in ["pva", "pvb"] {
+        ns.ip(&["link", "set", dev, "mtu", "4000"]);
+        ns.ip(&["link", "set", dev, "up"]);
+    }
+    ns.block_on(|| async {
+        let b = RawSocket::open("pvb").unwrap();
+        // A plain bound packet socket on pva: it sees its own frames (no
+        // PACKET_IGNORE_OUTGOING), and `write` sends frames longer than a batch slot.
+        let pva = sys::if_index("pva").unwrap();
+        let mut raw = std::fs::File::from(sys::packet_socket(pva, PSP).unwrap());
+
+        // A frame longer than a slot is dropped on receive; the frames after it move down.
+        let frames = [
+            frame(MAC_B, MAC_A, PSP, 1, 100),
+            frame(MAC_B, MAC_A, PSP, 2, SLOT_LEN + 500),
+            frame(MAC_B, MAC_A, PSP, 3, 200),
+            frame(MAC_B, MAC_A, PSP, 4, SLOT_LEN),
+        ];
+        for f in &frames {
+            io::Write::write_all(&mut raw, f).unwrap();
+        }
+        let mut rb = Batch::new(8);
+        let got = collect!(3, rb, b.recv_batch(&mut rb));
+        assert_eq!(
+            frames_of(&got),
+            [frames[0].clone(), frames[2].clone(), frames[3].clone()]
+        );
+
+        // A socket bound to one EtherType never sees outgoing frames (only ETH_P_ALL taps
+        // do), and the kernel never loops a socket's own frames back to it. An ETH_P_ALL
+        // socket sees what others send: RecvMode::PacketSkipOutgoing (the fallback where
+        // PACKET_IGNORE_OUTGOING is missing, kernels before 4.20) drops those.
+        let a = RawSocket::open("pva").unwrap();
+        let tap_all = sys::packet_socket(pva, 0x0003).unwrap();
+        let drain = |mode| {
+            let mut all = Vec::new();
+            let mut own = Batch::new(8);
+            loop {
+                match sys::recv_mmsg(tap_all.as_fd(), &mut own, mode) {
+                    Ok(_) => all.extend(contents(&own).into_iter().map(|c| c.0)),
+                    Err(e) if e.kind() == io::ErrorKind::WouldBlock => return all,
+                    Err(e) => panic!("{e}"),
+                }
+                own.clear();
+            }
+        };
+        let is_psp = |f: &Vec<u8>| f[12..14] == PSP.to_be_bytes();
+        drain(sys::RecvMode::Plain);
+        assert_eq!(
+            a.send_batch(&batch_of(&frames[2..], None)).await.unwrap(),
+            2
+        );
+        assert!(
+            !drain(sys::RecvMode::PacketSkipOutgoing).iter().any(is_psp),
+            "outgoing kept"
+        );
+        assert_eq!(
+            a.send_batch(&batch_of(&frames[..1], None)).await.unwrap(),
+            1
+        );
+        let seen: Vec<_> = drain(sys::RecvMode::Plain)
+            .into_iter()
+            .filter(is_psp)
+            .collect();
+        assert_eq!(seen, [frames[0].clone()]);
+        let got = collect!(3, rb, b.recv_batch(&mut rb));
+        assert_eq!(
+            frames_of(&got),
+            [frames[2].clone(), frames[3].clone(), frames[0].clone()]
+        );
+    });
+}
+
+/// Sends `frames` from `tx` to `rx` and checks they arrive whole, from `tx`'s address.
+async fn udp_exchange(tx: &UdpLink, rx: &UdpLink, to: SocketAddr, from: SocketAddr, tag: u32) {
+    let frames: Vec<_> = (0..64)
+        .map(|i| frame(MAC_B, MAC_A, PSP, tag + i, 60 + 29 * i as usize))
+        .collect();
+    assert_eq!(
+        tx.send_batch(&batch_of(&frames, Some(to))).await.unwrap(),
+        64
+    );
+    let mut rb = Batch::new(64);
+    let got = collect!(64, rb, rx.recv_batch(&mut rb));
+    assert_eq!(frames_of(&got), frames);
+    assert!(
+        got.iter().all(|g| g.1 == Some(from)),
+        "sources {:?}, want {from}",
+        got[0].1
+    );
+}
+
+#[test]
+fn udp_exchange_and_mtu() {
+    let ns = Netns::new();
+    ns.block_on(|| async {
+        let lo4 = SocketAddr::new(IpAddr::V4(Ipv4Addr::LOCALHOST), 0);
+        let a = UdpLink::bind(lo4).expect("bind a");
+        let b = UdpLink::bind(lo4).expect("bind b");
+        assert_ne!(a.local_addr().port(), 0);
+        udp_exchange(&a, &b, b.local_addr(), a.local_addr(), 0).await;
+        udp_exchange(&b, &a, a.local_addr(), b.local_addr(), 100).await;
+
+        // Loopback's MTU minus IPv4 and UDP headers, bound to 127.0.0.1 or to 0.0.0.0 (the
+        // namespace has nothing but lo), and by route.
+        assert_eq!(a.mtu().unwrap(), 65536 - 28);
+        let any = UdpLink::bind(SocketAddr::new(IpAddr::V4(Ipv4Addr::UNSPECIFIED), 0)).unwrap();
+        assert_eq!(any.mtu().unwrap(), 65536 - 28);
+        // The route's MTU is capped at the largest IPv4 packet, 65535 bytes.
+        assert_eq!(a.path_mtu(b.local_addr()).unwrap(), 65535 - 28);
+
+        // Frames without an address are skipped, the others sent.
+        let frames = [
+            frame(MAC_B, MAC_A, PSP, 1, 80),
+            frame(MAC_B, MAC_A, PSP, 2, 90),
+        ];
+        let mut batch = batch_of(&frames, Some(b.local_addr()));
+        batch.set_addr(0, None);
+        assert_eq!(a.send_batch(&batch).await.unwrap(), 1);
+        let mut rb = Batch::new(8);
+        b.recv_batch(&mut rb).await.unwrap();
+        assert_eq!(contents(&rb), [(frames[1].clone(), Some(a.local_addr()))]);
+
+        // An IPv6 destination cannot leave an IPv4 socket: dropped, not an error.
+        let v6dst = SocketAddr::new(IpAddr::V6(Ipv6Addr::LOCALHOST), 9);
+        assert_eq!(
+            a.send_batch(&batch_of(&frames, Some(v6dst))).await.unwrap(),
+            0
+        );
+    });
+}
+
+#[test]
+fn udp_ipv6_and_dual_stack() {
+    assert!(
+        std::path::Path::new("/proc/net/if_inet6").exists(),
+        "this kernel has no IPv6; the IPv6 uplink cannot be tested"
+    );
+    let ns = Netns::new();
+    ns.block_on(|| async {
+        let lo6 = SocketAddr::new(IpAddr::V6(Ipv6Addr::LOCALHOST), 0);
+        let a = UdpLink::bind(lo6).expect("bind [::1]");
+        let b = UdpLink::bind(lo6).expect("bind [::1]");
+        udp_exchange(&a, &b, b.local_addr(), a.local_addr(), 0).await;
+        assert_eq!(a.mtu().unwrap(), 65536 - 48);
+        assert_eq!(a.path_mtu(b.local_addr()).unwrap(), 65536 - 48);
+
+        // A dual-stack [::] socket talks to an IPv4 one; peers show as plain IPv4.
+        let dual = UdpLink::bind(SocketAddr::new(IpAddr::V6(Ipv6Addr::UNSPECIFIED), 0)).unwrap();
+        let v4 = UdpLink::bind(SocketAddr::new(IpAddr::V4(Ipv4Addr::LOCALHOST), 0)).unwrap();
+        let dual_at_v4 = SocketAddr::new(IpAddr::V4(Ipv4Addr::LOCALHOST), dual.local_addr().port());
+        udp_exchange(&v4, &dual, dual_at_v4, v4.local_addr(), 200).await;
+        udp_exchange(&dual, &v4, v4.local_addr(), dual_at_v4, 300).await;
+    });
+}
+
+#[test]
+fn sd_notify_from_environment() {
+    let name = format!("psp-io-root-notify-{}", std::process::id());
+    let rx = UnixDatagram::bind_addr(
+        &<UnixAddr as std::os::linux::net::SocketAddrExt>::from_abstract_name(name.as_bytes())
+            .unwrap(),
+    )
+    .unwrap();
+    rx.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    run_child("child_sd_notify", &[("NOTIFY_SOCKET", &format!("@{name}"))]);
+    let mut buf = [0; 64];
+    let n = rx.recv(&mut buf).expect("the child's notification");
+    assert_eq!(&buf[..n], b"READY=1");
+}
+
+#[test]
+fn child_sd_notify() {
+    if std::env::var(CHILD_ENV).as_deref() != Ok("child_sd_notify") {
+        return;
+    }
+    notify::sd_notify("READY=1").unwrap();
+}
+
+#[test]
+fn chown_path_to_nobody() {
+    let path = std::env::temp_dir().join(format!("psp-io-root-chown-{}", std::process::id()));
+    std::fs::write(&path, b"x").unwrap();
+    let r = notify::chown_path(&path, "nobody");
+    let meta = std::fs::metadata(&path).unwrap();
+    std::fs::remove_file(&path).unwrap();
+    r.unwrap();
+    assert_eq!(
+        (meta.uid(), meta.gid()),
+        sys::lookup_user("nobody").unwrap()
+    );
+    assert!(notify::chown_path(&path, "no-such-user-psp").is_err());
+}
+
+#[test]
+fn drop_privileges_keeps_open_sockets() {
+    run_child("child_drop_privileges", &[]);
+}
+
+#[test]
+fn child_drop_privileges() {
+    if std::env::var(CHILD_ENV).as_deref() != Ok("child_drop_privileges") {
+        return;
+    }
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    rt.block_on(async {
+        let lo4 = SocketAddr::new(IpAddr::V4(Ipv4Addr::LOCALHOST), 0);
+        let a = UdpLink::bind(lo4).unwrap();
+        let b = UdpLink::bind(lo4).unwrap();
+        assert_eq!(sys::current_uids(), (0, 0), "the child must start as root");
+
+        notify::drop_privileges("nobody").expect("drop to nobody");
+
+        let (uid, gid) = sys::lookup_user("nobody").unwrap();
+        assert_eq!(sys::current_uids(), (uid, uid));
+        let status = std::fs::read_to_string("/proc/self/status").unwrap();
+        let line = |k: &str| {
+            status
+                .lines()
+                .find(|l| l.starts_with(k))
+                .unwrap()
+                .to_owned()
+        };
+        assert_eq!(
+            line("Uid:").split_whitespace().skip(1).collect::<Vec<_>>(),
+            [
+                uid.to_string(),
+                uid.to_string(),
+                uid.to_string(),
+                uid.to_string()
+            ]
+        );
+        assert_eq!(
+            line("Gid:").split_whitespace().skip(1).collect::<Vec<_>>(),
+            [
+                gid.to_string(),
+                gid.to_string(),
+                gid.to_string(),
+                gid.to_string()
+            ]
+        );
+        assert_eq!(line("Groups:").trim(), "Groups:");
+        assert_eq!(
+            line("CapEff:").split_whitespace().nth(1),
+            Some("0000000000000000")
+        );
+
+        // Open descriptors keep working; nothing privileged can be opened any more.
+        udp_exchange(&a, &b, b.local_addr(), a.local_addr(), 0).await;
+        let err = sys::packet_socket(1, PSP).unwrap_err();
+        assert_eq!(err.kind(), io::ErrorKind::PermissionDenied, "{err}");
+        assert!(notify::drop_privileges("root").is_err());
+    });
+}
+
+/// Re-runs this test binary for the single test `name` with `CHILD_ENV=name` and `env`, and
+/// checks that it passed (a process of its own: a privilege drop or environment change must
+/// not touch the other tests).
+fn run_child(name: &str, env: &[(&str, &str)]) {
+    let exe = std::env::current_exe().unwrap();
+    let out = Command::new(exe)
+        .args([name, "--exact", "--nocapture", "--test-threads=1"])
+        .env(CHILD_ENV, name)
+        .envs(env.iter().copied())
+        .output()
+        .unwrap();
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(out.status.success(), "child {name} failed:\n{text}");
+    assert!(
+        text.contains("1 passed"),
+        "child {name} ran no test:\n{text}"
+    );
+}
+
+/// Ad-hoc measurement (not in CI): raw AF_PACKET frames/s across a veth pair, batches of 64
+/// against batches of 1 (one frame per syscall, as pnet's datalink does), with
+/// PACKET_QDISC_BYPASS off and on. Sender and receiver run on their own threads.
+#[test]
+#[ignore = "benchmark: run with --release --ignored --nocapture"]
+fn bench_raw_veth() {
+    let secs: f64 = std::env::var("PSP_BENCH_SECS")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(2.0);
+    let ns = Netns::new();
+    ns.ip(&["link", "add", "pva", "type", "veth", "peer", "name", "pvb"]);
+    ns.ip(&["link", "set", "pva", "up"]);
+    ns.ip(&["link", "set", "pvb", "up"]);
+    println!("frame_len batch bypass  sent_fps    recv_fps   recv_gbps");
+    for len in [1514usize, 128] {
+        for batch in [64usize, 1] {
+            for bypass in [false, true] {
+                let (sent, recv) = bench_one(&ns, len, batch, bypass, secs);
+                println!(
+                    "{len:>9} {batch:>5} {bypass:>6} {:>9.0} {:>11.0} {:>10.2}",
+                    sent / secs,
+                    recv / secs,
+                    recv * len as f64 * 8.0 / secs / 1e9
+                );
+            }
+        }
+    }
+}
+
+/// One run of [`bench_raw_veth`]: (frames sent, frames received) in `secs` seconds.
+fn bench_one(ns: &Netns, len: usize, batch: usize, bypass: bool, secs: f64) -> (f64, f64) {
+    let stop = Arc::new(AtomicBool::new(false));
+    let rx_done = Arc::new(AtomicBool::new(false));
+    let received = Arc::new(AtomicU64::new(0));
+    let sent = Arc::new(AtomicU64::new(0));
+    let ready = Arc::new(std::sync::Barrier::new(3));
+    std::thread::scope(|s| {
+        let rx = s.spawn(|| {
+            ns.block_on(|| async {
+                let b = RawSocket::open("pvb").unwrap();
+                let mut rb = Batch::new(batch);
+                ready.wait();
+                // No timer per call: the sender keeps sending after `stop` until we are done.
+                while !stop.load(Ordering::SeqCst) {
+                    let n = b.recv_batch(&mut rb).await.unwrap();
+                    received.fetch_add(n as u64, Ordering::Relaxed);
+                }
+                rx_done.store(true, Ordering::SeqCst);
+            });
+        });
+        let tx = s.spawn(|| {
+            ns.block_on(|| async {
+                let a = RawSocket::open("pva").unwrap();
+                a.set_qdisc_bypass(bypass).unwrap();
+                let frames: Vec<_> = (0..batch)
+                    .map(|i| frame(MAC_B, MAC_A, PSP, i as u32, len))
+                    .collect();
+                let tb = batch_of(&frames, None);
+                ready.wait();
+                while !stop.load(Ordering::Relaxed) {
+                    let n = a.send_batch(&tb).await.unwrap();
+                    sent.fetch_add(n as u64, Ordering::Relaxed);
+                }
+                while !rx_done.load(Ordering::SeqCst) {
+                    a.send_batch(&tb).await.unwrap();
+                    tokio::time::sleep(Duration::from_millis(5)).await;
+                }
+            });
+        });
+        ready.wait();
+        // Let both sides settle, then count over `secs`.
+        std::thread::sleep(Duration::from_millis(200));
+        let (r0, s0) = (
+            received.load(Ordering::Relaxed),
+            sent.load(Ordering::Relaxed),
+        );
+        let start = Instant::now();
+        std::thread::sleep(Duration::from_secs_f64(secs));
+        let (r1, s1) = (
+            received.load(Ordering::Relaxed),
+            sent.load(Ordering::Relaxed),
+        );
+        let elapsed = start.elapsed().as_secs_f64();
+        stop.store(true, Ordering::SeqCst);
+        tx.join().unwrap();
+        rx.join().unwrap();
+        (
+            (s1 - s0) as f64 * secs / elapsed,
+            (r1 - r0) as f64 * secs / elapsed,
+        )
+    })
+}
