@@ -77,6 +77,15 @@ impl SuiteKey {
         &self.bivn
     }
 
+    /// The Blowfish-CBC schedule and HMAC-SHA1 key of a `bf-cbc-hmac-sha1` key, else `None`
+    /// (for `Sealer::seal_batch`, which interleaves the CBC chains of several frames).
+    pub(crate) fn bf_cbc_hmac(&self) -> Option<(&BlowfishCbc, &HmacSha1Key)> {
+        match &self.inner {
+            Inner::BfCbc { cbc, mac } => Some((cbc, mac)),
+            _ => None,
+        }
+    }
+
     /// Encrypts `section` in place (already padded to `block_len` by the caller), then writes the
     /// ICV over `clear || section` (the ciphertext) into `icv`.
     ///
