@@ -72,8 +72,7 @@ tb_init || die "tb_init failed"
 tb_trap
 tb_up 2 "$UPLINK" || die "building the topology failed"
 tb_keys "$SUITE" || die "key generation failed"
-tb_config 1 "$SUITE" "$UPLINK"
-tb_config 2 "$SUITE" "$UPLINK"
+tb_config 1 "$SUITE" "$UPLINK" && tb_config 2 "$SUITE" "$UPLINK" || die "writing the configs failed"
 echo "  namespaces: $(ip netns list | awk '{print $1}' | grep -- "-$TB_SFX\$" | tr '\n' ' ')"
 echo "  work dir:   $TB_DIR"
 

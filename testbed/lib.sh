@@ -226,7 +226,7 @@ tb_config() {
         echo
         echo "[defaults]"
         echo "suite = \"$suite\""
-        [[ -n ${TB_DEFAULTS_EXTRA:-} ]] && echo "$TB_DEFAULTS_EXTRA"
+        if [[ -n ${TB_DEFAULTS_EXTRA:-} ]]; then echo "$TB_DEFAULTS_EXTRA"; fi
         echo
         echo "[group]"
         echo "key_file = \"group.key\""
@@ -239,9 +239,9 @@ tb_config() {
             echo "name = \"vm$j\""
             echo "mac = \"$(tb_mac "$j")\""
             echo "key_file = \"vm$a-vm$b.key\""
-            [[ $uplink == udp ]] && echo "endpoint = \"$(tb_up_ip "$j"):$TB_PORT\""
+            if [[ $uplink == udp ]]; then echo "endpoint = \"$(tb_up_ip "$j"):$TB_PORT\""; fi
         done
-        [[ -n ${TB_CONFIG_EXTRA:-} ]] && printf '\n%s\n' "$TB_CONFIG_EXTRA"
+        if [[ -n ${TB_CONFIG_EXTRA:-} ]]; then printf '\n%s\n' "$TB_CONFIG_EXTRA"; fi
     } >"$file"
 }
 

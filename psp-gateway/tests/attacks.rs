@@ -1,0 +1,607 @@
+//! Eve attacks the segment (root-only; CI runs it): two gateways vm1 and vm2 in namespaces on a
+//! hub, eve on the same hub injecting and capturing with AF_PACKET sockets. Issue 3, "The
+//! testbed": (1) ARP spoofing in clear, (2) replay, (3) single-bit flips, (4) truncated,
+//! oversized, garbage, wrong-key and unknown-sender frames. Every injected frame must be dropped
+//! and counted by vm1 under the exact reason, vm2 (which sees everything on the hub too) must
+//! count no drop, and afterwards ping and iperf3 still work.
+//!
+//! What cannot be injected, and why:
+//! * frames shorter than 14 bytes (the contract's global `malformed`): they have no EtherType,
+//!   so the gateway's uplink socket (bound to 0x1982) never receives them;
+//! * bit flips in the EtherType: the frame is no longer PSP and never reaches the gateway (we
+//!   inject one and check that no counter moves);
+//! * bit flips in the destination MAC make the frame "not for us" — ignored, counted
+//!   `not_for_us`, not a drop (we inject one and check exactly that); a flip of the group bit
+//!   would make vm1 open it with the group key, whose replay state for vm2 is unrelated, so the
+//!   reason is not predictable: not injected.
+
+// AF_PACKET sockets and setns(2) are libc calls; each `unsafe` block says why it is sound.
+#![allow(unsafe_code)]
+
+mod common;
+
+use core::time::Duration;
+use std::collections::BTreeMap;
+use std::ffi::CString;
+use std::fs::File;
+use std::io;
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::thread::sleep;
+use std::time::Instant;
+
+use psp_core::crypto::{SuiteId, SuiteKey};
+use psp_core::session::{Opener, OpenerConfig, Sealer, SealerConfig};
+use psp_core::time::Instant as PspInstant;
+
+use common::{Gateway, Testbed, TestbedOptions, counter, delta, wait_status};
+
+const ETH_P_ALL: u16 = 0x0003;
+const ETH_P_ARP: u16 = 0x0806;
+const ETH_P_PSP: u16 = 0x1982;
+const PACKET_OUTGOING: u8 = 4;
+const SUITE: SuiteId = SuiteId::BfCbcHmacSha1;
+/// Clear part of a PSP frame without security number and timestamp; the ICV of the suite.
+const CLEAR_LEN: usize = 19;
+const ICV_LEN: usize = 20;
+
+/// An AF_PACKET socket bound to one interface inside a network namespace.
+struct PacketSocket {
+    fd: OwnedFd,
+}
+
+impl PacketSocket {
+    /// Opens a raw packet socket for `proto` on `ifname` inside namespace `ns`. The socket is
+    /// created by a short-lived thread that entered the namespace; it stays bound to that
+    /// namespace's interface when used from any thread.
+    fn open(ns: &str, ifname: &str, proto: u16) -> Self {
+        let ns_path = format!("/run/netns/{ns}");
+        let ifname = CString::new(ifname).expect("interface name");
+        let fd = std::thread::spawn(move || -> io::Result<OwnedFd> {
+            let nsf = File::open(&ns_path)?;
+            // SAFETY: `nsf` is an open namespace file; setns only changes this thread's network
+            // namespace, and this thread ends right after creating the socket.
+            if unsafe { libc::setns(nsf.as_raw_fd(), libc::CLONE_NEWNET) } != 0 {
+                return Err(io::Error::last_os_error());
+            }
+            // SAFETY: socket(2) with constant arguments; the result is checked below.
+            let raw = unsafe {
+                libc::socket(
+                    libc::AF_PACKET,
+                    libc::SOCK_RAW | libc::SOCK_CLOEXEC,
+                    i32::from(proto.to_be()),
+                )
+            };
+            if raw < 0 {
+                return Err(io::Error::last_os_error());
+            }
+            // SAFETY: `raw` is a fresh descriptor nobody else owns.
+            let fd = unsafe { OwnedFd::from_raw_fd(raw) };
+            // SAFETY: `ifname` is a valid NUL-terminated string.
+            let ifindex = unsafe { libc::if_nametoindex(ifname.as_ptr()) };
+            if ifindex == 0 {
+                return Err(io::Error::last_os_error());
+            }
+            // SAFETY: sockaddr_ll is plain integers; all-zero is a valid value.
+            let mut sll: libc::sockaddr_ll = unsafe { core::mem::zeroed() };
+            sll.sll_family = libc::AF_PACKET as u16;
+            sll.sll_protocol = proto.to_be();
+            sll.sll_ifindex = i32::try_from(ifindex).expect("ifindex fits i32");
+            // SAFETY: `sll` is a valid sockaddr_ll and its exact size is passed.
+            let rc = unsafe {
+                libc::bind(
+                    fd.as_raw_fd(),
+                    (&raw const sll).cast::<libc::sockaddr>(),
+                    size_of::<libc::sockaddr_ll>() as libc::socklen_t,
+                )
+            };
+            if rc != 0 {
+                return Err(io::Error::last_os_error());
+            }
+            Ok(fd)
+        })
+        .join()
+        .expect("socket thread")
+        .unwrap_or_else(|e| panic!("AF_PACKET socket in {ns}: {e}"));
+        Self { fd }
+    }
+
+    /// Sends one whole Ethernet frame.
+    fn send(&self, frame: &[u8]) {
+        // SAFETY: the pointer and length describe `frame`, which outlives the call.
+        let n = unsafe { libc::send(self.fd.as_raw_fd(), frame.as_ptr().cast(), frame.len(), 0) };
+        assert_eq!(
+            n,
+            isize::try_from(frame.len()).expect("frame length"),
+            "send a {}-byte frame: {}",
+            frame.len(),
+            io::Error::last_os_error()
+        );
+    }
+
+    /// Receives every frame that arrives within `window` (incoming and outgoing).
+    fn recv_for(&self, window: Duration) -> Vec<Captured> {
+        let deadline = Instant::now() + window;
+        let mut out = Vec::new();
+        loop {
+            let left = deadline.saturating_duration_since(Instant::now());
+            let mut pfd = libc::pollfd {
+                fd: self.fd.as_raw_fd(),
+                events: libc::POLLIN,
+                revents: 0,
+            };
+            let ms = i32::try_from(left.as_millis()).unwrap_or(i32::MAX);
+            // SAFETY: one valid pollfd, count 1.
+            let r = unsafe { libc::poll(&raw mut pfd, 1, ms) };
+            if r <= 0 {
+                if left.is_zero() || r < 0 {
+                    return out;
+                }
+                continue;
+            }
+            let mut buf = vec![0u8; 65_536];
+            // SAFETY: sockaddr_ll is plain integers; all-zero is a valid value.
+            let mut from: libc::sockaddr_ll = unsafe { core::mem::zeroed() };
+            let mut len = size_of::<libc::sockaddr_ll>() as libc::socklen_t;
+            // SAFETY: `buf` and `from` are valid for writes of the lengths passed.
+            let n = unsafe {
+                libc::recvfrom(
+                    self.fd.as_raw_fd(),
+                    buf.as_mut_ptr().cast(),
+                    buf.len(),
+                    libc::MSG_DONTWAIT,
+                    (&raw mut from).cast::<libc::sockaddr>(),
+                    &raw mut len,
+                )
+            };
+            if n < 0 {
+                continue;
+            }
+            buf.truncate(usize::try_from(n).expect("non-negative"));
+            out.push(Captured {
+                data: buf,
+                pkttype: from.sll_pkttype,
+            });
+        }
+    }
+
+    /// Discards whatever is queued.
+    fn drain(&self) {
+        let _ = self.recv_for(Duration::from_millis(20));
+    }
+}
+
+/// A received frame and its packet type (PACKET_HOST, PACKET_OTHERHOST, PACKET_OUTGOING, ...).
+struct Captured {
+    data: Vec<u8>,
+    pkttype: u8,
+}
+
+/// Incoming PSP frames from `src` to `dst` (MACs), in arrival order.
+fn psp_frames(caps: &[Captured], src: [u8; 6], dst: [u8; 6]) -> Vec<Vec<u8>> {
+    caps.iter()
+        .filter(|c| c.pkttype != PACKET_OUTGOING && c.data.len() >= CLEAR_LEN)
+        .filter(|c| c.data[0..6] == dst && c.data[6..12] == src)
+        .filter(|c| u16::from_be_bytes([c.data[12], c.data[13]]) == ETH_P_PSP)
+        .map(|c| c.data.clone())
+        .collect()
+}
+
+fn seq_of(frame: &[u8]) -> u32 {
+    u32::from_be_bytes(frame[15..19].try_into().expect("4 bytes"))
+}
+
+fn flip(frame: &[u8], byte: usize, bit: u8) -> Vec<u8> {
+    let mut f = frame.to_vec();
+    f[byte] ^= 1 << bit;
+    f
+}
+
+/// Deterministic filler bytes (xorshift64).
+fn garbage(len: usize, seed: u64) -> Vec<u8> {
+    let mut x = seed | 1;
+    (0..len)
+        .map(|_| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            (x >> 24) as u8
+        })
+        .collect()
+}
+
+/// A forged ARP reply "10.77.0.2 is at eve" from eve to `dst`.
+fn forged_arp_reply(dst: [u8; 6], target_mac: [u8; 6]) -> Vec<u8> {
+    let mut f = Vec::with_capacity(60);
+    f.extend_from_slice(&dst);
+    f.extend_from_slice(&Testbed::EVE_MAC);
+    f.extend_from_slice(&ETH_P_ARP.to_be_bytes());
+    f.extend_from_slice(&[0, 1, 0x08, 0x00, 6, 4, 0, 2]); // Ethernet/IPv4, reply
+    f.extend_from_slice(&Testbed::EVE_MAC); // sender hardware address: eve
+    f.extend_from_slice(&[10, 77, 0, 2]); // sender protocol address: vm2's
+    f.extend_from_slice(&target_mac);
+    f.extend_from_slice(&[10, 77, 0, 1]);
+    f.resize(60, 0);
+    f
+}
+
+/// A frame sealed by `sealer` carrying a small IPv4-typed payload, with the given MACs.
+fn sealed(sealer: &mut Sealer, dst: [u8; 6], src: [u8; 6]) -> Vec<u8> {
+    let mut inner = Vec::new();
+    inner.extend_from_slice(&dst);
+    inner.extend_from_slice(&src);
+    inner.extend_from_slice(&0x0800u16.to_be_bytes());
+    inner.extend_from_slice(&garbage(64, 7));
+    let mut out = vec![0u8; 256];
+    let n = sealer
+        .seal(PspInstant::from_millis(0), &inner, &mut out)
+        .expect("seal")
+        .len();
+    out.truncate(n);
+    out
+}
+
+/// What one injected frame should do to vm1's counters.
+#[derive(Clone, Copy, Debug)]
+enum Want {
+    /// Dropped, counted for peer vm2 under this reason.
+    Peer(&'static str),
+    /// Dropped, counted globally under this name.
+    Global(&'static str),
+    /// Ignored: counted `not_for_us`, not a drop.
+    NotForUs,
+    /// Never reaches the gateway: no counter moves.
+    Nothing,
+}
+
+impl Want {
+    fn is_drop(self) -> bool {
+        matches!(self, Self::Peer(_) | Self::Global(_))
+    }
+}
+
+/// The exact change of vm1's drop and ignore counters the frames should cause.
+fn expected(wants: &[Want]) -> BTreeMap<String, i64> {
+    let mut m = BTreeMap::new();
+    let mut add = |k: String| *m.entry(k).or_insert(0) += 1;
+    for w in wants {
+        match *w {
+            Want::Peer(r) => {
+                add(format!("peers.peer:vm2.drops.{r}"));
+                add("peers.peer:vm2.drops_total".into());
+                add("drops_total".into());
+            }
+            Want::Global(g) => {
+                add(format!("drops.{g}"));
+                add("drops_total".into());
+            }
+            Want::NotForUs => add("ignored.not_for_us".into()),
+            Want::Nothing => {}
+        }
+    }
+    m
+}
+
+/// Only the drop and ignore counters of a [`delta`].
+fn drop_delta(before: &serde_json::Value, after: &serde_json::Value) -> BTreeMap<String, i64> {
+    delta(before, after)
+        .into_iter()
+        .filter(|(k, _)| k.starts_with("drops") || k.starts_with("ignored") || k.contains(".drops"))
+        .collect()
+}
+
+/// The attacker and her victims.
+struct Scene {
+    tb: Testbed,
+    vm1: Gateway,
+    vm2: Gateway,
+    eve: PacketSocket,
+    injected_drops: u64,
+}
+
+impl Scene {
+    /// Injects `frames` from eve and asserts vm1's drop/ignore counters change by exactly
+    /// `wants` (waiting up to 5 s for them, then 200 ms more to catch over-counting) and vm2
+    /// counts no drop at all.
+    fn inject_expect(&mut self, what: &str, frames: &[Vec<u8>], wants: &[Want]) {
+        assert_eq!(frames.len(), wants.len());
+        let want = expected(wants);
+        let b1 = self.vm1.status_json();
+        let b2 = self.vm2.status_json();
+        for f in frames {
+            self.eve.send(f);
+        }
+        let s1 = wait_status(&self.vm1, Duration::from_secs(5), |s| {
+            drop_delta(&b1, s) == want
+        });
+        sleep(Duration::from_millis(200));
+        let a1 = self.vm1.status_json();
+        let got = drop_delta(&b1, &a1);
+        assert_eq!(
+            got,
+            want,
+            "{what}: vm1's drop counters changed by {got:?}, expected {want:?} \
+             (after the wait: {:?}); frames: {wants:?}",
+            drop_delta(&b1, &s1)
+        );
+        let a2 = self.vm2.status_json();
+        assert_eq!(
+            counter(&a2, "drops_total"),
+            counter(&b2, "drops_total"),
+            "{what}: vm2 (a bystander on the hub) counted drops: {:?}",
+            drop_delta(&b2, &a2)
+        );
+        self.injected_drops += wants.iter().filter(|w| w.is_drop()).count() as u64;
+    }
+}
+
+/// The expected reason of each single-bit flip of a fresh bf-cbc-hmac-sha1 frame (header 19
+/// bytes, ICV 20) at core level, as (byte, bit, reason). Byte 11 (source MAC) and the seq bit
+/// 15 depend on the gateway and the frame; they are handled in the test.
+fn flip_table(len: usize) -> Vec<(usize, u8, &'static str)> {
+    vec![
+        (14, 7, "bad-version"),            // version bits
+        (14, 2, "reserved-flag"),          // reserved flag
+        (14, 0, "wrong-suite"),            // encryption flag off, but the suite encrypts
+        (14, 4, "security-number"),        // a security number appears
+        (14, 3, "timestamp"),              // a (random) timestamp appears, far from the clock
+        (14, 1, "unsupported"),            // signature flag, no verifier configured
+        (15, 7, "bad-icv"),                // SN bit 31: far ahead (initial SNs are < 2^31)
+        (CLEAR_LEN, 0, "bad-icv"),         // first section byte
+        (len / 2, 3, "bad-icv"),           // middle of the section
+        (len - ICV_LEN - 1, 7, "bad-icv"), // last section byte
+        (len - ICV_LEN, 0, "bad-icv"),     // first ICV byte
+        (len - 1, 7, "bad-icv"),           // last ICV byte
+    ]
+}
+
+/// The flip table and the garbage expectations agree with psp-core itself (no root needed).
+#[test]
+fn flip_table_matches_psp_core() {
+    let key = [0x42u8; 32];
+    let mut sealer = Sealer::new(
+        SuiteKey::new(SUITE, &key).unwrap(),
+        1000,
+        SealerConfig::default(),
+    )
+    .unwrap();
+    let frame = sealed(&mut sealer, Testbed::mac(1), Testbed::mac(2));
+    let open = |f: &[u8]| {
+        let mut cfg = OpenerConfig::default();
+        cfg.max_frame_len = 1514;
+        let mut o = Opener::new(SuiteKey::new(SUITE, &key).unwrap(), cfg).unwrap();
+        let mut buf = f.to_vec();
+        o.open(PspInstant::from_secs(1_000_000), &mut buf)
+            .err()
+            .map(|e| e.reason().as_str())
+    };
+    assert_eq!(open(&frame), None, "the unmodified frame opens");
+    for (byte, bit, reason) in flip_table(frame.len()) {
+        assert_eq!(
+            open(&flip(&frame, byte, bit)),
+            Some(reason),
+            "flip byte {byte} bit {bit}"
+        );
+    }
+    assert_eq!(open(&frame[..30]), Some("truncated"));
+    assert_eq!(open(&frame[..CLEAR_LEN]), Some("truncated"));
+    let (aligned, misaligned, versioned, oversized) = garbage_frames(&frame);
+    assert_eq!(open(&aligned), Some("bad-icv"));
+    assert_eq!(open(&misaligned), Some("wrong-suite"));
+    assert_eq!(open(&versioned), Some("bad-version"));
+    assert_eq!(open(&oversized), Some("oversized"));
+}
+
+/// Garbage after a valid-looking header of `base` (same MACs): 64-byte-aligned section (bad
+/// ICV), misaligned section (wrong suite), random version bits, and a 1518-byte frame.
+fn garbage_frames(base: &[u8]) -> (Vec<u8>, Vec<u8>, Vec<u8>, Vec<u8>) {
+    let ahead = seq_of(base) + 1_000_000;
+    let frame = |len: usize, vf: u8, seed: u64| {
+        let mut f = base[..14].to_vec();
+        f.push(vf);
+        f.extend_from_slice(&ahead.to_be_bytes());
+        f.extend(garbage(len - CLEAR_LEN, seed));
+        f
+    };
+    (
+        frame(CLEAR_LEN + 64 + ICV_LEN, 0x01, 1),
+        frame(100, 0x01, 2),
+        frame(100, 0xe1, 3),
+        frame(1518, 0x01, 4),
+    )
+}
+
+#[test]
+fn eve_attacks_are_dropped_and_counted() {
+    let tb = Testbed::up(TestbedOptions::default());
+    let vm1 = tb.start(1);
+    let vm2 = tb.start(2);
+    tb.ping_until_up(1, 2, Duration::from_secs(5));
+    let eve = PacketSocket::open(&tb.ns("eve"), "up0", ETH_P_PSP);
+    let mut s = Scene {
+        tb,
+        vm1,
+        vm2,
+        eve,
+        injected_drops: 0,
+    };
+    let start1 = s.vm1.status_json();
+    let start2 = s.vm2.status_json();
+
+    // (1) ARP spoofing in clear: "10.77.0.2 is at eve", to vm1's TAP MAC, to vm1's uplink MAC
+    // and to broadcast. vm1's TAP must see none of it (capture there), its neighbour entry
+    // keeps vm2's TAP MAC, and the gateways never even receive these frames (not 0x1982).
+    let before = s.tb.neigh(1, &Testbed::ip(2));
+    assert!(
+        before.contains("lladdr 02:50:53:00:00:02"),
+        "vm1 resolved vm2 through PSP: {before}"
+    );
+    let tap = PacketSocket::open(&s.tb.ns("vm1"), "psp0", ETH_P_ALL);
+    tap.drain();
+    let spoof: Vec<Vec<u8>> = [
+        (Testbed::mac(1), Testbed::mac(1)),
+        (Testbed::up_mac(1), Testbed::up_mac(1)),
+        ([0xff; 6], [0; 6]),
+    ]
+    .iter()
+    .flat_map(|&(dst, tha)| core::iter::repeat_n(forged_arp_reply(dst, tha), 3))
+    .collect();
+    s.inject_expect("ARP spoofing", &spoof, &[Want::Nothing; 9]);
+    let seen = tap.recv_for(Duration::from_millis(300));
+    let leaked = seen
+        .iter()
+        .filter(|c| c.data.windows(6).any(|w| w == Testbed::EVE_MAC))
+        .count();
+    assert_eq!(
+        leaked,
+        0,
+        "vm1's TAP saw {leaked} frames carrying eve's MAC (of {})",
+        seen.len()
+    );
+    let after = s.tb.neigh(1, &Testbed::ip(2));
+    assert!(
+        after.contains("lladdr 02:50:53:00:00:02"),
+        "vm1's neighbour entry changed: {after}"
+    );
+    drop(tap);
+
+    // (2) Replay: capture vm2's replies to vm1 during a ping, inject 5 of them again.
+    s.eve.drain();
+    assert_eq!(s.tb.ping(1, 2, 6).received, 6);
+    let caps = s.eve.recv_for(Duration::from_millis(200));
+    let replies = psp_frames(&caps, Testbed::mac(2), Testbed::mac(1));
+    assert!(
+        replies.len() >= 5,
+        "eve captured {} frames vm2 -> vm1",
+        replies.len()
+    );
+    let replays = &replies[replies.len() - 5..];
+    s.inject_expect("replay", replays, &[Want::Peer("replay"); 5]);
+
+    // (3) Bit flips need frames vm1 has not received yet (a flipped copy of a received frame
+    // is a replay first). Eve gets fresh ones while vm1's bridge port is disabled: vm2 pings
+    // vm1, the hub floods vm2's frames to eve only.
+    s.tb.ns_ok(
+        "lan",
+        &["bridge", "link", "set", "dev", "vm1", "state", "0"],
+    );
+    s.eve.drain();
+    let lost = s.tb.ping(2, 1, 3);
+    let caps = s.eve.recv_for(Duration::from_millis(100));
+    s.tb.ns_ok(
+        "lan",
+        &["bridge", "link", "set", "dev", "vm1", "state", "3"],
+    );
+    assert_eq!(lost.received, 0, "vm1's bridge port was disabled");
+    let fresh = psp_frames(&caps, Testbed::mac(2), Testbed::mac(1));
+    assert!(!fresh.is_empty(), "eve captured no fresh vm2 -> vm1 frame");
+    // The longest one (an echo request, not a short ARP probe): with the signature flag set the
+    // frame must still be long enough for a 64-byte signature to be parsed.
+    let f = fresh
+        .iter()
+        .max_by_key(|f| f.len())
+        .expect("non-empty")
+        .clone();
+    assert!(
+        f.len() >= 120,
+        "a fresh echo request is 127 bytes, got {}",
+        f.len()
+    );
+    let seq = seq_of(&f);
+    assert!(seq < 1 << 31, "initial sequence numbers are below 2^31");
+    let mut frames = vec![flip(&f, 11, 0)];
+    let mut wants = vec![Want::Global("unknown_peer")]; // src 02:50:53:00:00:03: nobody
+    for (byte, bit, reason) in flip_table(f.len()) {
+        frames.push(flip(&f, byte, bit));
+        wants.push(Want::Peer(reason));
+    }
+    // SN bit 15: ahead (bad ICV) or 32768 back, far below the window (too old).
+    frames.push(flip(&f, 17, 7));
+    wants.push(Want::Peer(if seq & 0x8000 == 0 {
+        "bad-icv"
+    } else {
+        "too-old"
+    }));
+    frames.push(flip(&f, 5, 0)); // destination MAC: not for vm1
+    wants.push(Want::NotForUs);
+    frames.push(flip(&f, 13, 0)); // EtherType 0x1983: not PSP, never received
+    wants.push(Want::Nothing);
+    s.inject_expect("single-bit flips", &frames, &wants);
+
+    // (4) Truncated, oversized, garbage, wrong key, unknown senders.
+    // Oversized: the gateway accepts up to uplink MTU + 14 = 1514 bytes; a veth delivers up
+    // to MTU + 18, so eve raises her MTU and sends 1518.
+    s.tb.ns_ok("eve", &["ip", "link", "set", "up0", "mtu", "1504"]);
+    let (aligned, misaligned, versioned, oversized) = garbage_frames(&f);
+    let wrong_key = SuiteKey::new(SUITE, &[0x5a; 32]).unwrap();
+    let mut forger = Sealer::new(wrong_key, seq + 2_000_000, SealerConfig::default()).unwrap();
+    let frames = vec![
+        f[..30].to_vec(),
+        f[..CLEAR_LEN].to_vec(),
+        oversized,
+        aligned,
+        misaligned,
+        versioned,
+        sealed(&mut forger, Testbed::mac(1), Testbed::mac(2)),
+        sealed(&mut forger, Testbed::mac(1), Testbed::mac(2)),
+        sealed(&mut forger, Testbed::mac(1), [0x02, 0x50, 0x53, 0, 0, 0x09]),
+        sealed(&mut forger, Testbed::mac(1), Testbed::mac(1)), // "from" vm1 itself
+        sealed(&mut forger, Testbed::mac(1), Testbed::EVE_MAC),
+    ];
+    let wants = [
+        Want::Peer("truncated"),
+        Want::Peer("truncated"),
+        Want::Peer("oversized"),
+        Want::Peer("bad-icv"),
+        Want::Peer("wrong-suite"),
+        Want::Peer("bad-version"),
+        Want::Peer("bad-icv"),
+        Want::Peer("bad-icv"),
+        Want::Global("unknown_peer"),
+        Want::Global("unknown_peer"),
+        Want::Global("unknown_peer"),
+    ];
+    s.inject_expect(
+        "malformed, oversized, wrong key, unknown senders",
+        &frames,
+        &wants,
+    );
+
+    // Control: the fresh frame itself was never the problem. It opens (no drop), and a second
+    // copy is a replay, which proves the first was accepted.
+    let rx = counter(&s.vm1.status_json(), "peer:vm2.rx_frames");
+    s.inject_expect(
+        "the unmodified fresh frame",
+        core::slice::from_ref(&f),
+        &[Want::Nothing],
+    );
+    assert!(
+        counter(&s.vm1.status_json(), "peer:vm2.rx_frames") > rx,
+        "the unmodified fresh frame was delivered"
+    );
+    s.inject_expect("the fresh frame again", &[f], &[Want::Peer("replay")]);
+
+    // Afterwards: traffic flows, and the totals are exactly what was injected.
+    let p = s.tb.ping(1, 2, 5);
+    assert_eq!(p.received, 5, "ping after the attacks");
+    let mbps = s.tb.iperf3(1, 2, 2, false);
+    assert!(mbps > 0.0, "iperf3 after the attacks: {mbps} Mbit/s");
+    let end1 = s.vm1.status_json();
+    let end2 = s.vm2.status_json();
+    assert_eq!(
+        counter(&end1, "drops_total") - counter(&start1, "drops_total"),
+        s.injected_drops,
+        "vm1's drops_total grew by exactly the frames injected to be dropped: {:?}",
+        drop_delta(&start1, &end1)
+    );
+    assert_eq!(
+        counter(&end2, "drops_total"),
+        counter(&start2, "drops_total"),
+        "vm2 dropped nothing"
+    );
+    eprintln!(
+        "attacks: {} frames dropped and counted as expected; iperf3 afterwards {mbps:.1} Mbit/s \
+         (debug build); vm1 counters: {:?}",
+        s.injected_drops,
+        drop_delta(&start1, &end1)
+    );
+}
