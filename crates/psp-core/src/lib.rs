@@ -37,6 +37,7 @@
 extern crate alloc;
 
 pub mod crypto;
+pub mod normalize;
 pub mod replay;
 pub mod scramble;
 pub mod session;

@@ -193,6 +193,9 @@ pub enum Protocol {
     Dummy,
     /// 0x0004: key exchange messages (multipath).
     KeyExchange,
+    /// 0x0005: a normalized payload (traffic normalization: feedback header, then packed inner
+    /// frames or padding; see `crate::normalize`).
+    Normalized,
     /// Another value below 0x0600.
     UnknownSub(u16),
 }
@@ -214,6 +217,7 @@ impl From<u16> for Protocol {
             0x0002 => Self::Control,
             0x0003 => Self::Dummy,
             0x0004 => Self::KeyExchange,
+            0x0005 => Self::Normalized,
             v if v >= Self::MIN_ETHERTYPE => Self::EtherType(v),
             v => Self::UnknownSub(v),
         }
@@ -228,6 +232,7 @@ impl From<Protocol> for u16 {
             Protocol::Control => 0x0002,
             Protocol::Dummy => 0x0003,
             Protocol::KeyExchange => 0x0004,
+            Protocol::Normalized => 0x0005,
         }
     }
 }
@@ -1035,7 +1040,8 @@ mod tests {
             assert_eq!(u16::from(Protocol::from(v)), v);
         }
         assert_eq!(Protocol::from(0x0806), Protocol::EtherType(0x0806));
-        assert_eq!(Protocol::from(0x0005), Protocol::UnknownSub(5));
+        assert_eq!(Protocol::from(0x0005), Protocol::Normalized);
+        assert_eq!(Protocol::from(0x0006), Protocol::UnknownSub(6));
         assert!(Protocol::Dummy.is_sub_protocol());
         for v in 0..8u8 {
             assert_eq!(u8::from(Version::from(v)), v);
