@@ -23,13 +23,15 @@ pub(super) struct Blowfish {
 }
 
 /// Two Feistel rounds on every lane: `r ^= F(l) ^ p[$a]`, then `l ^= F(r) ^ p[$b]`.
+///
+/// The subkey is XORed into the half that is already known, off the critical path through `F`.
 macro_rules! double_round {
     ($self:ident, $l:ident, $r:ident, $a:expr, $b:expr) => {
         for j in 0..N {
-            $r[j] ^= $self.f($l[j]) ^ $self.p[$a];
+            $r[j] = ($r[j] ^ $self.p[$a]) ^ $self.f($l[j]);
         }
         for j in 0..N {
-            $l[j] ^= $self.f($r[j]) ^ $self.p[$b];
+            $l[j] = ($l[j] ^ $self.p[$b]) ^ $self.f($r[j]);
         }
     };
 }
