@@ -70,7 +70,8 @@ QUICK=0
 NOTE=""
 ONLY=""
 SKIP=""
-ARGS_STR="$*"
+ARGS_STR=""
+[ $# -eq 0 ] || ARGS_STR=$(printf ' %q' "$@")
 
 usage() {
     sed -n '/^# Usage:/,/^# Candidates,/p' "$0" | sed '$d; s/^# \{0,1\}//'
@@ -295,6 +296,17 @@ measure() {
         say "$c run $r/$RUNS: TCP x1 ${t1[-1]} Mbit/s, TCP x4 ${t4[-1]}, UDP ${ur[-1]} Mbit/s" \
             "(loss $(printf "%.1f" "${ul[-1]}" 2>/dev/null || echo n/a) %), ping ${pg[-1]} ms"
     done
+    if [[ $c == psp-* ]]; then
+        # The gateways' own view: the suite really in use, and no drops.
+        local j1 j2 s1 d1 d2
+        j1=$(tb_status 1 --json) && j2=$(tb_status 2 --json) || { echo "$c: status failed" >&2; return 1; }
+        s1=$(jq -r '.peers[0].suite' <<<"$j1")
+        d1=$(jq -r '.drops_total' <<<"$j1")
+        d2=$(jq -r '.drops_total' <<<"$j2")
+        [ "$s1" = "$(suite_of "$c")" ] || { echo "$c: vm1's gateway runs suite '$s1'" >&2; return 1; }
+        DESC="$DESC; status after the tests: vm1 tx $(jq -r '.peers[0].tx_frames' <<<"$j1") frames,"
+        DESC="$DESC vm2 rx $(jq -r '.peers[0].rx_frames' <<<"$j2") frames, drops_total $d1 (vm1) / $d2 (vm2)"
+    fi
     printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$c" "$(median "${t1[@]}")" \
         "$(median "${t4[@]}")" "$(median "${ur[@]}")" "$(median "${ul[@]}")" \
         "$(median "${pg[@]}")" "$MTU" "$ulen" "$DESC" >>"$RUN_DIR/results.tsv"
@@ -315,6 +327,10 @@ for c in "${CANDIDATES[@]}"; do
     esac
 done
 
+# The commit the binary is built from ("-dirty": uncommitted changes in the code it builds).
+COMMIT=$(cd "$ROOT" && git rev-parse --short HEAD 2>/dev/null || echo unknown)
+(cd "$ROOT" && git diff --quiet HEAD -- Cargo.toml Cargo.lock crates psp-gateway 2>/dev/null) ||
+    COMMIT="$COMMIT-dirty"
 PSP_OK="" PSP_WHY="" PSP_VERSION=""
 if [[ " ${CANDIDATES[*]} " == *" psp-"* ]]; then
     if [ "$BUILD" -eq 1 ]; then
@@ -331,7 +347,7 @@ if [[ " ${CANDIDATES[*]} " == *" psp-"* ]]; then
             PSP_WHY="$TB_BIN has no 'run' command yet"
         else
             PSP_OK=1
-            PSP_VERSION="psp-gateway $(cd "$ROOT" && git rev-parse --short HEAD 2>/dev/null || echo '?')"
+            PSP_VERSION="psp-gateway $COMMIT"
         fi
     fi
     [ -n "$PSP_OK" ] || echo "compare.sh: warning: psp rows skipped: $PSP_WHY" >&2
@@ -402,8 +418,8 @@ TABLE=$RUN_DIR/table.md
 {
     echo "## Tunnel comparison"
     echo
-    echo "Written by \`testbed/compare.sh\` on $DATE; command: \`testbed/compare.sh${ARGS_STR:+ $ARGS_STR}\`"
-    echo "(commit $(cd "$ROOT" && git rev-parse --short HEAD 2>/dev/null || echo '?')). Machine: $MACHINE;"
+    echo "Written by \`testbed/compare.sh\` on $DATE; command: \`testbed/compare.sh$ARGS_STR\`"
+    echo "(commit $COMMIT). Machine: $MACHINE;"
     echo "load average $LOAD_START at the start, $LOAD_END at the end."
     if [ "$QUICK" -eq 1 ]; then
         echo "**Quick run** (\`--quick\`: 1 run of ${TIME} s per test): indicative figures only."
