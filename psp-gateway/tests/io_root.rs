@@ -61,6 +61,37 @@ impl Netns {
         v[0].clone()
     }
 
+    /// Creates the veth pair `pva`/`pvb` with `mtu`, brings it up and waits until both ends
+    /// can send.
+    fn veth_pair(&self, mtu: &str) {
+        self.ip(&["link", "add", "pva", "type", "veth", "peer", "name", "pvb"]);
+        for dev in ["pva", "pvb"] {
+            self.ip(&["link", "set", dev, "mtu", mtu]);
+            self.ip(&["link", "set", dev, "up"]);
+        }
+        self.wait_ready("pva");
+        self.wait_ready("pvb");
+    }
+
+    /// Waits (up to 5 s) until `dev` is operationally up with a real qdisc: the kernel
+    /// activates a device asynchronously (linkwatch) once its carrier is on, and until then
+    /// its `noop` qdisc silently drops what is sent.
+    fn wait_ready(&self, dev: &str) {
+        let deadline = Instant::now() + Duration::from_secs(5);
+        loop {
+            let link = self.link(dev);
+            let up = link["operstate"] == "UP" || link["operstate"] == "UNKNOWN";
+            if up && link["qdisc"] != "noop" {
+                return;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "{dev} never became ready: {link}"
+            );
+            std::thread::sleep(Duration::from_millis(10));
+        }
+    }
+
     /// Runs `f` to completion on a current-thread tokio runtime in a thread that has entered
     /// this namespace (sockets and TAPs it creates live there).
     fn block_on<F, Fut, R>(&self, f: F) -> R
@@ -196,6 +227,7 @@ fn tap_configure_and_exchange_frames() {
             "an MTU beyond a batch slot is refused"
         );
 
+        ns.wait_ready("psptap0");
         let link = ns.link("psptap0");
         assert_eq!(link["mtu"], 1400, "{link}");
         assert_eq!(link["address"], "02:50:53:50:00:0a", "{link}");
@@ -240,20 +272,32 @@ fn tap_configure_and_exchange_frames() {
 }
 
 #[test]
+fn handles_are_send_and_sync() {
+    // The TAP and the uplink are read by one task and written by another.
+    fn check<T: Send + Sync>() {}
+    check::<Tap>();
+    check::<RawSocket>();
+    check::<UdpLink>();
+    check::<psp_gateway::io::Uplink>();
+}
+
+#[test]
 fn tap_refuses_bad_names() {
     let ns = Netns::new();
     ns.block_on(|| async {
         assert!(Tap::open("a-name-longer-than-15").is_err());
         assert!(Tap::open("bad/name").is_err());
+        let auto = Tap::open("psp%d").unwrap();
+        assert_eq!(auto.name(), "psp0");
+        let auto = Tap::open("").unwrap();
+        assert!(auto.name().starts_with("tap"), "{}", auto.name());
     });
 }
 
 #[test]
 fn raw_veth_exchange() {
     let ns = Netns::new();
-    ns.ip(&["link", "add", "pva", "type", "veth", "peer", "name", "pvb"]);
-    ns.ip(&["link", "set", "pva", "up"]);
-    ns.ip(&["link", "set", "pvb", "up"]);
+    ns.veth_pair("1500");
     ns.block_on(|| async {
         let a = RawSocket::open("pva").expect("packet socket on pva");
         let b = RawSocket::open("pvb").expect("packet socket on pvb");
@@ -318,11 +362,7 @@ fn raw_veth_exchange() {
 #[test]
 fn raw_drops_truncated_and_own_frames() {
     let ns = Netns::new();
-    ns.ip(&["link", "add", "pva", "type", "veth", "peer", "name", "pvb"]);
-    for dev in ["pva", "pvb"] {
-        ns.ip(&["link", "set", dev, "mtu", "4000"]);
-        ns.ip(&["link", "set", dev, "up"]);
-    }
+    ns.veth_pair("4000");
     ns.block_on(|| async {
         let b = RawSocket::open("pvb").unwrap();
         // A plain bound packet socket on pva: it sees its own frames (no
@@ -611,9 +651,7 @@ fn bench_raw_veth() {
         .and_then(|s| s.parse().ok())
         .unwrap_or(2.0);
     let ns = Netns::new();
-    ns.ip(&["link", "add", "pva", "type", "veth", "peer", "name", "pvb"]);
-    ns.ip(&["link", "set", "pva", "up"]);
-    ns.ip(&["link", "set", "pvb", "up"]);
+    ns.veth_pair("1500");
     println!("frame_len batch bypass  sent_fps    recv_fps   recv_gbps");
     for len in [1514usize, 128] {
         for batch in [64usize, 1] {

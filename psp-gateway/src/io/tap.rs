@@ -32,8 +32,11 @@ impl Tap {
     /// # Errors
     /// Without CAP_NET_ADMIN, or when `/dev/net/tun` is missing.
     pub fn open(name: &str) -> io::Result<Self> {
-        // tun-tap silently truncates long names; refuse them instead.
-        sys::check_ifname(name)?;
+        // tun-tap silently truncates long names; refuse them instead. An empty name (or one
+        // with `%d`) lets the kernel pick; `name()` tells which.
+        if !name.is_empty() {
+            sys::check_ifname(name)?;
+        }
         let iface = Iface::without_packet_info(name, Mode::Tap)
             .map_err(|e| io::Error::new(e.kind(), format!("TAP {name} (/dev/net/tun): {e}")))?;
         sys::set_nonblocking(&iface)?;
