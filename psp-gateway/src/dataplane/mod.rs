@@ -10,12 +10,12 @@ pub mod peers;
 use std::io;
 use std::sync::Arc;
 
-use psp_core::session::{DropReason, SealError};
+use psp_core::session::{DropReason, SealError, SealJob};
 use psp_core::time::Instant;
 use tokio::sync::watch;
 
 use self::counters::GlobalCounters;
-use self::peers::{Mac, PeerSet, RxPeers, TxPeers};
+use self::peers::{Mac, PeerSet, RxPeers, TxPeer, TxPeers};
 use crate::io::{BATCH, Batch, SLOT_LEN, Uplink, tap::Tap};
 
 /// What both directions share: counters not tied to a peer, our MAC, the clock origin.
@@ -115,62 +115,107 @@ pub async fn tx_loop(
         }
         let now = shared.now();
         out.clear();
-        for i in 0..n {
+        let mut i = 0;
+        while i < n {
             let frame = inb.frame(i);
             let Some(dst) = mac_at(frame, 0) else {
                 g.malformed.add(1);
+                i += 1;
                 continue;
             };
-            if out.capacity() - out.len() < peers.peers.len().max(1) {
+            if out.capacity() - out.len() < peers.peers.len().max(RUN) {
                 flush(&uplink, &mut out, g).await?;
             }
             if is_group(&dst) {
-                let sealed = match peers.group.seal(now, frame, &mut scratch) {
-                    Ok(s) => s,
-                    Err(e) => {
-                        count_seal_error(g, e);
-                        continue;
-                    }
-                };
-                if udp {
-                    for p in &peers.peers {
-                        if let Some(ep) = p.endpoint {
-                            push_copy(&mut out, Some(ep), sealed);
-                            g.group_tx_frames.add(1);
-                            g.group_tx_bytes.add(frame.len() as u64);
-                        }
-                    }
-                } else {
-                    push_copy(&mut out, None, sealed);
-                    g.group_tx_frames.add(1);
-                    g.group_tx_bytes.add(frame.len() as u64);
-                }
+                seal_group(&mut peers, udp, now, frame, &mut scratch, &mut out, g);
+                i += 1;
                 continue;
             }
             let Some(&pi) = peers.by_mac.get(&dst) else {
                 g.no_route.add(1);
+                i += 1;
                 continue;
             };
-            let peer = &mut peers.peers[pi];
-            let mut err = None;
-            out.push_with(peer.endpoint, |slot| {
-                match peer.sealer.seal(now, frame, slot) {
-                    Ok(s) => Some(s.len()),
-                    Err(e) => {
-                        err = Some(e);
-                        None
-                    }
-                }
-            });
-            match err {
-                Some(e) => count_seal_error(g, e),
-                None => {
-                    peer.counters.tx_frames.add(1);
-                    peer.counters.tx_bytes.add(frame.len() as u64);
-                }
+            // A run of frames to the same peer is sealed in one call, so the suite can
+            // interleave their cipher chains.
+            let mut end = i + 1;
+            while end < n && end - i < RUN && mac_at(inb.frame(end), 0) == Some(dst) {
+                end += 1;
             }
+            seal_run(&mut peers.peers[pi], now, &inb, i..end, &mut out, g);
+            i = end;
         }
         flush(&uplink, &mut out, g).await?;
+    }
+}
+
+/// Frames sealed per call to `seal_batch` (the Blowfish lane count).
+const RUN: usize = psp_core::crypto::blowfish_cbc::ENCRYPT_LANES;
+
+/// Seals a broadcast/multicast frame under the group key: once for a raw uplink, one copy per
+/// peer endpoint for UDP.
+fn seal_group(
+    peers: &mut TxPeers,
+    udp: bool,
+    now: Instant,
+    frame: &[u8],
+    scratch: &mut [u8],
+    out: &mut Batch,
+    g: &GlobalCounters,
+) {
+    let sealed = match peers.group.seal(now, frame, scratch) {
+        Ok(s) => s,
+        Err(e) => return count_seal_error(g, e),
+    };
+    let mut copy = |addr| {
+        push_copy(out, addr, sealed);
+        g.group_tx_frames.add(1);
+        g.group_tx_bytes.add(frame.len() as u64);
+    };
+    if udp {
+        for ep in peers.peers.iter().filter_map(|p| p.endpoint) {
+            copy(Some(ep));
+        }
+    } else {
+        copy(None);
+    }
+}
+
+/// Seals frames `range` of `inb` (all to `peer`) into the next free slots of `out`.
+/// The caller made room for `range.len()` frames.
+fn seal_run(
+    peer: &mut TxPeer,
+    now: Instant,
+    inb: &Batch,
+    range: core::ops::Range<usize>,
+    out: &mut Batch,
+    g: &GlobalCounters,
+) {
+    let first = out.len();
+    let count = range.len();
+    let mut results = [Ok(0); RUN];
+    {
+        let mut slots = out.slots_mut().skip(first);
+        let mut jobs: [SealJob<'_>; RUN] = core::array::from_fn(|_| SealJob::new(&[], &mut []));
+        for (job, i) in jobs.iter_mut().zip(range.clone()) {
+            if let Some(slot) = slots.next() {
+                *job = SealJob::new(inb.frame(i), slot);
+            }
+        }
+        peer.sealer.seal_batch(now, &mut jobs[..count]);
+        for (r, job) in results.iter_mut().zip(&jobs) {
+            *r = job.result;
+        }
+    }
+    for ((j, r), i) in results[..count].iter().enumerate().zip(range) {
+        match *r {
+            Ok(len) => {
+                out.commit_slot(first + j, len, peer.endpoint);
+                peer.counters.tx_frames.add(1);
+                peer.counters.tx_bytes.add(inb.frame(i).len() as u64);
+            }
+            Err(e) => count_seal_error(g, e),
+        }
     }
 }
 

@@ -136,6 +136,24 @@ impl Batch {
         self.data.chunks_exact_mut(SLOT_LEN)
     }
 
+    /// Appends the frame already written at the start of slot `slot` (`slot >= len()`, e.g.
+    /// by a batch sealer writing into several free slots at once), moving it down to slot
+    /// `len()` when earlier slots were left unused.
+    ///
+    /// # Panics
+    /// If `slot < len()`, `slot >= capacity()` or `len > SLOT_LEN`.
+    pub fn commit_slot(&mut self, slot: usize, len: usize, addr: Option<SocketAddr>) {
+        assert!(slot >= self.count && slot < self.capacity() && len <= SLOT_LEN);
+        let i = self.count;
+        if slot != i {
+            self.data
+                .copy_within(slot * SLOT_LEN..slot * SLOT_LEN + len, i * SLOT_LEN);
+        }
+        self.lens[i] = len;
+        self.addrs[i] = addr;
+        self.count += 1;
+    }
+
     /// Appends a frame written by `fill` into the next free slot (which gets the whole
     /// `SLOT_LEN` buffer and returns the length it wrote, or `None` to discard).
     /// Returns false, without calling `fill`, when the batch is full.
@@ -181,5 +199,19 @@ mod tests {
         assert_eq!(b.frame(1), [9]);
         b.clear();
         assert!(b.is_empty());
+    }
+
+    #[test]
+    fn commit_slot_closes_holes() {
+        let mut b = Batch::new(3);
+        for (i, s) in b.slots_mut().enumerate() {
+            s[0] = i as u8;
+        }
+        b.commit_slot(0, 1, None);
+        // Slot 1 failed; slot 2 moves down to 1.
+        b.commit_slot(2, 1, None);
+        assert_eq!(b.len(), 2);
+        assert_eq!(b.frame(0), [0]);
+        assert_eq!(b.frame(1), [2]);
     }
 }
