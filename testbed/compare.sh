@@ -173,9 +173,14 @@ on_exit() {
     fi
     return $rc
 }
+MEASURE_PID=""  # the subshell measuring the current candidate
+on_signal() {
+    [ -z "$MEASURE_PID" ] || kill -TERM "$MEASURE_PID" 2>/dev/null || true
+    exit "$1"
+}
 trap on_exit EXIT
-trap 'exit 130' INT
-trap 'exit 143' TERM
+trap 'on_signal 130' INT
+trap 'on_signal 143' TERM
 
 # --- measurement helpers ------------------------------------------------------------------------
 median() { # NUMBERS...: the median (mean of the middle two for an even count); "n/a" if none
@@ -367,12 +372,16 @@ for c in "${CANDIDATES[@]}"; do
     mkdir -p "$TB_DIR"
     CUR=$c
     case $c in tinc | openvpn | boringtun) CUR_ANCHOR=$c ;; esac
+    # In the background so that a signal interrupts `wait` at once (the trap then stops it).
     set +e
     (
         set -e
         measure "$c"
-    )
+    ) &
+    MEASURE_PID=$!
+    wait "$MEASURE_PID"
     rc=$?
+    MEASURE_PID=""
     set -e
     if [ $rc -ne 0 ]; then
         FAILED+=("$c")
