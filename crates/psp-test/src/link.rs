@@ -69,6 +69,21 @@ pub struct LinkStats {
     pub delivered: u64,
     /// The most packets ever waiting.
     pub max_queue: usize,
+    /// Packets that passed the bottleneck (not dropped).
+    pub queued: u64,
+    /// Their total waiting time before service, in µs.
+    pub queue_wait_us: u64,
+}
+
+impl LinkStats {
+    /// The mean waiting time at the bottleneck of the packets in `self` but not in `earlier`.
+    pub fn mean_queue_wait_since(&self, earlier: &Self) -> Duration {
+        let n = self.queued - earlier.queued;
+        if n == 0 {
+            return Duration::ZERO;
+        }
+        Duration::from_micros((self.queue_wait_us - earlier.queue_wait_us) / n)
+    }
 }
 
 /// One direction of a simulated path.
@@ -132,6 +147,8 @@ impl Link {
                 return;
             }
             let start = self.busy_until_ns.max(now_ns);
+            self.stats.queued += 1;
+            self.stats.queue_wait_us += (start - now_ns) / 1000;
             let service = (wire_len as u64 * 8 * 1_000_000_000).div_ceil(self.cfg.rate_bps);
             self.busy_until_ns = start + service;
             if start > now_ns {

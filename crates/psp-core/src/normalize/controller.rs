@@ -82,8 +82,9 @@ pub enum Variant {
     /// Algorithm 1 as printed (with the documented corrections).
     #[default]
     Faithful,
-    /// Algorithm 1 plus: counting only frames inside the observation interval, a minimum
-    /// observation length in frames, and a one-way queueing-delay check before every increase.
+    /// Algorithm 1 plus: counting only frames inside the observation interval, and a one-way
+    /// queueing-delay target checked before every increase (hold near the target, drain above
+    /// it). An optional minimum observation length ([`ControllerConfig::min_observation`]).
     Improved,
 }
 
@@ -106,13 +107,17 @@ pub struct ControllerConfig {
     /// Bits of one outer frame as the rates count them (converts rate × time into frames).
     pub frame_bits: u64,
     /// Improved only: an observation spans at least this many sequence numbers, so that one
-    /// loss among a handful of frames at a low rate does not read as a huge loss ratio.
+    /// loss among a handful of frames at a low rate does not read as a huge loss ratio. Off
+    /// (1) by default: longer windows see a loss more often and, since only loss-free windows
+    /// increase, lower the rate under random loss (the loss × RTT table: 5% loss, 10 ms RTT,
+    /// 16 frames gives 1.53 Mbit/s against 2.16).
     pub min_observation: u64,
-    /// Improved only: the queueing delay that holds an increase. An observation whose frames
-    /// arrived more than this (plus two frame intervals of arrival quantization) later than
-    /// their paced sending spread means a queue is building on the A→B path; the controller
-    /// then steps down instead of up.
-    pub delay_margin: Duration,
+    /// Improved only: the one-way queueing delay the controller aims below. The queueing delay
+    /// of an observation is the smallest one-way delay (arrival minus the sender's departure
+    /// slot) among its frames minus the smallest seen over the last
+    /// `BASE_BUCKETS × ROUNDS_PER_BUCKET` rounds. Above the target (at least two frame times)
+    /// the controller drains instead of increasing; above half of it, it holds.
+    pub delay_target: Duration,
 }
 
 impl Default for ControllerConfig {
@@ -125,11 +130,31 @@ impl Default for ControllerConfig {
             o_min: Duration::from_millis(40),
             w: Weight::new(1, 8),
             frame_bits: 1460 * 8,
-            min_observation: 16,
-            delay_margin: Duration::from_millis(2),
+            min_observation: 1,
+            delay_target: Duration::from_millis(5),
         }
     }
 }
+
+/// What Algorithm 1 reads from one received frame (its header's fields).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Packet {
+    /// SN_pkt: the frame's sequence number (the first frame is 1).
+    pub sn: u64,
+    /// R_rcnt: the highest round of ours the peer has received.
+    pub r_rcnt: u32,
+    /// S_current: the rate the peer reports sending at.
+    pub s_current: Rate,
+    /// The peer's departure slot, µs of its clock mod 2^32 (improved variant only).
+    pub sent_at: u32,
+}
+
+/// Rounds per bucket of the base one-way-delay history (improved variant).
+pub const ROUNDS_PER_BUCKET: u32 = 32;
+/// Buckets of the base one-way-delay history: the base is the minimum over the last 4 × 32
+/// rounds (tens of seconds), so clock skew between the hosts (tens of ppm) stays far below
+/// the target while a route change is forgotten in bounded time.
+pub const BASE_BUCKETS: usize = 4;
 
 /// What a call to [`RateController::on_packet`] decided.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -143,8 +168,10 @@ pub enum Decision {
     Increase,
     /// Loss: S_suggested decreased proportionally (line 19-25).
     Decrease,
-    /// Improved only: no loss but a growing queue; S_suggested stepped down.
+    /// Improved only: no loss but a queue above the delay target; S_suggested drains it.
     DelayDecrease,
+    /// Improved only: no loss, a queue near the target; S_suggested stays at S_current.
+    Hold,
 }
 
 /// The receiver-side controller for one direction (Algorithm 1's state).
@@ -170,10 +197,15 @@ pub struct RateController {
     allow_inc: bool,
     // SN_pkt: the highest sequence number received so far (§IV-C, step 2).
     sn_high: u64,
-    // Improved: frames received with SN_start < SN, and the arrival time of the interval start.
+    // Improved: frames received with SN_start < SN.
     n_window: u64,
-    t_start: Instant,
-    s_window: Rate,
+    // Improved: one-way delays relative to the first frame's, in µs.
+    owd_ref: Option<u32>,
+    owd_window_min: i64,
+    owd_buckets: [i64; BASE_BUCKETS],
+    owd_bucket: usize,
+    rounds_in_bucket: u32,
+    last_queue: Duration,
     // Reporting.
     last_loss: Loss,
     last_sample: Duration,
@@ -198,8 +230,12 @@ impl RateController {
             allow_inc: true,
             sn_high: 0,
             n_window: 0,
-            t_start: now,
-            s_window: cfg.s_init,
+            owd_ref: None,
+            owd_window_min: i64::MAX,
+            owd_buckets: [i64::MAX; BASE_BUCKETS],
+            owd_bucket: 0,
+            rounds_in_bucket: 0,
+            last_queue: Duration::ZERO,
             last_loss: Loss(0),
             last_sample: Duration::ZERO,
             decisions: 0,
@@ -239,6 +275,11 @@ impl RateController {
         self.last_loss
     }
 
+    /// Improved: the queueing delay of the latest completed observation.
+    pub fn last_queueing_delay(&self) -> Duration {
+        self.last_queue
+    }
+
     /// Whether the controller waits for the peer to echo the current round (phase 3).
     pub fn is_updating(&self) -> bool {
         self.updating
@@ -251,24 +292,26 @@ impl RateController {
 
     /// Algorithm 1, `ProcessPacket(SN_pkt, R_rcnt, S_current)`, for one received frame.
     ///
-    /// `sn` is the frame's sequence number (the first frame is 1), `r_rcnt` the round it echoes
-    /// and `s_current` the sending rate it reports. Reordered frames are fine: `SN_pkt` is the
-    /// highest sequence number seen (§IV-C, step 2).
-    pub fn on_packet(&mut self, now: Instant, sn: u64, r_rcnt: u32, s_current: Rate) -> Decision {
+    /// Reordered frames are fine: `SN_pkt` is the highest sequence number seen (§IV-C, step 2).
+    pub fn on_packet(&mut self, now: Instant, pkt: Packet) -> Decision {
         let improved = self.cfg.variant == Variant::Improved;
+        let s_current = pkt.s_current;
         // Line 1.
         self.n_recv += 1;
-        if sn > self.sn_start {
+        if pkt.sn > self.sn_start {
             self.n_window += 1;
         }
-        if sn > self.sn_high {
-            self.sn_high = sn;
+        if pkt.sn > self.sn_high {
+            self.sn_high = pkt.sn;
         }
         let sn_pkt = self.sn_high;
+        if improved {
+            self.note_delay(now, pkt.sent_at);
+        }
         // Line 2: t_now is `now`.
         let mut decision = Decision::None;
         // Lines 3-10: the peer has seen our latest suggestion; start a new observation.
-        if self.updating && r_rcnt == self.r_current {
+        if self.updating && pkt.r_rcnt == self.r_current {
             self.updating = false;
             self.allow_dec = true;
             self.allow_inc = true;
@@ -279,8 +322,7 @@ impl RateController {
             self.n_start = self.n_recv;
             self.sn_start = sn_pkt;
             self.n_window = 0;
-            self.t_start = now;
-            self.s_window = s_current;
+            self.owd_window_min = i64::MAX;
             decision = Decision::NewInterval;
         }
         // Line 11: the observation is complete.
@@ -299,31 +341,21 @@ impl RateController {
             // the exact fraction (lost / expected). received > expected (p < 0) happens with
             // reordering across the interval start: neither branch applies, as printed.
             let lost = expected.saturating_sub(received);
-            let no_loss = received == expected;
             self.last_loss = Loss::from_counts(lost, expected);
-            if no_loss && self.allow_dec {
+            if received == expected && self.allow_dec {
                 // Lines 13-18 (the improved variant checks the queueing delay first).
-                if improved && self.queue_building(now, expected) {
-                    self.s_suggested = core::cmp::max(
-                        self.cfg.s_min,
-                        core::cmp::min(
-                            s_current.saturating_sub(self.cfg.s_step),
-                            self.delivery_rate(now, expected, s_current),
-                        ),
-                    );
-                    decision = Decision::DelayDecrease;
+                decision = if improved {
+                    self.delay_decision(s_current)
                 } else {
                     self.s_suggested = s_current.saturating_add(self.cfg.s_step);
-                    decision = Decision::Increase;
-                }
+                    Decision::Increase
+                };
                 self.allow_dec = false;
                 self.start_update(now);
             } else if received < expected && self.allow_inc {
                 // Lines 19-25: S_suggested = max(S_min, S_current × (1 - p)).
-                self.s_suggested = core::cmp::max(
-                    self.cfg.s_min,
-                    s_current.scale(received.min(expected), expected),
-                );
+                self.s_suggested =
+                    core::cmp::max(self.cfg.s_min, s_current.scale(received, expected));
                 self.allow_dec = false;
                 self.allow_inc = false;
                 self.start_update(now);
@@ -339,6 +371,12 @@ impl RateController {
         self.r_current = self.r_current.wrapping_add(1);
         self.updating = true;
         self.decisions += 1;
+        self.rounds_in_bucket += 1;
+        if self.rounds_in_bucket >= ROUNDS_PER_BUCKET {
+            self.rounds_in_bucket = 0;
+            self.owd_bucket = (self.owd_bucket + 1) % BASE_BUCKETS;
+            self.owd_buckets[self.owd_bucket] = i64::MAX;
+        }
     }
 
     /// Line 8: SN_thresh = SN_pkt + O × S_current, with O × S_current converted to frames
@@ -352,30 +390,45 @@ impl RateController {
         sn_pkt.saturating_add(frames)
     }
 
-    /// Improved: whether the frames of this observation arrived spread over noticeably more time
-    /// than the sender took to pace them out (a queue grew on the path A→B). One-way: the reverse
-    /// path's queue does not enter.
-    fn queue_building(&self, now: Instant, expected: u64) -> bool {
-        let recv = now.saturating_since(self.t_start).total_micros();
-        let send = self.send_spread_us(expected);
-        let slack = self.cfg.delay_margin.total_micros() + 2 * self.send_spread_us(1);
-        recv > send.saturating_add(slack)
+    /// Improved: records one frame's one-way delay (relative to the first frame's, so the two
+    /// clocks' offset cancels; wrapping arithmetic over 2^32 µs).
+    fn note_delay(&mut self, now: Instant, sent_at: u32) {
+        let raw = (now.total_micros() as u32).wrapping_sub(sent_at);
+        let base = *self.owd_ref.get_or_insert(raw);
+        let rel = i64::from(raw.wrapping_sub(base) as i32);
+        self.owd_window_min = self.owd_window_min.min(rel);
+        let b = &mut self.owd_buckets[self.owd_bucket];
+        *b = (*b).min(rel);
     }
 
-    /// Improved: the rate at which the path delivered this observation's frames.
-    fn delivery_rate(&self, now: Instant, expected: u64, s_current: Rate) -> Rate {
-        let recv = now.saturating_since(self.t_start).total_micros();
-        let send = self.send_spread_us(expected);
-        if recv == 0 {
-            return s_current;
+    /// Improved: lines 13-18 with a queueing-delay target. Increase by S_step below half the
+    /// target, hold up to the target, above it step down by S_step (draining the queue at
+    /// S_step; a faster drain, S × O / (O + q), over-reacted to the two-round feedback lag and
+    /// oscillated more in the simulation).
+    fn delay_decision(&mut self, s_current: Rate) -> Decision {
+        let base = self.owd_buckets.iter().copied().min().unwrap_or(i64::MAX);
+        let q = if self.owd_window_min == i64::MAX || base == i64::MAX {
+            0
+        } else {
+            u64::try_from(self.owd_window_min - base).unwrap_or(0)
+        };
+        self.last_queue = Duration::from_micros(q);
+        let two_frames = s_current
+            .frame_time_ns(self.cfg.frame_bits)
+            .saturating_mul(2)
+            / 1000;
+        let target = self.cfg.delay_target.total_micros().max(two_frames);
+        if q > target {
+            self.s_suggested =
+                core::cmp::max(self.cfg.s_min, s_current.saturating_sub(self.cfg.s_step));
+            Decision::DelayDecrease
+        } else if 2 * q > target {
+            self.s_suggested = core::cmp::max(self.cfg.s_min, s_current);
+            Decision::Hold
+        } else {
+            self.s_suggested = s_current.saturating_add(self.cfg.s_step);
+            Decision::Increase
         }
-        s_current.scale(send, recv)
-    }
-
-    /// Microseconds the peer needs to pace out `frames` frames at the observation's rate.
-    fn send_spread_us(&self, frames: u64) -> u64 {
-        let ns = self.s_window.frame_time_ns(self.cfg.frame_bits);
-        (u128::from(ns) * u128::from(frames) / 1000).min(u128::from(u64::MAX)) as u64
     }
 }
 
@@ -396,23 +449,34 @@ mod tests {
     use super::*;
 
     const FRAME_BITS: u64 = 1000 * 8;
+    const S: Rate = Rate::from_kbps(8000); // 1 ms per 1000-byte frame
 
     fn cfg(variant: Variant) -> ControllerConfig {
         ControllerConfig {
             variant,
             s_min: Rate::from_kbps(200),
             s_step: Rate::from_kbps(200),
-            s_init: Rate::from_kbps(8000),
+            s_init: S,
             o_min: Duration::from_millis(40),
             w: Weight::new(1, 8),
             frame_bits: FRAME_BITS,
             min_observation: 16,
-            delay_margin: Duration::from_millis(2),
+            delay_target: Duration::from_millis(5),
         }
     }
 
     fn ms(m: u64) -> Instant {
         Instant::from_millis(m)
+    }
+
+    /// Frame `sn` sent at `sn` ms (so a 10 ms one-way delay means arrival at sn + 10 ms).
+    fn pkt(sn: u64, r_rcnt: u32) -> Packet {
+        Packet {
+            sn,
+            r_rcnt,
+            s_current: S,
+            sent_at: (sn * 1000) as u32,
+        }
     }
 
     #[test]
@@ -430,25 +494,24 @@ mod tests {
         // 8000 kbit/s × 40 ms / 8000 bits = 40 frames.
         let c = RateController::new(ms(0), cfg(Variant::Faithful));
         assert_eq!(c.sn_thresh, 40);
-        assert_eq!(c.suggested(), Rate::from_kbps(8000));
+        assert_eq!(c.suggested(), S);
         assert_eq!(c.round(), 0);
     }
 
     #[test]
     fn increase_without_loss_then_wait_for_echo() {
-        let s = Rate::from_kbps(8000);
         let mut c = RateController::new(ms(0), cfg(Variant::Faithful));
         for sn in 1..40 {
-            assert_eq!(c.on_packet(ms(sn), sn, 0, s), Decision::None);
+            assert_eq!(c.on_packet(ms(sn), pkt(sn, 0)), Decision::None);
         }
-        assert_eq!(c.on_packet(ms(40), 40, 0, s), Decision::Increase);
+        assert_eq!(c.on_packet(ms(40), pkt(40, 0)), Decision::Increase);
         assert_eq!(c.suggested(), Rate::from_kbps(8200));
         assert_eq!(c.round(), 1);
         assert!(c.is_updating());
         // No second increase while waiting (allow_dec is false).
-        assert_eq!(c.on_packet(ms(41), 41, 0, s), Decision::None);
+        assert_eq!(c.on_packet(ms(41), pkt(41, 0)), Decision::None);
         // The echo of round 1 arrives 30 ms after the decision: O = max(40, 5 + 26.25).
-        assert_eq!(c.on_packet(ms(70), 42, 1, s), Decision::NewInterval);
+        assert_eq!(c.on_packet(ms(70), pkt(42, 1)), Decision::NewInterval);
         assert_eq!(c.observation(), Duration::from_millis(40));
         assert_eq!(c.last_rtt_sample(), Duration::from_millis(30));
         // New threshold: 42 + 40 frames.
@@ -458,40 +521,38 @@ mod tests {
 
     #[test]
     fn proportional_decrease_and_floor() {
-        let s = Rate::from_kbps(8000);
         let mut c = RateController::new(ms(0), cfg(Variant::Faithful));
         // 40 sequence numbers, 10 lost: p = 0.25.
         for sn in (1..=40).filter(|n| n % 4 != 1) {
-            c.on_packet(ms(sn), sn, 0, s);
+            c.on_packet(ms(sn), pkt(sn, 0));
         }
         assert_eq!(c.suggested(), Rate::from_kbps(6000));
         assert_eq!(c.last_loss(), Loss(250_000));
         assert_eq!(c.round(), 1);
         // Both flags cleared: nothing more until the echo.
-        assert_eq!(c.on_packet(ms(50), 60, 0, s), Decision::None);
+        assert_eq!(c.on_packet(ms(50), pkt(60, 0)), Decision::None);
         assert_eq!(c.suggested(), Rate::from_kbps(6000));
         // Heavy loss floors at S_min.
         let mut c = RateController::new(ms(0), cfg(Variant::Faithful));
-        assert_eq!(c.on_packet(ms(1), 1000, 0, s), Decision::Decrease);
+        assert_eq!(c.on_packet(ms(1), pkt(1000, 0)), Decision::Decrease);
         assert_eq!(c.suggested(), Rate::from_kbps(200));
     }
 
     #[test]
     fn retro_correction_after_increase() {
-        let s = Rate::from_kbps(8000);
         let mut c = RateController::new(ms(0), cfg(Variant::Faithful));
         for sn in 1..=40 {
-            c.on_packet(ms(sn), sn, 0, s);
+            c.on_packet(ms(sn), pkt(sn, 0));
         }
         assert_eq!(c.suggested(), Rate::from_kbps(8200));
         // Frames 41-49 lost, 50 arrives before the echo: p over 1..50 = 9/50.
-        assert_eq!(c.on_packet(ms(50), 50, 0, s), Decision::Decrease);
+        assert_eq!(c.on_packet(ms(50), pkt(50, 0)), Decision::Decrease);
         assert_eq!(c.suggested(), Rate::from_kbps(6560));
         assert_eq!(c.round(), 2);
         // Waiting for round 2: an echo of round 1 does not end it.
-        assert_eq!(c.on_packet(ms(60), 51, 1, s), Decision::None);
+        assert_eq!(c.on_packet(ms(60), pkt(51, 1)), Decision::None);
         assert!(c.is_updating());
-        assert_eq!(c.on_packet(ms(61), 52, 2, s), Decision::NewInterval);
+        assert_eq!(c.on_packet(ms(61), pkt(52, 2)), Decision::NewInterval);
     }
 
     #[test]
@@ -507,28 +568,26 @@ mod tests {
 
     #[test]
     fn reordering_faithful_vs_improved() {
-        // A late frame from before the interval start counts in n_recv (faithful), not in
-        // the improved window count.
+        // A late frame from before the interval start counts in n_recv (faithful), not in the
+        // improved window count.
         for (variant, expect) in [
             (Variant::Faithful, Decision::Increase),
             (Variant::Improved, Decision::Decrease),
         ] {
-            let s = Rate::from_kbps(8000);
             let mut c = RateController::new(ms(0), cfg(variant));
             for sn in 1..=40 {
-                c.on_packet(ms(sn), sn, 0, s);
+                c.on_packet(ms(sn), pkt(sn, 0));
             }
-            c.on_packet(ms(41), 41, 1, s); // echo: interval starts at 41
-            c.on_packet(ms(42), 30, 1, s); // a frame from the previous interval, late
+            c.on_packet(ms(41), pkt(41, 1)); // echo: the interval starts at 41
+            c.on_packet(ms(42), pkt(30, 1)); // a frame of the previous interval, late
             for sn in 42..=80 {
                 if sn != 60 {
-                    c.on_packet(ms(sn), sn, 1, s);
+                    c.on_packet(ms(sn), pkt(sn, 1));
                 }
             }
             // Faithful: n_recv - n_start = 40 over SN 41..81 = 40, p = 0: the late frame hides
             // the loss of 60. The improved count (SN > SN_start only) sees 39 of 40.
-            let d = c.on_packet(ms(81), 81, 1, s);
-            assert_eq!(d, expect, "{variant:?}");
+            assert_eq!(c.on_packet(ms(81), pkt(81, 1)), expect, "{variant:?}");
         }
     }
 
@@ -543,21 +602,48 @@ mod tests {
         assert_eq!(f.sn_thresh, 40);
     }
 
-    #[test]
-    fn improved_delay_decrease() {
-        let s = Rate::from_kbps(8000); // 1 ms per frame
+    /// Runs one improved observation (SN 41..=80 after an echo at 41) whose frames see
+    /// `queue_ms` of extra one-way delay, after a first round without queue.
+    fn improved_round(queue_ms: u64) -> (Decision, Rate) {
         let mut c = RateController::new(ms(0), cfg(Variant::Improved));
         for sn in 1..=40 {
-            c.on_packet(ms(sn), sn, 0, s);
+            c.on_packet(ms(sn + 10), pkt(sn, 0));
         }
-        c.on_packet(ms(41), 41, 1, s);
-        // The next 40 frames arrive 1.5 ms apart: the queue grows by 20 ms.
+        c.on_packet(ms(51), pkt(41, 1));
         let mut last = Decision::None;
-        for i in 1..=40u64 {
-            last = c.on_packet(Instant::from_micros(41_000 + i * 1500), 41 + i, 1, s);
+        for sn in 42..=81 {
+            last = c.on_packet(ms(sn + 10 + queue_ms), pkt(sn, 1));
         }
-        assert_eq!(last, Decision::DelayDecrease);
-        // Delivery rate 8000 × 40 / 60 = 5333 kbit/s, below S_current - S_step.
-        assert_eq!(c.suggested(), Rate::from_kbps(5333));
+        (last, c.suggested())
+    }
+
+    #[test]
+    fn improved_delay_target() {
+        assert_eq!(
+            improved_round(0),
+            (Decision::Increase, Rate::from_kbps(8200))
+        );
+        assert_eq!(improved_round(3), (Decision::Hold, S));
+        // Above the target: one step down.
+        assert_eq!(
+            improved_round(20),
+            (Decision::DelayDecrease, Rate::from_kbps(7800))
+        );
+    }
+
+    #[test]
+    fn one_way_delay_survives_clock_wrap() {
+        // The sender's clock is near 2^32 µs and wraps; the receiver's is near 0.
+        let mut c = RateController::new(ms(0), cfg(Variant::Improved));
+        let off = u32::MAX - 20_000;
+        for sn in 1..=40u64 {
+            let p = Packet {
+                sent_at: off.wrapping_add((sn * 1000) as u32),
+                ..pkt(sn, 0)
+            };
+            c.on_packet(ms(sn + 10), p);
+        }
+        assert_eq!(c.last_queueing_delay(), Duration::ZERO);
+        assert_eq!(c.suggested(), Rate::from_kbps(8200));
     }
 }

@@ -19,7 +19,7 @@
 
 use core::fmt;
 
-use super::controller::{Loss, RateController, sender_rate};
+use super::controller::{Loss, Packet, RateController, sender_rate};
 use super::feedback::{self, Frame, MAX_SEQ, Repr};
 use super::pacer::Pacer;
 use super::packing::{
@@ -245,8 +245,15 @@ impl<S: AsRef<[u8]> + AsMut<[u8]>> Endpoint<S> {
             }
         };
         self.stats.frames_received += 1;
-        self.controller
-            .on_packet(now, repr.seq, repr.r_recent, repr.s_current);
+        self.controller.on_packet(
+            now,
+            Packet {
+                sn: repr.seq,
+                r_rcnt: repr.r_recent,
+                s_current: repr.s_current,
+                sent_at: repr.sent_at,
+            },
+        );
         self.peer_suggested = repr.s_suggested;
         self.r_recent = self.r_recent.max(repr.r_current);
         self.apply_rate();
@@ -308,12 +315,16 @@ impl<S: AsRef<[u8]> + AsMut<[u8]>> Endpoint<S> {
             "poll_transmit: output buffer shorter than the frame length"
         );
         let buf = &mut out[..frame_len];
+        // The scheduled slot, not `now`: a late wake-up must not show in the header.
+        let slot = self.pacer.last_slot().unwrap_or(now);
         let repr = Repr {
             seq: self.next_seq,
             s_current: self.s_current,
             r_recent: self.r_recent,
             s_suggested: self.controller.suggested(),
             r_current: self.controller.round(),
+            // Modulo 2^32 µs by design (the receiver uses differences only).
+            sent_at: slot.total_micros() as u32,
         };
         self.next_seq += 1;
         let mut frame = Frame::new_unchecked(&mut *buf);
@@ -511,10 +522,10 @@ mod tests {
         let mut a = endpoint(cfg(Packing::Single));
         let mut b = endpoint(cfg(Packing::Single));
         assert_eq!(
-            a.handle_inner(Instant::ZERO, &[1u8; 175]),
+            a.handle_inner(Instant::ZERO, &[1u8; 171]),
             Err(InnerError::TooLarge)
         );
-        a.handle_inner(Instant::ZERO, &[1u8; 174]).unwrap();
+        a.handle_inner(Instant::ZERO, &[1u8; 170]).unwrap();
         a.handle_inner(Instant::ZERO, &[2u8; 3]).unwrap();
         a.handle_inner(Instant::ZERO, &[3u8; 3]).unwrap();
         let mut out = [0u8; 200];
@@ -526,7 +537,7 @@ mod tests {
             b.handle_payload(now, &out).unwrap();
             per_frame.push((n, drain(&mut b).len()));
         }
-        assert_eq!(per_frame, vec![(174, 1), (3, 1), (3, 1), (0, 0)]);
+        assert_eq!(per_frame, vec![(170, 1), (3, 1), (3, 1), (0, 0)]);
     }
 
     #[test]
@@ -603,6 +614,7 @@ mod tests {
             r_recent: 0,
             s_suggested: Rate::from_kbps(800),
             r_current: 3,
+            sent_at: 0,
         };
         repr.emit(&mut Frame::new_unchecked(&mut payload[..]));
         a.handle_payload(Instant::ZERO, &payload).unwrap();
@@ -638,10 +650,11 @@ mod tests {
             r_recent: 0,
             s_suggested: Rate::from_kbps(100),
             r_current: 0,
+            sent_at: 0,
         }
         .emit(&mut Frame::new_unchecked(&mut payload[..]));
-        payload[24] = 0xc0;
-        payload[25] = 0x01;
+        payload[HEADER_LEN] = 0xc0;
+        payload[HEADER_LEN + 1] = 0x01;
         assert_eq!(
             b.handle_payload(Instant::ZERO, &payload),
             Err(feedback::Error::BadSegment)

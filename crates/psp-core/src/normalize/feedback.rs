@@ -10,15 +10,20 @@
 //! +---------------------------------+-------------------------+
 //! |  S_suggested (BE32, kbit/s)     |  R_current (BE32)       |  16..24
 //! +---------------------------------+-------------------------+
-//! |  data: packed segments, then zero padding ...             |  24..
+//! |  departure slot (BE32, µs, sender's clock, mod 2^32)      |  24..28
+//! +-----------------------------------------------------------+
+//! |  data: packed segments, then zero padding ...             |  28..
 //! +-----------------------------------------------------------+
 //! ```
 //!
 //! The four feedback values are seed 003's (§IV-C): the sender's S_current, the highest round
 //! R_recent it received from the peer, the S_suggested it computed for the peer and the round
 //! R_current of that suggestion. The sequence number counts outer frames (dummies included) from
-//! 1; it never depends on inner traffic and never wraps (48 bits). The whole header is inside
-//! the PSP encrypted section, so only the peer reads or changes it.
+//! 1; it never depends on inner traffic and never wraps (48 bits). The departure slot is the
+//! pacer's scheduled time for this frame (not the actual send time, so it reveals nothing about
+//! the sender's processing); the improved controller derives one-way queueing delay from it. An
+//! observer sees the departure times anyway. The whole header is inside the PSP encrypted
+//! section, so only the peer reads or changes it.
 //!
 //! Panic contract as in [`crate::wire`]: after [`Frame::check_len`] no accessor panics;
 //! [`Repr::emit`] panics only on a buffer shorter than [`HEADER_LEN`]; [`Repr::parse`] never
@@ -45,7 +50,8 @@ mod field {
     pub(super) const R_RECENT: Field = 12..16;
     pub(super) const S_SUGGESTED: Field = 16..20;
     pub(super) const R_CURRENT: Field = 20..24;
-    pub(super) const DATA: usize = 24;
+    pub(super) const SENT_AT: Field = 24..28;
+    pub(super) const DATA: usize = 28;
 }
 
 /// Why a normalized payload or segment was refused.
@@ -155,6 +161,11 @@ impl<T: AsRef<[u8]>> Frame<T> {
         self.be32(field::R_CURRENT)
     }
 
+    /// The sender's departure slot in microseconds of its own clock, modulo 2^32.
+    pub fn sent_at(&self) -> u32 {
+        self.be32(field::SENT_AT)
+    }
+
     /// The data area (segments and padding).
     pub fn data(&self) -> &[u8] {
         &self.buffer.as_ref()[field::DATA..]
@@ -203,6 +214,11 @@ impl<T: AsRef<[u8]> + AsMut<[u8]>> Frame<T> {
         self.set_be32(field::R_CURRENT, r);
     }
 
+    /// Sets the departure slot.
+    pub fn set_sent_at(&mut self, us: u32) {
+        self.set_be32(field::SENT_AT, us);
+    }
+
     /// The data area, writable.
     pub fn data_mut(&mut self) -> &mut [u8] {
         &mut self.buffer.as_mut()[field::DATA..]
@@ -226,6 +242,8 @@ pub struct Repr {
     pub s_suggested: Rate,
     /// The round of that suggestion, R_current.
     pub r_current: u32,
+    /// The sender's departure slot (µs of its clock, mod 2^32).
+    pub sent_at: u32,
 }
 
 impl Repr {
@@ -252,6 +270,7 @@ impl Repr {
             r_recent: frame.r_recent(),
             s_suggested: frame.s_suggested(),
             r_current: frame.r_current(),
+            sent_at: frame.sent_at(),
         })
     }
 
@@ -272,6 +291,7 @@ impl Repr {
         frame.set_r_recent(self.r_recent);
         frame.set_s_suggested(self.s_suggested);
         frame.set_r_current(self.r_current);
+        frame.set_sent_at(self.sent_at);
     }
 }
 
@@ -279,13 +299,14 @@ impl Repr {
 mod tests {
     use super::*;
 
-    static FIXTURE: [u8; 28] = [
+    static FIXTURE: [u8; 32] = [
         0x01, 0x00, // version, flags
         0x00, 0x00, 0x01, 0x02, 0x03, 0x04, // seq 0x01020304
         0x00, 0x00, 0x1f, 0xe0, // S_current 8160 kbit/s
         0x00, 0x00, 0x00, 0x07, // R_recent 7
         0x00, 0x00, 0x00, 0xcc, // S_suggested 204 kbit/s
         0x00, 0x00, 0x00, 0x09, // R_current 9
+        0x00, 0x0f, 0x42, 0x40, // sent at 1 000 000 µs
         0x40, 0x02, 0xaa, 0xbb, // data: one whole segment of 2 bytes
     ];
 
@@ -296,6 +317,7 @@ mod tests {
             r_recent: 7,
             s_suggested: Rate::from_kbps(204),
             r_current: 9,
+            sent_at: 1_000_000,
         }
     }
 
@@ -309,12 +331,13 @@ mod tests {
         assert_eq!(f.r_recent(), 7);
         assert_eq!(f.s_suggested(), Rate::from_kbps(204));
         assert_eq!(f.r_current(), 9);
+        assert_eq!(f.sent_at(), 1_000_000);
         assert_eq!(f.data(), &[0x40, 0x02, 0xaa, 0xbb]);
     }
 
     #[test]
     fn construct() {
-        let mut buf = [0u8; 28];
+        let mut buf = [0u8; 32];
         let mut f = Frame::new_unchecked(&mut buf[..]);
         f.set_version(1);
         f.set_flags(0);
@@ -323,6 +346,7 @@ mod tests {
         f.set_r_recent(7);
         f.set_s_suggested(Rate::from_kbps(204));
         f.set_r_current(9);
+        f.set_sent_at(1_000_000);
         f.data_mut().copy_from_slice(&[0x40, 0x02, 0xaa, 0xbb]);
         assert_eq!(buf, FIXTURE);
     }
@@ -368,8 +392,8 @@ mod tests {
     fn emit_and_buffer_len() {
         let r = repr();
         assert_eq!(r.buffer_len(), HEADER_LEN);
-        let mut buf = [0xffu8; 28];
-        buf[24..].copy_from_slice(&[0x40, 0x02, 0xaa, 0xbb]);
+        let mut buf = [0xffu8; 32];
+        buf[28..].copy_from_slice(&[0x40, 0x02, 0xaa, 0xbb]);
         r.emit(&mut Frame::new_unchecked(&mut buf[..]));
         assert_eq!(buf, FIXTURE);
     }

@@ -32,7 +32,9 @@ pub mod feedback;
 pub mod pacer;
 pub mod packing;
 
-pub use controller::{ControllerConfig, Loss, RateController, Variant, Weight, sender_rate};
+pub use controller::{
+    ControllerConfig, Decision, Loss, Packet, RateController, Variant, Weight, sender_rate,
+};
 pub use endpoint::{Endpoint, Event, Stats, Transmit};
 pub use feedback::HEADER_LEN;
 pub use pacer::Pacer;

@@ -79,6 +79,11 @@ impl Pacer {
         }
     }
 
+    /// The scheduled time of the slot most recently consumed (rounded down to the microsecond).
+    pub fn last_slot(&self) -> Option<Instant> {
+        self.prev_slot_ns.map(|ns| Instant::from_micros(ns / 1000))
+    }
+
     /// The instant of the next departure (rounded up to the microsecond).
     pub fn next_departure(&self) -> Instant {
         Instant::from_micros(self.next_ns.div_ceil(1000))
