@@ -16,7 +16,7 @@ use crate::config::{Config, ConfigError, LogFormat, UplinkConfig};
 use crate::dataplane::counters::GlobalCounters;
 use crate::dataplane::peers::{PeerSet, RxPeers, TxPeers};
 use crate::dataplane::{Shared, rx_loop, tx_loop};
-use crate::io::notify::{drop_privileges, sd_notify};
+use crate::io::notify::{Notifier, drop_privileges};
 use crate::io::raw_eth::RawSocket;
 use crate::io::tap::Tap;
 use crate::io::udp::UdpLink;
@@ -160,6 +160,7 @@ async fn serve(config: Config, opts: &Options) -> Result<(), DaemonError> {
         add_address(tap.name(), addr)?;
     }
 
+    let notifier = Notifier::from_env().map_err(|e| runtime("systemd notification", e))?;
     let sock_path = config.daemon.status_socket.clone();
     let listener = bind_status(&sock_path)?;
     let user = opts.user.clone().or_else(|| config.daemon.user.clone());
@@ -220,19 +221,19 @@ async fn serve(config: Config, opts: &Options) -> Result<(), DaemonError> {
         user = user.as_deref().unwrap_or("root"),
         "ready"
     );
-    let _ = sd_notify("READY=1");
+    let _ = notifier.notify("READY=1");
 
     let [mut tx_task, mut rx_task] = tasks;
     let result = loop {
         tokio::select! {
-            _ = hup.recv() => reload(&config, &set_tx, overhead_limit(mtu, max_frame)),
+            _ = hup.recv() => reload(&config, &set_tx, overhead_limit(mtu, max_frame), &notifier),
             _ = term.recv() => break Ok(()),
             _ = int.recv() => break Ok(()),
             r = &mut tx_task => break Err(task_error("transmit", r)),
             r = &mut rx_task => break Err(task_error("receive", r)),
         }
     };
-    let _ = sd_notify("STOPPING=1");
+    let _ = notifier.notify("STOPPING=1");
     for t in [&tx_task, &rx_task] {
         t.abort();
     }
@@ -262,8 +263,13 @@ fn task_error(which: &str, r: Result<std::io::Result<()>, tokio::task::JoinError
 
 /// SIGHUP: reread the file; publish the new peers and keys (the tasks keep the state of
 /// unchanged peers). Anything else that changed is reported and ignored until a restart.
-fn reload(current: &Config, set_tx: &watch::Sender<Arc<PeerSet>>, max_overhead: usize) {
-    let _ = sd_notify("RELOADING=1");
+fn reload(
+    current: &Config,
+    set_tx: &watch::Sender<Arc<PeerSet>>,
+    max_overhead: usize,
+    notifier: &Notifier,
+) {
+    let _ = notifier.notify("RELOADING=1");
     match Config::load(&current.path) {
         Err(e) => tracing::error!(error = %e, "reload failed; keeping the running configuration"),
         Ok(new) => {
@@ -299,7 +305,7 @@ fn reload(current: &Config, set_tx: &watch::Sender<Arc<PeerSet>>, max_overhead: 
             }
         }
     }
-    let _ = sd_notify("READY=1");
+    let _ = notifier.notify("READY=1");
 }
 
 fn add_address(dev: &str, addr: &str) -> Result<(), DaemonError> {

@@ -26,6 +26,56 @@ pub fn sd_notify(state: &str) -> io::Result<()> {
     }
 }
 
+/// A connection to `$NOTIFY_SOCKET`, made once while still privileged so notifications keep
+/// working after [`drop_privileges`] (the socket's directory may not be reachable afterwards).
+#[derive(Debug)]
+pub struct Notifier {
+    sock: Option<UnixDatagram>,
+}
+
+impl Notifier {
+    /// Connects to `$NOTIFY_SOCKET` if it is set (a no-op notifier otherwise).
+    ///
+    /// # Errors
+    /// An unsupported address or a failed connect.
+    pub fn from_env() -> io::Result<Self> {
+        let Some(socket) = std::env::var_os("NOTIFY_SOCKET").filter(|s| !s.is_empty()) else {
+            return Ok(Self { sock: None });
+        };
+        let addr = notify_addr(&socket)?;
+        let sock = UnixDatagram::unbound()?;
+        sock.connect_addr(&addr).map_err(|e| {
+            io::Error::new(e.kind(), format!("NOTIFY_SOCKET {}: {e}", socket.display()))
+        })?;
+        Ok(Self { sock: Some(sock) })
+    }
+
+    /// Sends `state` (`READY=1`, `RELOADING=1`, `STOPPING=1`, ...); nothing without a socket.
+    ///
+    /// # Errors
+    /// Socket errors.
+    pub fn notify(&self, state: &str) -> io::Result<()> {
+        match &self.sock {
+            Some(s) => s.send(state.as_bytes()).map(drop),
+            None => Ok(()),
+        }
+    }
+}
+
+fn notify_addr(socket: &OsStr) -> io::Result<SocketAddr> {
+    match socket.as_bytes().split_first() {
+        Some((b'@', name)) => SocketAddr::from_abstract_name(name),
+        Some((b'/', _)) => SocketAddr::from_pathname(Path::new(socket)),
+        _ => Err(io::Error::new(
+            io::ErrorKind::Unsupported,
+            format!(
+                "NOTIFY_SOCKET {}: only paths and @abstract names",
+                socket.display()
+            ),
+        )),
+    }
+}
+
 /// Sends `state` as one datagram to the `sd_notify` socket `socket`: a filesystem path, or
 /// `@name` for the abstract namespace.
 ///
