@@ -27,7 +27,11 @@ fuzz_target!(|input: &[u8]| {
     let mut cfg = Config::default();
     cfg.frame_len = 64 + usize::from(sel >> 2) * 23;
     cfg.wire_len = 0;
-    cfg.packing = if sel & 1 == 0 { Packing::Packed } else { Packing::Single };
+    cfg.packing = if sel & 1 == 0 {
+        Packing::Packed
+    } else {
+        Packing::Single
+    };
     cfg.max_inner_len = 1600;
     cfg.reassembly_slots = 1 + usize::from(sel >> 5);
     cfg.reorder_window = 1 + u64::from(sel & 0x0f);
