@@ -62,6 +62,27 @@ impl Notifier {
     }
 }
 
+/// Sends `state` as one datagram to the `sd_notify` socket `socket`: a filesystem path, or
+/// `@name` for the abstract namespace.
+///
+/// # Errors
+/// An unsupported address (`vsock:`), or socket errors.
+pub fn sd_notify_to(socket: &OsStr, state: &str) -> io::Result<()> {
+    let addr = notify_addr(socket)?;
+    let sock = UnixDatagram::unbound()?;
+    let sent = sock
+        .send_to_addr(state.as_bytes(), &addr)
+        .map_err(|e| io::Error::new(e.kind(), format!("sd_notify to {}: {e}", socket.display())))?;
+    if sent != state.len() {
+        return Err(io::Error::other(format!(
+            "sd_notify: short send ({sent} of {})",
+            state.len()
+        )));
+    }
+    Ok(())
+}
+
+/// The socket address of `$NOTIFY_SOCKET`: a filesystem path, or `@name` (abstract).
 fn notify_addr(socket: &OsStr) -> io::Result<SocketAddr> {
     match socket.as_bytes().split_first() {
         Some((b'@', name)) => SocketAddr::from_abstract_name(name),
@@ -74,39 +95,6 @@ fn notify_addr(socket: &OsStr) -> io::Result<SocketAddr> {
             ),
         )),
     }
-}
-
-/// Sends `state` as one datagram to the `sd_notify` socket `socket`: a filesystem path, or
-/// `@name` for the abstract namespace.
-///
-/// # Errors
-/// An unsupported address (`vsock:`), or socket errors.
-pub fn sd_notify_to(socket: &OsStr, state: &str) -> io::Result<()> {
-    let bytes = socket.as_bytes();
-    let addr = match bytes.split_first() {
-        Some((b'@', name)) => SocketAddr::from_abstract_name(name)?,
-        Some((b'/', _)) => SocketAddr::from_pathname(Path::new(socket))?,
-        _ => {
-            return Err(io::Error::new(
-                io::ErrorKind::Unsupported,
-                format!(
-                    "NOTIFY_SOCKET {}: only paths and @abstract names",
-                    socket.display()
-                ),
-            ));
-        }
-    };
-    let sock = UnixDatagram::unbound()?;
-    let sent = sock
-        .send_to_addr(state.as_bytes(), &addr)
-        .map_err(|e| io::Error::new(e.kind(), format!("sd_notify to {}: {e}", socket.display())))?;
-    if sent != state.len() {
-        return Err(io::Error::other(format!(
-            "sd_notify: short send ({sent} of {})",
-            state.len()
-        )));
-    }
-    Ok(())
 }
 
 /// Drops root: switches to user `name` (its uid, primary gid, no supplementary groups).
