@@ -453,6 +453,25 @@ async fn udp_exchange(tx: &UdpLink, rx: &UdpLink, to: SocketAddr, from: SocketAd
 #[test]
 fn udp_exchange_and_mtu() {
     let ns = Netns::new();
+    // The IPv4 uplink must not need IPv6 (hosts with IPv6 disabled).
+    run(
+        "ip",
+        &[
+            "netns",
+            "exec",
+            &ns.name,
+            "sysctl",
+            "-qw",
+            "net.ipv6.conf.all.disable_ipv6=1",
+            "net.ipv6.conf.default.disable_ipv6=1",
+            "net.ipv6.conf.lo.disable_ipv6=1",
+        ],
+    );
+    assert_eq!(
+        ns.ip(&["-6", "addr"]).trim(),
+        "",
+        "IPv6 still has addresses"
+    );
     ns.block_on(|| async {
         let lo4 = SocketAddr::new(IpAddr::V4(Ipv4Addr::LOCALHOST), 0);
         let a = UdpLink::bind(lo4).expect("bind a");
