@@ -132,10 +132,10 @@ impl PacketSocket {
             let ms = i32::try_from(left.as_millis()).unwrap_or(i32::MAX);
             // SAFETY: one valid pollfd, count 1.
             let r = unsafe { libc::poll(&raw mut pfd, 1, ms) };
-            if r <= 0 {
-                if left.is_zero() || r < 0 {
-                    return out;
-                }
+            if r < 0 || (r == 0 && left.is_zero()) {
+                return out;
+            }
+            if r == 0 {
                 continue;
             }
             let mut buf = vec![0u8; 65_536];
@@ -154,6 +154,11 @@ impl PacketSocket {
                 )
             };
             if n < 0 {
+                // A pending socket error (read clears it) or a spurious wake-up; stop at the
+                // deadline either way.
+                if left.is_zero() {
+                    return out;
+                }
                 continue;
             }
             buf.truncate(usize::try_from(n).expect("non-negative"));

@@ -144,7 +144,11 @@ pub(crate) fn ensure_deps() {
             return;
         }
         let script = repo_root().join("testbed/install-deps.sh");
-        let out = Command::new(&script).output().expect("run install-deps.sh");
+        let out = output_within(
+            &mut Command::new(&script),
+            Duration::from_secs(600),
+            "testbed/install-deps.sh",
+        );
         assert!(
             out.status.success(),
             "{} failed (the network tests need iperf3 and ping):\n{}{}",
@@ -154,6 +158,68 @@ pub(crate) fn ensure_deps() {
         );
     });
 }
+
+/// Runs `cmd` to completion with its output captured, like [`Command::output`], but kills it
+/// and panics (naming `what`) if it has not finished after `timeout`: a stuck command fails the
+/// test with a message instead of hanging CI, and the Drop guards still clean up.
+pub(crate) fn output_within(cmd: &mut Command, timeout: Duration, what: &str) -> Output {
+    try_output_within(cmd, timeout).unwrap_or_else(|partial| {
+        panic!("{what}: no exit after {timeout:?}; output so far: {partial}")
+    })
+}
+
+/// [`output_within`] that returns what the command had printed (`Err`) instead of panicking.
+pub(crate) fn try_output_within(cmd: &mut Command, timeout: Duration) -> Result<Output, String> {
+    use std::io::Read as _;
+    let mut child = cmd
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap_or_else(|e| panic!("spawn {cmd:?}: {e}"));
+    let reader = |mut pipe: Box<dyn std::io::Read + Send>| {
+        std::thread::spawn(move || {
+            let mut buf = Vec::new();
+            let _ = pipe.read_to_end(&mut buf);
+            buf
+        })
+    };
+    let out = reader(Box::new(child.stdout.take().expect("piped stdout")));
+    let err = reader(Box::new(child.stderr.take().expect("piped stderr")));
+    let start = Instant::now();
+    let status = loop {
+        if let Some(status) = child.try_wait().expect("wait for a child") {
+            break Some(status);
+        }
+        if start.elapsed() >= timeout {
+            let _ = child.kill();
+            let _ = child.wait();
+            break None;
+        }
+        sleep(Duration::from_millis(10));
+    };
+    // The pipes close when the child (and anything it left holding them) is gone. A grandchild
+    // that keeps them open would block these joins; our commands exec, they do not fork.
+    let stdout = out.join().unwrap_or_default();
+    let stderr = err.join().unwrap_or_default();
+    match status {
+        Some(status) => Ok(Output {
+            status,
+            stdout,
+            stderr,
+        }),
+        None => Err(format!(
+            "{}{}",
+            String::from_utf8_lossy(&stdout),
+            String::from_utf8_lossy(&stderr)
+        )),
+    }
+}
+
+/// How long a command run by the harness may take unless a call says otherwise.
+pub(crate) const COMMAND_TIMEOUT: Duration = Duration::from_secs(60);
+
+/// How long `psp-gateway status` may take.
+pub(crate) const STATUS_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// A completed `ping`.
 #[derive(Clone, Copy, Debug)]
@@ -191,11 +257,11 @@ impl Testbed {
             tb.opts.hosts,
             tb.opts.uplink.as_str()
         );
-        let out = tb
-            .sh_cmd(&script)
-            .env("SUITE", &tb.opts.suite)
-            .output()
-            .expect("run bash");
+        let out = output_within(
+            tb.sh_cmd(&script).env("SUITE", &tb.opts.suite),
+            COMMAND_TIMEOUT,
+            "testbed setup",
+        );
         assert!(
             out.status.success(),
             "testbed setup failed:\n{}{}",
@@ -268,14 +334,15 @@ impl Testbed {
 
     /// Rewrites vmN's config with `tb_config` (e.g. after changing options for a reload test).
     pub(crate) fn write_config(&self, n: u8, suite: &str) {
-        let out = self
-            .sh_cmd(&format!(
+        let out = output_within(
+            self.sh_cmd(&format!(
                 "tb_config {n} \"$SUITE\" {}",
                 self.opts.uplink.as_str()
             ))
-            .env("SUITE", suite)
-            .output()
-            .expect("run bash");
+            .env("SUITE", suite),
+            COMMAND_TIMEOUT,
+            "tb_config",
+        );
         assert!(
             out.status.success(),
             "tb_config: {}",
@@ -302,7 +369,7 @@ impl Testbed {
 
     /// Runs `script` with lib.sh sourced; panics if it fails.
     pub(crate) fn sh(&self, script: &str) -> Output {
-        let out = self.sh_cmd(script).output().expect("run bash");
+        let out = output_within(&mut self.sh_cmd(script), COMMAND_TIMEOUT, script);
         assert!(
             out.status.success(),
             "`{script}` failed:\n{}{}",
@@ -321,11 +388,19 @@ impl Testbed {
         c
     }
 
-    /// Runs `args` inside `name`'s namespace and returns its output (whatever the exit status).
+    /// Runs `args` inside `name`'s namespace and returns its output (whatever the exit status);
+    /// panics if it takes longer than [`COMMAND_TIMEOUT`].
     pub(crate) fn ns_exec(&self, name: &str, args: &[&str]) -> Output {
-        self.ns_cmd(name, args)
-            .output()
-            .unwrap_or_else(|e| panic!("ip netns exec {name} {args:?}: {e}"))
+        self.ns_exec_within(name, args, COMMAND_TIMEOUT)
+    }
+
+    /// [`ns_exec`](Self::ns_exec) with its own time limit.
+    pub(crate) fn ns_exec_within(&self, name: &str, args: &[&str], timeout: Duration) -> Output {
+        output_within(
+            &mut self.ns_cmd(name, args),
+            timeout,
+            &format!("in {name}: {args:?}"),
+        )
     }
 
     /// Like [`ns_exec`](Self::ns_exec), but panics unless the command succeeds; returns stdout.
@@ -426,6 +501,7 @@ impl Testbed {
             .stderr(Stdio::null())
             .spawn()
             .expect("spawn iperf3 server");
+        let secs_n = secs;
         let secs = secs.to_string();
         let to_ip = Self::ip(to);
         let mut args = vec!["iperf3", "-c", &to_ip, "-t", &secs, "-J"];
@@ -434,10 +510,13 @@ impl Testbed {
             args.push("-R");
         }
         let mut last = String::new();
+        let limit = Duration::from_secs(u64::from(secs_n) + 20);
         for _ in 0..20 {
-            let out = self.ns_exec(&format!("vm{from}"), &args);
+            let out = self.ns_exec_within(&format!("vm{from}"), &args, limit);
             let text = String::from_utf8_lossy(&out.stdout).into_owned();
             if out.status.success() {
+                // The one-shot server exits after the test; never wait for it unbounded.
+                let _ = server.kill();
                 let _ = server.wait();
                 let v: serde_json::Value =
                     serde_json::from_str(&text).expect("iperf3 -J output is JSON");
@@ -469,7 +548,7 @@ impl Testbed {
 
 impl Drop for Testbed {
     fn drop(&mut self) {
-        let out = self.sh_cmd("tb_teardown").output();
+        let out = try_output_within(&mut self.sh_cmd("tb_teardown"), COMMAND_TIMEOUT);
         match out {
             Ok(o) if o.status.success() => {}
             Ok(o) => eprintln!(
@@ -477,7 +556,10 @@ impl Drop for Testbed {
                 self.sfx,
                 String::from_utf8_lossy(&o.stderr)
             ),
-            Err(e) => eprintln!("testbed teardown ({}): {e}", self.sfx),
+            Err(partial) => eprintln!(
+                "testbed teardown ({}) did not finish in {COMMAND_TIMEOUT:?}: {partial}",
+                self.sfx
+            ),
         }
     }
 }
@@ -564,12 +646,14 @@ impl Gateway {
 
     /// `psp-gateway status --socket … --json`, parsed; `None` if it fails.
     pub(crate) fn try_status_json(&self) -> Option<serde_json::Value> {
-        let out = Command::new(BIN)
-            .args(["status", "--json", "--socket"])
-            .arg(&self.socket)
-            .stdin(Stdio::null())
-            .output()
-            .ok()?;
+        let out = try_output_within(
+            Command::new(BIN)
+                .args(["status", "--json", "--socket"])
+                .arg(&self.socket)
+                .stdin(Stdio::null()),
+            STATUS_TIMEOUT,
+        )
+        .ok()?;
         if !out.status.success() {
             return None;
         }
@@ -580,7 +664,8 @@ impl Gateway {
     pub(crate) fn status_json(&self) -> serde_json::Value {
         self.try_status_json().unwrap_or_else(|| {
             panic!(
-                "status of the vm{} gateway failed; log:\n{}",
+                "status of the vm{} gateway failed or did not answer within {STATUS_TIMEOUT:?}; \
+                 log:\n{}",
                 self.n,
                 self.log()
             )
@@ -589,11 +674,14 @@ impl Gateway {
 
     /// `status` as the table a user sees.
     pub(crate) fn status_table(&self) -> String {
-        let out = Command::new(BIN)
-            .args(["status", "--socket"])
-            .arg(&self.socket)
-            .output()
-            .expect("run psp-gateway status");
+        let out = output_within(
+            Command::new(BIN)
+                .args(["status", "--socket"])
+                .arg(&self.socket)
+                .stdin(Stdio::null()),
+            STATUS_TIMEOUT,
+            "psp-gateway status",
+        );
         String::from_utf8_lossy(&out.stdout).into_owned()
     }
 
