@@ -369,11 +369,16 @@ impl<S: AsRef<[u8]> + AsMut<[u8]>> Endpoint<S> {
         s
     }
 
-    /// The sender rule, applied after every feedback or goal change.
+    /// The sender rule, applied after every feedback or goal change. Never below our S_min: a
+    /// peer's controller never suggests less than its S_min, but a zero suggestion (a peer bug)
+    /// would stop the pacer and with it the feedback that could raise the rate again.
     fn apply_rate(&mut self) {
         self.s_current = match self.cfg.algorithm {
             Algorithm::Fixed => self.cfg.s_goal,
-            _ => sender_rate(self.cfg.s_goal, self.peer_suggested),
+            _ => core::cmp::max(
+                self.cfg.s_min,
+                sender_rate(self.cfg.s_goal, self.peer_suggested),
+            ),
         };
         self.pacer.set_rate(self.s_current);
     }
@@ -626,6 +631,12 @@ mod tests {
         repr.emit(&mut Frame::new_unchecked(&mut payload[..]));
         a.handle_payload(Instant::ZERO, &payload).unwrap();
         assert_eq!(a.stats().s_current, Rate::from_kbps(1600));
+        // A suggestion below S_min (a peer bug) is floored at S_min.
+        repr.seq = 3;
+        repr.s_suggested = Rate::ZERO;
+        repr.emit(&mut Frame::new_unchecked(&mut payload[..]));
+        a.handle_payload(Instant::ZERO, &payload).unwrap();
+        assert_eq!(a.stats().s_current, Rate::from_kbps(16));
         // Fixed ignores suggestions.
         let mut c = cfg(Packing::Packed);
         c.algorithm = Algorithm::Fixed;

@@ -163,7 +163,8 @@ pub enum Algorithm {
 /// Configuration of an [`Endpoint`] (one direction pair with one peer).
 ///
 /// Defaults are the paper's testbed values (§V-B): S_min = S_step = 204 kbit/s, O_min = 40 ms,
-/// w = 1/8, S_goal = 8.16 Mbit/s, 1460-byte outer packets.
+/// w = 1/8, S_goal = 8.16 Mbit/s, 1460-byte outer packets (`wire_len`; the 1400-byte
+/// `frame_len` is a placeholder: the gateway derives it from its uplink MTU and overheads).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct Config {
