@@ -20,7 +20,7 @@ use crate::io::notify::{Notifier, drop_privileges};
 use crate::io::raw_eth::RawSocket;
 use crate::io::tap::Tap;
 use crate::io::udp::UdpLink;
-use crate::io::{ETHERNET_HEADER_LEN, Uplink};
+use crate::io::{ETHERNET_HEADER_LEN, SLOT_LEN, Uplink};
 use crate::status::{self, Info};
 
 /// Options given on the command line (override the config file).
@@ -84,13 +84,16 @@ fn init_logging(config: &Config, opts: &Options) {
 }
 
 /// The largest PSP frame (Ethernet header included) the uplink carries unfragmented.
+/// Capped at a batch slot: jumbo and loopback paths carry more, but the daemon's buffers hold
+/// standard frames (the TAP MTU is then at most `SLOT_LEN - 14 - overhead`).
 fn max_frame(uplink: &Uplink, mtu: usize) -> usize {
-    match uplink {
+    let frame = match uplink {
         // The interface MTU counts what follows the Ethernet header.
         Uplink::Raw(_) => mtu + ETHERNET_HEADER_LEN,
         // The whole PSP frame, Ethernet header included, is the UDP payload.
         Uplink::Udp(_) => mtu,
-    }
+    };
+    frame.min(SLOT_LEN)
 }
 
 /// The TAP MTU: what is left of the largest frame after the inner Ethernet header and the PSP
