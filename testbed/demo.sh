@@ -51,7 +51,7 @@ done
 [[ $(id -u) -eq 0 ]] || { echo "demo: error: run as root (network namespaces)" >&2; exit 1; }
 
 HERE=$(cd "$(dirname "$0")" && pwd)
-# shellcheck source=lib.sh
+# shellcheck source-path=SCRIPTDIR source=lib.sh
 source "$HERE/lib.sh"
 
 if ((QUICK)); then IPERF_T=1 FILE_MB=10 PINGS=10; else IPERF_T=3 FILE_MB=50 PINGS=20; fi
@@ -110,8 +110,10 @@ tb_bg vm2 "$TB_DIR/iperf3-server.log" iperf3 -s -B "$(tb_ip 2)"
 iperf() { # iperf [-R] -> Mbit/s received
     local out
     for _ in 1 2 3 4 5; do
-        if out=$(tb_x vm1 iperf3 -c "$(tb_ip 2)" -t "$IPERF_T" -J "$@" 2>&1); then
-            jq -r '.end.sum_received.bits_per_second / 1e6 | . * 10 | round / 10' <<<"$out"
+        # iperf3 3.12 exits 0 with -J even when it cannot connect: check "error" too.
+        if out=$(tb_x vm1 iperf3 -c "$(tb_ip 2)" -t "$IPERF_T" -J "$@" 2>&1) &&
+            [[ -z $(jq -r '.error // empty' <<<"$out" 2>/dev/null) ]] &&
+            jq -er '.end.sum_received.bits_per_second / 1e6 | . * 10 | round / 10' <<<"$out" 2>/dev/null; then
             return 0
         fi
         sleep 0.3 # the server may still be starting

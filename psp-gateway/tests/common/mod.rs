@@ -514,19 +514,18 @@ impl Testbed {
         for _ in 0..20 {
             let out = self.ns_exec_within(&format!("vm{from}"), &args, limit);
             let text = String::from_utf8_lossy(&out.stdout).into_owned();
-            if out.status.success() {
+            // iperf3 3.12 exits 0 with -J even when it could not connect: look at "error".
+            let v: serde_json::Value = serde_json::from_str(&text).unwrap_or_default();
+            if out.status.success() && v.get("error").is_none() && v.get("end").is_some() {
                 // The one-shot server exits after the test; never wait for it unbounded.
                 let _ = server.kill();
                 let _ = server.wait();
-                let v: serde_json::Value =
-                    serde_json::from_str(&text).expect("iperf3 -J output is JSON");
-                return v["end"]["sum_received"]["bits_per_second"]
-                    .as_f64()
-                    .expect("iperf3 reports sum_received")
+                let bps = v["end"]["sum_received"]["bits_per_second"].as_f64();
+                return bps.unwrap_or_else(|| panic!("iperf3 reported no sum_received: {text}"))
                     / 1e6;
             }
-            last = text;
-            // The server may not listen yet.
+            last = format!("{text}{}", String::from_utf8_lossy(&out.stderr));
+            // The server may not listen yet (connection refused).
             sleep(Duration::from_millis(100));
         }
         let _ = server.kill();
