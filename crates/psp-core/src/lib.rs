@@ -11,10 +11,10 @@
 //! | [`crypto`] | cipher suites, keys, the ICV, signatures |
 //! | [`replay`] | the RFC 6479-style anti-replay bitmap window |
 //! | [`session`] | seal/open of whole layer-2 frames with sequence numbers and replay checks |
+//! | [`normalize`] | traffic normalization (seed 003): the Algorithm 1 rate controller, pacer, packing, endpoint |
 //! | [`time`] | injected time (`Instant`, `Duration`, microseconds) |
 //!
-//! It does *not* do I/O, key exchange transport, or rate control (those come in later crates or
-//! modules).
+//! It does *not* do I/O (the `psp-gateway` crate drives it) or key exchange transport.
 //!
 //! ## Features
 //!
