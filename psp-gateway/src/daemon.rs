@@ -14,6 +14,7 @@ use tokio::task::JoinHandle;
 
 use crate::config::{Config, ConfigError, LogFormat, UplinkConfig};
 use crate::dataplane::counters::GlobalCounters;
+use crate::dataplane::normalize::{self, NormContext};
 use crate::dataplane::peers::{PeerSet, RxPeers, TxPeers};
 use crate::dataplane::{Shared, rx_loop, tx_loop};
 use crate::io::notify::{Notifier, drop_privileges};
@@ -118,7 +119,14 @@ async fn serve(config: Config, opts: &Options) -> Result<(), DaemonError> {
     let uplink_mtu = uplink.mtu().map_err(|e| runtime("uplink MTU", e))?;
     let max_frame = max_frame(&uplink, uplink_mtu);
 
-    let set = Arc::new(PeerSet::new(config.clone(), None));
+    let norm_ctx = NormContext {
+        max_frame,
+        udp: matches!(uplink, Uplink::Udp(_)),
+        origin,
+    };
+    let mut set = PeerSet::new(config.clone(), None);
+    normalize::attach(&mut set, None, &norm_ctx)?;
+    let set = Arc::new(set);
     let tx_peers = TxPeers::build(&set, None).map_err(|e| runtime("peers", e))?;
     let rx_peers = RxPeers::build(&set, None, max_frame).map_err(|e| runtime("peers", e))?;
     let overhead = tx_peers.max_overhead();
@@ -144,6 +152,14 @@ async fn serve(config: Config, opts: &Options) -> Result<(), DaemonError> {
         }
         Some(m) => m,
         None => fit,
+    };
+    // Faithful packing carries one inner frame per outer frame: the paper's smaller MTU.
+    let mtu = match normalize::mtu_limit(&set) {
+        Some(limit) if limit < mtu => {
+            tracing::info!(mtu = limit, "TAP MTU lowered to fit normalized frames");
+            limit
+        }
+        _ => mtu,
     };
 
     let name = &config.interface.name;
@@ -209,6 +225,8 @@ async fn serve(config: Config, opts: &Options) -> Result<(), DaemonError> {
         Arc::clone(&shared),
         set_rx.clone(),
     ));
+    normalize::spawn_pacers(&set, &uplink, &shared);
+    let pacing = (norm_ctx, Arc::clone(&uplink), Arc::clone(&shared));
     drop(tap);
     drop(uplink);
 
@@ -229,7 +247,7 @@ async fn serve(config: Config, opts: &Options) -> Result<(), DaemonError> {
     let [mut tx_task, mut rx_task] = tasks;
     let result = loop {
         tokio::select! {
-            _ = hup.recv() => reload(&config, &set_tx, overhead_limit(mtu, max_frame), &notifier),
+            _ = hup.recv() => reload(&config, &set_tx, overhead_limit(mtu, max_frame), &notifier, &pacing),
             _ = term.recv() => break Ok(()),
             _ = int.recv() => break Ok(()),
             r = &mut tx_task => break Err(task_error("transmit", r)),
@@ -271,6 +289,7 @@ fn reload(
     set_tx: &watch::Sender<Arc<PeerSet>>,
     max_overhead: usize,
     notifier: &Notifier,
+    (norm_ctx, uplink, shared): &(NormContext, Arc<Uplink>, Arc<Shared>),
 ) {
     let _ = notifier.notify("RELOADING=1");
     match Config::load(&current.path) {
@@ -285,7 +304,7 @@ fn reload(
                 );
             }
             let previous = set_tx.borrow().clone();
-            let set = PeerSet::new(new, Some(&previous));
+            let mut set = PeerSet::new(new, Some(&previous));
             match TxPeers::build(&set, None) {
                 Err(e) => {
                     tracing::error!(error = %e, "reload failed; keeping the running configuration")
@@ -296,6 +315,11 @@ fn reload(
                     "reload failed: the new suites need more overhead than the TAP MTU leaves; restart instead"
                 ),
                 Ok(_) => {
+                    if let Err(e) = normalize::attach(&mut set, Some(&previous), norm_ctx) {
+                        tracing::error!(error = %e, "reload failed; keeping the running configuration");
+                        let _ = notifier.notify("READY=1");
+                        return;
+                    }
                     let changed = set
                         .config
                         .peers
@@ -303,7 +327,9 @@ fn reload(
                         .filter(|p| !previous.config.peers.contains(p))
                         .count();
                     tracing::info!(peers = set.config.peers.len(), changed, "reloaded");
-                    set_tx.send_replace(Arc::new(set));
+                    let set = Arc::new(set);
+                    normalize::spawn_pacers(&set, uplink, shared);
+                    set_tx.send_replace(set);
                 }
             }
         }

@@ -36,7 +36,8 @@ pub fn document(info: &Info, shared: &Shared, set: &PeerSet) -> Value {
         .peers
         .iter()
         .zip(&set.counters)
-        .map(|(p, c)| {
+        .enumerate()
+        .map(|(i, (p, c))| {
             total += c.drops_total();
             let mut m = Map::new();
             m.insert("name".into(), p.name.clone().into());
@@ -49,6 +50,9 @@ pub fn document(info: &Info, shared: &Shared, set: &PeerSet) -> Value {
                 m.insert("endpoint".into(), ep.to_string().into());
             }
             m.extend(c.to_json());
+            if let Some(np) = set.norm.get(i).and_then(Option::as_deref) {
+                m.insert("normalize".into(), np.to_json());
+            }
             Value::Object(m)
         })
         .collect();
@@ -177,6 +181,7 @@ pub fn render(doc: &Value) -> String {
             let _ = writeln!(s, "drops from {}: {d}", p["name"].as_str().unwrap_or("?"));
         }
     }
+    render_normalized(&mut s, peers);
     let d = nonzero(&doc["drops"]);
     let _ = writeln!(
         s,
@@ -191,4 +196,51 @@ pub fn render(doc: &Value) -> String {
         u(&doc["ignored"]["not_for_us"])
     );
     s
+}
+
+/// The normalization lines of the human table (only when a peer is normalized).
+fn render_normalized(s: &mut String, peers: &[Value]) {
+    let u = |v: &Value| v.as_u64().unwrap_or(0);
+    let norm: Vec<_> = peers
+        .iter()
+        .filter(|p| p["normalize"].is_object())
+        .collect();
+    if norm.is_empty() {
+        return;
+    }
+    let _ = writeln!(
+        s,
+        "{:<16} {:>6} {:>9} {:>9} {:>9} {:>8} {:>8} {:>6} {:>10} {:>10} {:>7} {:>7}",
+        "NORMALIZED",
+        "FRAME",
+        "S-CUR",
+        "S-PEER",
+        "S-SUGG",
+        "LOSS%",
+        "RTT-ms",
+        "ROUND",
+        "REAL",
+        "DUMMY",
+        "QUEUE",
+        "QDROPS"
+    );
+    for p in norm {
+        let n = &p["normalize"];
+        let _ = writeln!(
+            s,
+            "{:<16} {:>6} {:>9} {:>9} {:>9} {:>8.3} {:>8.1} {:>6} {:>10} {:>10} {:>7} {:>7}",
+            p["name"].as_str().unwrap_or("?"),
+            u(&n["frame_bytes"]),
+            u(&n["s_current_kbps"]),
+            u(&n["peer_suggested_kbps"]),
+            u(&n["s_suggested_kbps"]),
+            u(&n["last_loss_ppm"]) as f64 / 10_000.0,
+            u(&n["rtt_estimate_us"]) as f64 / 1000.0,
+            u(&n["round"]),
+            u(&n["real_frames_sent"]),
+            u(&n["dummy_frames_sent"]),
+            u(&n["inner_queue_frames"]),
+            u(&n["inner_drops"])
+        );
+    }
 }

@@ -323,12 +323,13 @@ fn error_unknown_key() {
             "{RAW_HEAD}[[peer]]\nname = \"vm2\"\nmac = \"02:00:00:00:00:02\"\nreplay = 5\n"
         )),
         "peer[0].replay: unknown key `replay` (valid keys: name, mac, macs, endpoint, \
-         key_file, suite, replay_window, security_number, timestamps, max_skew_ms, pad_to)"
+         key_file, suite, replay_window, security_number, timestamps, max_skew_ms, pad_to, \
+         normalize)"
     );
     assert_eq!(
         dir.error(&format!("{RAW_HEAD}[deamon]\nuser = \"nobody\"\n")),
         "deamon: unknown key `deamon` (valid keys: interface, uplink, daemon, defaults, group, \
-         peer)"
+         peer, normalize)"
     );
 }
 

@@ -18,8 +18,11 @@ use psp_core::time::Duration;
 use zeroize::Zeroizing;
 
 mod keyfile;
+mod normalize;
 mod raw;
 mod validate;
+
+pub use normalize::NormalizeConfig;
 
 /// The whole configuration.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -169,6 +172,8 @@ pub struct PeerConfig {
     pub endpoint: Option<SocketAddr>,
     /// Unicast key and settings (the group's key when `key_file` is absent).
     pub security: PeerSecurity,
+    /// Traffic normalization towards this peer (`[normalize]`, `[peer.normalize]`), if enabled.
+    pub normalize: Option<NormalizeConfig>,
 }
 
 /// A configuration problem: one line naming the file, the key and the problem.

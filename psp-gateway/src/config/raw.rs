@@ -12,6 +12,7 @@ use serde::Deserialize;
 use toml::de::{DeTable, DeValue};
 
 use super::ConfigError;
+use super::normalize::RawNormalize;
 
 /// The whole file.
 #[derive(Debug, Default, Deserialize)]
@@ -27,6 +28,8 @@ pub(super) struct RawConfig {
     pub(super) group: Option<RawGroup>,
     #[serde(default)]
     pub(super) peer: Vec<RawPeer>,
+    #[serde(default)]
+    pub(super) normalize: RawNormalize,
 }
 
 /// `[interface]`.
@@ -115,6 +118,8 @@ pub(super) struct RawPeer {
     timestamps: Option<bool>,
     max_skew_ms: Option<i64>,
     pad_to: Option<i64>,
+    #[serde(default)]
+    pub(super) normalize: RawNormalize,
 }
 
 impl RawPeer {

@@ -10,6 +10,7 @@ use psp_core::crypto::{SuiteId, SuiteKey};
 use psp_core::replay::{DEFAULT_WINDOW, MAX_WINDOW};
 use psp_core::wire::{MAX_PADDING, SecurityNumber};
 
+use super::normalize::NormSettings;
 use super::raw::{RawConfig, RawDaemon, RawInterface, RawPeer, RawSecurity, RawUplink};
 use super::{
     Config, ConfigError, DaemonConfig, InterfaceConfig, KeyMaterial, LogFormat, PeerConfig,
@@ -65,6 +66,9 @@ pub(super) fn build(file: &Path, raw: RawConfig) -> Result<Config, ConfigError> 
 
     let mut defaults = Settings::builtin();
     defaults.apply(&ctx, "defaults", &raw.defaults)?;
+    let mut norm_defaults = NormSettings::builtin();
+    norm_defaults.apply(file, "normalize", &raw.normalize)?;
+    norm_defaults.finish(file, "normalize")?;
 
     let Some(raw_group) = raw.group else {
         return Err(ctx.err(
@@ -93,7 +97,7 @@ pub(super) fn build(file: &Path, raw: RawConfig) -> Result<Config, ConfigError> 
             &scope,
             p,
             &uplink,
-            &defaults,
+            (&defaults, &norm_defaults),
             (&group_settings, &group),
         )?;
         if let Some(j) = names.insert(peer.name.clone(), i) {
@@ -268,7 +272,7 @@ fn peer(
     scope: &str,
     raw: RawPeer,
     uplink: &UplinkConfig,
-    defaults: &Settings,
+    (defaults, norm_defaults): (&Settings, &NormSettings),
     (group_settings, group): (&Settings, &PeerSecurity),
 ) -> Result<PeerConfig, ConfigError> {
     let name = match raw.name.as_deref() {
@@ -337,11 +341,16 @@ fn peer(
             settings.finish(ctx, scope, group.key.clone(), "group.key_file")?
         }
     };
+    let mut norm = norm_defaults.clone();
+    let norm_scope = format!("{scope}.normalize");
+    norm.apply(ctx.file, &norm_scope, &raw.normalize)?;
+    let normalize = norm.finish(ctx.file, &norm_scope)?;
     Ok(PeerConfig {
         name,
         macs,
         endpoint,
         security,
+        normalize,
     })
 }
 

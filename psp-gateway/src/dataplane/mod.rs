@@ -5,6 +5,7 @@
 //! batches.
 
 pub mod counters;
+pub mod normalize;
 pub mod peers;
 
 use std::io;
@@ -12,6 +13,7 @@ use std::sync::Arc;
 
 use psp_core::session::{DropReason, SealError, SealJob};
 use psp_core::time::Instant;
+use psp_core::wire::Protocol;
 use tokio::sync::watch;
 
 use self::counters::GlobalCounters;
@@ -136,6 +138,11 @@ pub async fn tx_loop(
                 i += 1;
                 continue;
             };
+            if let Some(np) = &peers.peers[pi].norm {
+                np.push_inner(now, frame);
+                i += 1;
+                continue;
+            }
             // A run of frames to the same peer is sealed in one call, so the suite can
             // interleave their cipher chains.
             let mut end = i + 1;
@@ -163,6 +170,13 @@ fn seal_group(
     out: &mut Batch,
     g: &GlobalCounters,
 ) {
+    // Normalized peers get broadcasts through their endpoint, not under the group key.
+    for np in peers.peers.iter().filter_map(|p| p.norm.as_deref()) {
+        np.push_inner(now, frame);
+    }
+    if peers.peers.iter().all(|p| p.norm.is_some()) && !peers.peers.is_empty() {
+        return;
+    }
     let sealed = match peers.group.seal(now, frame, scratch) {
         Ok(s) => s,
         Err(e) => return count_seal_error(g, e),
@@ -173,7 +187,12 @@ fn seal_group(
         g.group_tx_bytes.add(frame.len() as u64);
     };
     if udp {
-        for ep in peers.peers.iter().filter_map(|p| p.endpoint) {
+        for ep in peers
+            .peers
+            .iter()
+            .filter(|p| p.norm.is_none())
+            .filter_map(|p| p.endpoint)
+        {
             copy(Some(ep));
         }
     } else {
@@ -258,6 +277,7 @@ pub async fn rx_loop(
 ) -> io::Result<()> {
     let mut inb = Batch::new(BATCH);
     let mut log = DropLog::new();
+    let mut delivery = normalize::Delivery::default();
     let g = &shared.global;
     loop {
         let n = uplink.recv_batch(&mut inb).await?;
@@ -287,6 +307,10 @@ pub async fn rx_loop(
                 continue;
             };
             let peer = &mut peers.peers[pi];
+            if let Some(np) = peer.norm.as_deref().filter(|_| group) {
+                np.counters.group_ignored.add(1);
+                continue;
+            }
             let opener = if group {
                 &mut peer.group
             } else {
@@ -294,6 +318,12 @@ pub async fn rx_loop(
             };
             let len = frame.len();
             match opener.open(now, frame) {
+                Ok(opened) if opened.protocol() == Protocol::Normalized && peer.norm.is_some() => {
+                    if let Some(np) = peer.norm.as_deref() {
+                        let payload = opened.payload();
+                        normalize::deliver(np, now, payload, &mut delivery, &tap).await?;
+                    }
+                }
                 Ok(opened) if opened.protocol().is_sub_protocol() => peer.counters.rx_sub.add(1),
                 Ok(opened) => {
                     let inner = opened.frame();

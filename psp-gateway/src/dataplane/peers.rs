@@ -14,6 +14,7 @@ use psp_core::crypto::{KeyError, SuiteKey};
 use psp_core::session::{OpenError, Opener, SealError, Sealer};
 
 use super::counters::PeerCounters;
+use super::normalize::NormPeer;
 use crate::config::{Config, PeerSecurity};
 
 /// A MAC address.
@@ -27,6 +28,8 @@ pub struct PeerSet {
     pub config: Config,
     /// Counters, parallel to `config.peers`.
     pub counters: Vec<Arc<PeerCounters>>,
+    /// Normalized peers, parallel to `config.peers` (filled by [`super::normalize::attach`]).
+    pub norm: Vec<Option<Arc<NormPeer>>>,
 }
 
 impl PeerSet {
@@ -47,7 +50,12 @@ impl PeerSet {
                     .unwrap_or_default()
             })
             .collect();
-        Self { config, counters }
+        let norm = vec![None; config.peers.len()];
+        Self {
+            config,
+            counters,
+            norm,
+        }
     }
 }
 
@@ -123,6 +131,9 @@ pub struct TxPeer {
     pub endpoint: Option<SocketAddr>,
     /// Counters.
     pub counters: Arc<PeerCounters>,
+    /// The normalized endpoint, if the peer is normalized: its unicast frames go there and are
+    /// sealed by its pacing task, never by `sealer`.
+    pub norm: Option<Arc<NormPeer>>,
     settings: PeerSecurity,
 }
 
@@ -175,6 +186,7 @@ impl TxPeers {
                 sealer,
                 endpoint: p.endpoint,
                 counters: Arc::clone(&set.counters[i]),
+                norm: set.norm.get(i).cloned().flatten(),
                 settings: p.security.clone(),
             });
         }
@@ -208,6 +220,8 @@ pub struct RxPeer {
     pub group: Opener,
     /// Counters.
     pub counters: Arc<PeerCounters>,
+    /// The normalized endpoint, if the peer is normalized.
+    pub norm: Option<Arc<NormPeer>>,
     settings: (PeerSecurity, PeerSecurity),
 }
 
@@ -261,6 +275,7 @@ impl RxPeers {
                 unicast,
                 group,
                 counters: Arc::clone(&set.counters[i]),
+                norm: set.norm.get(i).cloned().flatten(),
                 settings,
             });
         }

@@ -1,0 +1,422 @@
+//! Leakage of a normalized tunnel (issue 4, "Leakage test"; root-only, CI runs it): two gateways
+//! vm1 and vm2 with `[normalize] enabled` on a raw uplink; an insider in vm1 signals a bit
+//! pattern to eve, who captures the wire from the hub:
+//!
+//! 1. **timing**: heavy UDP traffic to vm2 during the 1-seconds, silence during the 0-seconds;
+//! 2. **sizes**: the same packet rate all the time, 1200-byte packets during the 1-seconds and
+//!    32-byte packets during the 0-seconds.
+//!
+//! Eve's view must not depend on the bits: every PSP frame on the wire has the same length, and
+//! the number of frames per 100 ms in each direction does not differ between 1-seconds and
+//! 0-seconds beyond pacing jitter (Welch's t, printed). The test also prints eve's best
+//! estimate of the timing channel's capacity (a threshold detector on per-second counts, as a
+//! binary symmetric channel) and checks that the sending rate stayed at S_goal (the path has no
+//! loss, so the controller never lowers it).
+
+// AF_PACKET sockets and setns(2) are libc calls; each `unsafe` block says why it is sound.
+#![allow(unsafe_code)]
+
+mod common;
+
+use core::sync::atomic::{AtomicBool, Ordering};
+use core::time::Duration;
+use std::fs::File;
+use std::io;
+use std::net::UdpSocket;
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::sync::Arc;
+use std::thread::{self, sleep};
+use std::time::Instant;
+
+use common::{Testbed, TestbedOptions, counter};
+
+const ETH_P_PSP: u16 = 0x1982;
+const PACKET_OUTGOING: u8 = 4;
+/// The insider's bit pattern, one bit per second (as many ones as zeros).
+const BITS: [bool; 10] = [
+    true, false, true, true, false, false, true, false, true, false,
+];
+/// S_goal of both directions.
+const S_GOAL_KBPS: u64 = 4000;
+/// The bin width eve counts frames in.
+const BIN: Duration = Duration::from_millis(100);
+/// |Welch t| above this fails the test (p < 1e-3 under no difference).
+const T_LIMIT: f64 = 4.0;
+
+/// Enters namespace `ns` on this thread.
+fn enter(ns: &str) -> io::Result<()> {
+    let nsf = File::open(format!("/run/netns/{ns}"))?;
+    // SAFETY: `nsf` is an open namespace file; setns changes only this thread's namespace.
+    if unsafe { libc::setns(nsf.as_raw_fd(), libc::CLONE_NEWNET) } != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
+}
+
+/// One captured frame: when, how long, source and destination MAC.
+#[derive(Clone, Copy, Debug)]
+struct Frame {
+    at: Instant,
+    len: usize,
+    src: [u8; 6],
+    dst: [u8; 6],
+}
+
+/// Captures PSP frames on `ifname` in namespace `ns` until `stop` is set.
+fn capture(
+    ns: String,
+    ifname: &'static str,
+    stop: Arc<AtomicBool>,
+) -> thread::JoinHandle<Vec<Frame>> {
+    let (ready_tx, ready_rx) = std::sync::mpsc::channel();
+    let h = thread::spawn(move || {
+        let fd =
+            open_packet(&ns, ifname).unwrap_or_else(|e| panic!("AF_PACKET socket in {ns}: {e}"));
+        ready_tx.send(()).expect("ready");
+        let mut out = Vec::with_capacity(100_000);
+        let mut buf = vec![0u8; 65_536];
+        while !stop.load(Ordering::Relaxed) {
+            let mut pfd = libc::pollfd {
+                fd: fd.as_raw_fd(),
+                events: libc::POLLIN,
+                revents: 0,
+            };
+            // SAFETY: one valid pollfd, count 1.
+            if unsafe { libc::poll(&raw mut pfd, 1, 50) } <= 0 {
+                continue;
+            }
+            // SAFETY: sockaddr_ll is plain integers; all-zero is a valid value.
+            let mut from: libc::sockaddr_ll = unsafe { core::mem::zeroed() };
+            let mut len = size_of::<libc::sockaddr_ll>() as libc::socklen_t;
+            // SAFETY: `buf` and `from` are valid for writes of the lengths passed.
+            let n = unsafe {
+                libc::recvfrom(
+                    fd.as_raw_fd(),
+                    buf.as_mut_ptr().cast(),
+                    buf.len(),
+                    libc::MSG_DONTWAIT,
+                    (&raw mut from).cast::<libc::sockaddr>(),
+                    &raw mut len,
+                )
+            };
+            let at = Instant::now();
+            let Ok(n) = usize::try_from(n) else { continue };
+            if n < 14 || from.sll_pkttype == PACKET_OUTGOING {
+                continue;
+            }
+            out.push(Frame {
+                at,
+                len: n,
+                dst: buf[0..6].try_into().expect("6 bytes"),
+                src: buf[6..12].try_into().expect("6 bytes"),
+            });
+        }
+        out
+    });
+    ready_rx
+        .recv_timeout(Duration::from_secs(5))
+        .expect("capture socket ready");
+    h
+}
+
+fn open_packet(ns: &str, ifname: &str) -> io::Result<OwnedFd> {
+    enter(ns)?;
+    // SAFETY: socket(2) with constant arguments; the result is checked below.
+    let raw = unsafe {
+        libc::socket(
+            libc::AF_PACKET,
+            libc::SOCK_RAW | libc::SOCK_CLOEXEC,
+            i32::from(ETH_P_PSP.to_be()),
+        )
+    };
+    if raw < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: `raw` is a fresh descriptor nobody else owns.
+    let fd = unsafe { OwnedFd::from_raw_fd(raw) };
+    let name = std::ffi::CString::new(ifname).expect("interface name");
+    // SAFETY: `name` is a valid NUL-terminated string.
+    let ifindex = unsafe { libc::if_nametoindex(name.as_ptr()) };
+    if ifindex == 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: sockaddr_ll is plain integers; all-zero is a valid value.
+    let mut sll: libc::sockaddr_ll = unsafe { core::mem::zeroed() };
+    sll.sll_family = libc::AF_PACKET as u16;
+    sll.sll_protocol = ETH_P_PSP.to_be();
+    sll.sll_ifindex = i32::try_from(ifindex).expect("ifindex fits i32");
+    // SAFETY: `sll` is a valid sockaddr_ll and its exact size is passed.
+    let rc = unsafe {
+        libc::bind(
+            fd.as_raw_fd(),
+            (&raw const sll).cast::<libc::sockaddr>(),
+            size_of::<libc::sockaddr_ll>() as libc::socklen_t,
+        )
+    };
+    if rc != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // A large receive buffer: eve must not lose frames while the test process is busy.
+    let size: libc::c_int = 8 << 20;
+    // SAFETY: a valid int option value and its size.
+    unsafe {
+        libc::setsockopt(
+            fd.as_raw_fd(),
+            libc::SOL_SOCKET,
+            libc::SO_RCVBUFFORCE,
+            (&raw const size).cast(),
+            size_of::<libc::c_int>() as libc::socklen_t,
+        )
+    };
+    Ok(fd)
+}
+
+/// How the insider encodes a bit.
+#[derive(Clone, Copy, Debug)]
+enum Mode {
+    /// 1: ~20 Mbit/s of 1200-byte packets; 0: nothing.
+    OnOff,
+    /// Always 2000 packets/s; 1: 1200 bytes, 0: 32 bytes.
+    Sizes,
+}
+
+/// Sends the pattern from namespace `ns` to `dst`; returns the instant the first bit started.
+fn insider(ns: String, dst: String, mode: Mode) -> thread::JoinHandle<Instant> {
+    thread::spawn(move || {
+        enter(&ns).expect("insider enters vm1");
+        let sock = UdpSocket::bind("0.0.0.0:0").expect("insider socket");
+        let big = [0x5au8; 1200];
+        let small = [0x5au8; 32];
+        let gap = Duration::from_micros(500);
+        let start = Instant::now();
+        for (i, &bit) in BITS.iter().enumerate() {
+            let end = start + Duration::from_secs(i as u64 + 1);
+            let mut next = Instant::now();
+            while Instant::now() < end {
+                let payload: &[u8] = match (mode, bit) {
+                    (Mode::OnOff, false) => {
+                        sleep(end.saturating_duration_since(Instant::now()));
+                        break;
+                    }
+                    (_, true) => &big,
+                    (Mode::Sizes, false) => &small,
+                };
+                // A full socket buffer or an ICMP error from vm2 is fine: keep the pattern.
+                let _ = sock.send_to(payload, &dst);
+                next += gap;
+                sleep(next.saturating_duration_since(Instant::now()));
+            }
+        }
+        start
+    })
+}
+
+fn mean_var(x: &[f64]) -> (f64, f64) {
+    let n = x.len() as f64;
+    let m = x.iter().sum::<f64>() / n;
+    let v = x.iter().map(|v| (v - m).powi(2)).sum::<f64>() / (n - 1.0);
+    (m, v)
+}
+
+/// Welch's t statistic of `a` against `b`.
+fn welch_t(a: &[f64], b: &[f64]) -> f64 {
+    let (ma, va) = mean_var(a);
+    let (mb, vb) = mean_var(b);
+    let se = (va / a.len() as f64 + vb / b.len() as f64).sqrt();
+    if se == 0.0 {
+        if ma == mb { 0.0 } else { f64::INFINITY }
+    } else {
+        (ma - mb) / se
+    }
+}
+
+/// The standard normal CDF (Abramowitz-Stegun 7.1.26 for erf, |error| < 1.5e-7).
+fn phi(x: f64) -> f64 {
+    let z = x.abs() / core::f64::consts::SQRT_2;
+    let t = 1.0 / (1.0 + 0.327_591_1 * z);
+    let poly = t
+        * (0.254_829_592
+            + t * (-0.284_496_736
+                + t * (1.421_413_741 + t * (-1.453_152_027 + t * 1.061_405_429))));
+    let erf = 1.0 - poly * (-z * z).exp();
+    if x >= 0.0 {
+        0.5 * (1.0 + erf)
+    } else {
+        0.5 * (1.0 - erf)
+    }
+}
+
+fn binary_entropy(p: f64) -> f64 {
+    if p <= 0.0 || p >= 1.0 {
+        return 0.0;
+    }
+    -p * p.log2() - (1.0 - p) * (1.0 - p).log2()
+}
+
+/// Eve's capacity estimate in bits/s: one bit per second; she decides with a threshold on the
+/// frame count of the second, so the channel is binary symmetric with the error rate of the
+/// best threshold between two normal distributions (means and variances from the data).
+fn capacity(ones: &[f64], zeros: &[f64]) -> f64 {
+    let (m1, v1) = mean_var(ones);
+    let (m0, v0) = mean_var(zeros);
+    let sd = ((v1 + v0) / 2.0).sqrt().max(0.5);
+    let d = (m1 - m0).abs() / sd;
+    let p = phi(-d / 2.0);
+    1.0 - binary_entropy(p)
+}
+
+/// Frame counts per bin for frames from `src` to `dst`, split by the bit of the bin's second.
+/// The first bin of each second is left out (the insider's switch may straddle it).
+fn bins(frames: &[Frame], start: Instant, src: [u8; 6], dst: [u8; 6]) -> (Vec<f64>, Vec<f64>) {
+    let per_sec = (Duration::from_secs(1).as_micros() / BIN.as_micros()) as usize;
+    let mut counts = vec![0u32; BITS.len() * per_sec];
+    for f in frames
+        .iter()
+        .filter(|f| f.src == src && f.dst == dst && f.at >= start)
+    {
+        let i = (f.at - start).as_micros() / BIN.as_micros();
+        if let Some(c) = counts.get_mut(i as usize) {
+            *c += 1;
+        }
+    }
+    let (mut ones, mut zeros) = (Vec::new(), Vec::new());
+    for (i, c) in counts.iter().enumerate() {
+        if i % per_sec == 0 {
+            continue;
+        }
+        if BITS[i / per_sec] {
+            &mut ones
+        } else {
+            &mut zeros
+        }
+        .push(f64::from(*c));
+    }
+    (ones, zeros)
+}
+
+/// Frames per whole second, split by bit.
+fn seconds(frames: &[Frame], start: Instant, src: [u8; 6], dst: [u8; 6]) -> (Vec<f64>, Vec<f64>) {
+    let mut counts = vec![0u32; BITS.len()];
+    for f in frames
+        .iter()
+        .filter(|f| f.src == src && f.dst == dst && f.at >= start)
+    {
+        if let Some(c) = counts.get_mut((f.at - start).as_secs() as usize) {
+            *c += 1;
+        }
+    }
+    let (mut ones, mut zeros) = (Vec::new(), Vec::new());
+    for (i, c) in counts.iter().enumerate() {
+        if BITS[i] { &mut ones } else { &mut zeros }.push(f64::from(*c));
+    }
+    (ones, zeros)
+}
+
+fn run(tb: &Testbed, mode: Mode, vm1: &common::Gateway) {
+    let stop = Arc::new(AtomicBool::new(false));
+    let cap = capture(tb.ns("eve"), "up0", Arc::clone(&stop));
+    let before = vm1.status_json();
+    let start = insider(tb.ns("vm1"), format!("{}:9", Testbed::ip(2)), mode)
+        .join()
+        .expect("insider");
+    sleep(Duration::from_millis(100));
+    stop.store(true, Ordering::Relaxed);
+    let frames = cap.join().expect("capture");
+    let after = vm1.status_json();
+
+    let mut lens: Vec<usize> = frames.iter().map(|f| f.len).collect();
+    lens.sort_unstable();
+    lens.dedup();
+    println!(
+        "{mode:?}: {} PSP frames captured, lengths {lens:?}",
+        frames.len()
+    );
+    assert_eq!(
+        lens.len(),
+        1,
+        "{mode:?}: PSP frames of different lengths on the wire: {lens:?}"
+    );
+
+    let sent = counter(&after, "peer:vm2.tx_frames") - counter(&before, "peer:vm2.tx_frames");
+    let real = counter(&after, "peer:vm2.normalize.real_frames_sent")
+        - counter(&before, "peer:vm2.normalize.real_frames_sent");
+    let drops = counter(&after, "peer:vm2.normalize.inner_drops")
+        - counter(&before, "peer:vm2.normalize.inner_drops");
+    println!(
+        "{mode:?}: vm1 queued {sent} inner frames, sent {real} real outer frames, dropped {drops} (queue full)"
+    );
+    assert!(
+        real > 100,
+        "{mode:?}: the insider's traffic did not go through the tunnel"
+    );
+    for (what, src, dst) in [
+        ("vm1->vm2", Testbed::mac(1), Testbed::mac(2)),
+        ("vm2->vm1", Testbed::mac(2), Testbed::mac(1)),
+    ] {
+        let (ones, zeros) = bins(&frames, start, src, dst);
+        let (m1, v1) = mean_var(&ones);
+        let (m0, v0) = mean_var(&zeros);
+        let t = welch_t(&ones, &zeros);
+        let (s1, s0) = seconds(&frames, start, src, dst);
+        let c = capacity(&s1, &s0);
+        println!(
+            "{mode:?} {what}: frames/100ms bit 1: {m1:.2} (sd {:.2}, n {}), bit 0: {m0:.2} (sd {:.2}, n {}); Welch t = {t:.2}; per second 1: {s1:?} 0: {s0:?}; capacity estimate {c:.4} bit/s",
+            v1.sqrt(),
+            ones.len(),
+            v0.sqrt(),
+            zeros.len()
+        );
+        // The pacer's expected count per bin (frames of the captured length at S_goal).
+        let expect = S_GOAL_KBPS as f64 * 1000.0 * BIN.as_secs_f64() / (lens[0] as f64 * 8.0);
+        assert!(
+            (m1 - expect).abs() < 2.0 && (m0 - expect).abs() < 2.0,
+            "{mode:?} {what}: {m1:.2} and {m0:.2} frames per bin, want about {expect:.2}"
+        );
+        assert!(
+            t.abs() < T_LIMIT,
+            "{mode:?} {what}: frame counts differ between 1- and 0-seconds: Welch t = {t:.2}"
+        );
+    }
+    for (vm, path) in [
+        (1, "peer:vm2.normalize.s_current_kbps"),
+        (1, "peer:vm2.normalize.s_goal_kbps"),
+    ] {
+        let _ = vm;
+        assert_eq!(
+            counter(&after, path),
+            S_GOAL_KBPS,
+            "{path} after the {mode:?} run"
+        );
+    }
+}
+
+#[test]
+fn insider_cannot_signal_through_a_normalized_tunnel() {
+    let tb = Testbed::up(TestbedOptions {
+        suite: "aes128-gcm".into(),
+        config_extra: format!("[normalize]\nenabled = true\ns_goal_kbps = {S_GOAL_KBPS}\n"),
+        ..TestbedOptions::default()
+    });
+    let vm1 = tb.start(1);
+    let _vm2 = tb.start(2);
+    tb.ping_until_up(1, 2, Duration::from_secs(10));
+    // The gateway started first saw the other's first frames as a loss burst and lowered its
+    // suggestion; wait for both directions to climb back to S_goal (S_step per round).
+    let deadline = Instant::now() + Duration::from_secs(15);
+    for gw in [&vm1, &_vm2] {
+        let peer = if gw.host() == 1 { "vm2" } else { "vm1" };
+        let path = format!("peer:{peer}.normalize.s_current_kbps");
+        while counter(&gw.status_json(), &path) != S_GOAL_KBPS {
+            assert!(
+                Instant::now() < deadline,
+                "vm{}: {path} never reached S_goal",
+                gw.host()
+            );
+            sleep(Duration::from_millis(100));
+        }
+    }
+    println!("{}", vm1.status_table());
+    run(&tb, Mode::OnOff, &vm1);
+    run(&tb, Mode::Sizes, &vm1);
+    println!("{}", vm1.status_table());
+}
