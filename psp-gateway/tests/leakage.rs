@@ -265,6 +265,28 @@ fn capacity(ones: &[f64], zeros: &[f64]) -> f64 {
     1.0 - binary_entropy(p)
 }
 
+/// The capacity estimate under every relabeling of the seconds with as many ones as `BITS`
+/// (the estimator's noise floor: what it reports when the counts carry no bit at all); returns
+/// the median and the fraction at or above `observed`.
+fn null_capacity(per_second: &[f64], observed: f64) -> (f64, f64) {
+    let n = per_second.len();
+    let ones = BITS.iter().filter(|b| **b).count();
+    let mut all = Vec::new();
+    for mask in 0u32..(1 << n) {
+        if mask.count_ones() as usize != ones {
+            continue;
+        }
+        let (mut a, mut b) = (Vec::new(), Vec::new());
+        for (i, c) in per_second.iter().enumerate() {
+            if mask & (1 << i) != 0 { &mut a } else { &mut b }.push(*c);
+        }
+        all.push(capacity(&a, &b));
+    }
+    all.sort_by(f64::total_cmp);
+    let at_least = all.iter().filter(|c| **c >= observed - 1e-12).count();
+    (all[all.len() / 2], at_least as f64 / all.len() as f64)
+}
+
 /// Frame counts per bin for frames from `src` to `dst`, split by the bit of the bin's second.
 /// The first bin of each second is left out (the insider's switch may straddle it).
 fn bins(frames: &[Frame], start: Instant, src: [u8; 6], dst: [u8; 6]) -> (Vec<f64>, Vec<f64>) {
@@ -359,12 +381,20 @@ fn run(tb: &Testbed, mode: Mode, vm1: &common::Gateway) {
         let t = welch_t(&ones, &zeros);
         let (s1, s0) = seconds(&frames, start, src, dst);
         let c = capacity(&s1, &s0);
+        let all: Vec<f64> = {
+            let (mut i1, mut i0) = (s1.iter(), s0.iter());
+            BITS.iter()
+                .map(|b| *if *b { i1.next() } else { i0.next() }.expect("one count per second"))
+                .collect()
+        };
+        let (floor, p) = null_capacity(&all, c);
         println!(
-            "{mode:?} {what}: frames/100ms bit 1: {m1:.2} (sd {:.2}, n {}), bit 0: {m0:.2} (sd {:.2}, n {}); Welch t = {t:.2}; per second 1: {s1:?} 0: {s0:?}; capacity estimate {c:.4} bit/s",
+            "{mode:?} {what}: frames/100ms bit 1: {m1:.2} (sd {:.2}, n {}), bit 0: {m0:.2} (sd {:.2}, n {}); Welch t = {t:.2}; per second 1: {s1:?} 0: {s0:?}; capacity estimate {c:.4} bit/s (noise floor: median {floor:.4} over all relabelings of the seconds, {:.0}% of them at least as high)",
             v1.sqrt(),
             ones.len(),
             v0.sqrt(),
-            zeros.len()
+            zeros.len(),
+            p * 100.0
         );
         // The pacer's expected count per bin (frames of the captured length at S_goal).
         let expect = S_GOAL_KBPS as f64 * 1000.0 * BIN.as_secs_f64() / (lens[0] as f64 * 8.0);
@@ -388,6 +418,40 @@ fn run(tb: &Testbed, mode: Mode, vm1: &common::Gateway) {
             "{path} after the {mode:?} run"
         );
     }
+}
+
+/// The rate does change when the path does: a 2 Mbit/s bottleneck towards vm2 makes vm2's
+/// controller see loss and vm1 slow down below it.
+fn path_change(tb: &Testbed, vm1: &common::Gateway) {
+    let lan = tb.ns("lan");
+    let tbf = [
+        "tc", "qdisc", "add", "dev", "vm2", "root", "tbf", "rate", "2mbit", "burst", "3028",
+        "limit", "30280",
+    ];
+    let out = tb.ns_exec("lan", &tbf);
+    assert!(
+        out.status.success(),
+        "tc in {lan}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let path = "peer:vm2.normalize.s_current_kbps";
+    let deadline = Instant::now() + Duration::from_secs(8);
+    let rate = loop {
+        let s = vm1.status_json();
+        let r = counter(&s, path);
+        if r < 2000 || Instant::now() > deadline {
+            break r;
+        }
+        sleep(Duration::from_millis(100));
+    };
+    let _ = tb.ns_exec("lan", &["tc", "qdisc", "del", "dev", "vm2", "root"]);
+    println!(
+        "bottleneck 2 Mbit/s towards vm2: vm1's S_current fell from {S_GOAL_KBPS} to {rate} kbit/s"
+    );
+    assert!(
+        rate < 2000,
+        "vm1 kept sending at {rate} kbit/s into a 2 Mbit/s bottleneck"
+    );
 }
 
 #[test]
@@ -418,5 +482,6 @@ fn insider_cannot_signal_through_a_normalized_tunnel() {
     println!("{}", vm1.status_table());
     run(&tb, Mode::OnOff, &vm1);
     run(&tb, Mode::Sizes, &vm1);
+    path_change(&tb, &vm1);
     println!("{}", vm1.status_table());
 }
