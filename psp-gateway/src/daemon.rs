@@ -163,7 +163,8 @@ async fn serve(config: Config, opts: &Options) -> Result<(), DaemonError> {
     };
 
     let name = &config.interface.name;
-    let tap = Tap::open(name).map_err(|e| runtime(format_args!("TAP {name}"), e))?;
+    let tap = Tap::open_with(name, config.interface.offload)
+        .map_err(|e| runtime(format_args!("TAP {name}"), e))?;
     if let Some(mac) = config.interface.mac {
         tap.set_mac(mac)
             .map_err(|e| runtime(format_args!("TAP {name} MAC"), e))?;

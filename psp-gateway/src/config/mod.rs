@@ -54,6 +54,9 @@ pub struct InterfaceConfig {
     pub mtu: Option<usize>,
     /// Addresses to assign to the TAP (`addresses = ["10.0.0.1/24", "fd00::1/64"]`), with `ip`.
     pub addresses: Vec<String>,
+    /// TAP offloads (`offload`, default true): TCP segmentation and checksums on transmit,
+    /// coalescing (GRO) on receive, through the virtio-net header.
+    pub offload: bool,
 }
 
 /// `[uplink]`.

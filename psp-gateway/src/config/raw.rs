@@ -41,6 +41,7 @@ pub(super) struct RawInterface {
     pub(super) mtu: Option<i64>,
     #[serde(default)]
     pub(super) addresses: Vec<String>,
+    pub(super) offload: Option<bool>,
 }
 
 /// `[uplink]`.

@@ -168,6 +168,7 @@ fn interface(ctx: &Ctx<'_>, raw: RawInterface) -> Result<InterfaceConfig, Config
         mac,
         mtu,
         addresses: raw.addresses,
+        offload: raw.offload.unwrap_or(true),
     })
 }
 

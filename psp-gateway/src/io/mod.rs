@@ -6,6 +6,7 @@
 
 pub mod batch;
 pub mod notify;
+pub mod offload;
 pub mod raw_eth;
 #[allow(unsafe_code)]
 pub mod sys;

@@ -1,30 +1,51 @@
 //! The TAP device: layer-2 frames to and from the protected host's kernel.
 //!
-//! Opened with the `tun-tap` crate (`IFF_TAP | IFF_NO_PI`, no tokio-core), made non-blocking
-//! and driven by tokio's [`AsyncFd`]. MTU, MAC and link state, which `tun-tap` cannot set,
-//! go through netdevice ioctls in [`super::sys`]. One task may read while another writes:
-//! every method takes `&self`.
+//! Opened on `/dev/net/tun` with `IFF_TAP | IFF_NO_PI` (the `tun-tap` crate cannot ask for
+//! `IFF_VNET_HDR`, so [`super::sys::open_tap`] does the `TUNSETIFF`), made non-blocking and
+//! driven by tokio's [`AsyncFd`]. MTU, MAC and link state go through netdevice ioctls in
+//! [`super::sys`]. One task may read while another writes: every method takes `&self`.
+//!
+//! With offloads ([`Tap::open_with`]) every read and write carries a virtio-net header: the
+//! kernel hands us TCP super-frames of up to 64 KiB and partial checksums, which
+//! [`Tap::recv_batch_with`] cuts into MTU-sized frames ([`super::offload`]); on the way back
+//! [`Tap::send_gro`] writes coalesced TCP super-frames and marks verified checksums.
 
-use std::io;
+use std::fs::File;
+use std::io::{self, IoSlice, IoSliceMut, Read, Write};
+use std::os::fd::AsFd;
 
 use tokio::io::unix::AsyncFd;
-use tun_tap::{Iface, Mode};
 
+use super::offload::{self, GRO_MAX, Gro, MAX_GSO_FRAME, MAX_HDR, TxPlan, VNET_HDR_LEN, VnetHdr};
 use super::{Batch, SLOT_LEN, sys};
 
 /// Ethernet header bytes on top of the MTU in each TAP frame (no VLAN tag: the TAP is ours).
 const ETH_HEADER_LEN: usize = 14;
 
-/// An open TAP interface (`IFF_TAP | IFF_NO_PI`), non-blocking, registered with tokio.
-/// The interface disappears when this is dropped (it is not persistent).
+/// The offloads a TAP opened with [`Tap::open_with`] got from the kernel.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Offloads {
+    /// `TUN_F_CSUM`: frames may come with a partial transport checksum.
+    pub csum: bool,
+    /// `TUN_F_TSO4 | TUN_F_TSO6`: TCP super-frames.
+    pub tso: bool,
+    /// `TUN_F_TSO_ECN`: super-frames may carry CWR.
+    pub tso_ecn: bool,
+}
+
+/// An open TAP interface (`IFF_TAP | IFF_NO_PI`, with `IFF_VNET_HDR` when offloading),
+/// non-blocking, registered with tokio. The interface disappears when this is dropped (it is
+/// not persistent).
 #[derive(Debug)]
 pub struct Tap {
     name: String,
-    fd: AsyncFd<Iface>,
+    fd: AsyncFd<File>,
+    /// `Some` when every read and write carries a virtio-net header.
+    offloads: Option<Offloads>,
 }
 
 impl Tap {
-    /// Creates (or attaches to) the TAP interface `name`.
+    /// Creates (or attaches to) the TAP interface `name`, without offloads.
     ///
     /// Must be called inside a tokio runtime with I/O enabled. The interface is created in
     /// the calling thread's network namespace.
@@ -32,19 +53,49 @@ impl Tap {
     /// # Errors
     /// Without CAP_NET_ADMIN, or when `/dev/net/tun` is missing.
     pub fn open(name: &str) -> io::Result<Self> {
-        // tun-tap silently truncates long names; refuse them instead. An empty name (or one
-        // with `%d`) lets the kernel pick; `name()` tells which.
-        if !name.is_empty() {
-            sys::check_ifname(name)?;
+        Self::open_with(name, false)
+    }
+
+    /// Creates (or attaches to) the TAP interface `name`; with `offload`, asks for the
+    /// virtio-net header and checksum and TCP segmentation offloads. A kernel that refuses
+    /// some (or all) of them gets the rest, logged; [`offloads`](Self::offloads) tells.
+    ///
+    /// # Errors
+    /// As [`open`](Self::open).
+    pub fn open_with(name: &str, offload: bool) -> io::Result<Self> {
+        // An empty name (or one with `%d`) lets the kernel pick; `name()` tells which.
+        let ctx =
+            |e: io::Error| io::Error::new(e.kind(), format!("TAP {name} (/dev/net/tun): {e}"));
+        let (file, offloads) = if offload {
+            match sys::open_tap(name, true) {
+                Ok(f) => {
+                    let o = negotiate(&f.0);
+                    (f, Some(o))
+                }
+                Err(e) if e.raw_os_error() == Some(libc::EINVAL) => {
+                    tracing::warn!(error = %e, "TAP without IFF_VNET_HDR: offloads off");
+                    (sys::open_tap(name, false).map_err(ctx)?, None)
+                }
+                Err(e) => return Err(ctx(e)),
+            }
+        } else {
+            (sys::open_tap(name, false).map_err(ctx)?, None)
+        };
+        let (file, name) = file;
+        if let Some(o) = offloads {
+            tracing::info!(tap = %name, csum = o.csum, tso = o.tso, tso_ecn = o.tso_ecn, "TAP offloads");
         }
-        let iface = Iface::without_packet_info(name, Mode::Tap)
-            .map_err(|e| io::Error::new(e.kind(), format!("TAP {name} (/dev/net/tun): {e}")))?;
-        sys::set_nonblocking(&iface)?;
-        let name = iface.name().to_owned();
+        sys::set_nonblocking(&file)?;
         Ok(Self {
             name,
-            fd: sys::register_tap(iface)?,
+            fd: sys::register_file(file)?,
+            offloads,
         })
+    }
+
+    /// The offloads in use (`None`: plain frames, no virtio-net header).
+    pub fn offloads(&self) -> Option<Offloads> {
+        self.offloads
     }
 
     /// The interface name the kernel gave.
@@ -104,18 +155,26 @@ impl Tap {
 
     /// Waits until readable, then reads up to `batch.capacity()` frames (one `read` each,
     /// stopping at `WouldBlock`) into `batch` (cleared first). Returns the count (≥ 1).
+    /// On a TAP with offloads use [`recv_batch_with`](Self::recv_batch_with).
     ///
     /// # Errors
     /// Read errors other than `WouldBlock`/`EINTR` (only when no frame was read; otherwise
-    /// the frames are returned and the error comes back on the next call).
+    /// the frames are returned and the error comes back on the next call). `Unsupported` on
+    /// a TAP with offloads.
     pub async fn recv_batch(&self, batch: &mut Batch) -> io::Result<usize> {
+        if self.offloads.is_some() {
+            return Err(io::Error::new(
+                io::ErrorKind::Unsupported,
+                "TAP with offloads: use recv_batch_with",
+            ));
+        }
         batch.clear();
         loop {
             let mut guard = self.fd.readable().await?;
             while !batch.is_full() {
                 let i = batch.len();
                 let slot = batch.slot_mut(i);
-                match guard.try_io(|fd| fd.get_ref().recv(slot)) {
+                match guard.try_io(|fd| fd.get_ref().read(slot)) {
                     Ok(Ok(n)) => {
                         batch.set_frame_len(i, n.min(SLOT_LEN));
                         batch.set_addr(i, None);
@@ -138,14 +197,99 @@ impl Tap {
         }
     }
 
-    /// Writes one frame to the kernel (waits for writability on `WouldBlock`).
+    /// A reader for [`recv_batch_with`](Self::recv_batch_with): the buffer one super-frame
+    /// is read into (allocated here, once; tiny without offloads).
+    pub fn reader(&self) -> TapReader {
+        let len = if self.offloads.is_some() {
+            SLOT_LEN + MAX_GSO_FRAME
+        } else {
+            0
+        };
+        TapReader {
+            buf: vec![0; len].into_boxed_slice(),
+            pending: None,
+            dropped: 0,
+            super_frames: 0,
+        }
+    }
+
+    /// Like [`recv_batch`](Self::recv_batch), on any TAP: with offloads, a TCP super-frame
+    /// becomes as many MTU-sized frames as it carries (those that do not fit this batch wait
+    /// in `reader` for the next call) and partial checksums are completed, so every frame in
+    /// `batch` is an ordinary Ethernet frame. Frames with a nonsensical virtio-net header are
+    /// dropped and counted in `reader`.
+    ///
+    /// # Errors
+    /// As [`recv_batch`](Self::recv_batch).
+    pub async fn recv_batch_with(
+        &self,
+        batch: &mut Batch,
+        reader: &mut TapReader,
+    ) -> io::Result<usize> {
+        if self.offloads.is_none() {
+            return self.recv_batch(batch).await;
+        }
+        batch.clear();
+        loop {
+            reader.drain(batch);
+            if batch.is_full() {
+                return Ok(batch.len());
+            }
+            let i = batch.len();
+            let mut hdr = [0u8; VNET_HDR_LEN];
+            let res = {
+                let rest = &mut reader.buf[SLOT_LEN..];
+                let mut iov = [
+                    IoSliceMut::new(&mut hdr),
+                    IoSliceMut::new(batch.slot_mut(i)),
+                    IoSliceMut::new(rest),
+                ];
+                let mut f: &File = self.fd.get_ref();
+                f.read_vectored(&mut iov)
+            };
+            match res {
+                Ok(n) => reader.accept(batch, i, &hdr, n),
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                    if !batch.is_empty() {
+                        return Ok(batch.len());
+                    }
+                    let mut guard = self.fd.readable().await?;
+                    // Clear, then retry the read: an edge after this point sets it again.
+                    guard.clear_ready();
+                }
+                Err(e) => {
+                    if batch.is_empty() {
+                        return Err(e);
+                    }
+                    return Ok(batch.len());
+                }
+            }
+        }
+    }
+
+    /// Writes one frame to the kernel (waits for writability on `WouldBlock`). With
+    /// offloads, a virtio-net header without flags goes in front.
     ///
     /// # Errors
     /// Write errors (e.g. `EIO` while the interface is down, `EINVAL` for a frame shorter
     /// than an Ethernet header).
     pub async fn send(&self, frame: &[u8]) -> io::Result<()> {
+        if self.offloads.is_some() {
+            let hdr = VnetHdr::default().emit();
+            return self
+                .send_vectored(&[IoSlice::new(&hdr), IoSlice::new(frame)])
+                .await;
+        }
+        self.send_vectored(&[IoSlice::new(frame)]).await
+    }
+
+    /// Writes one frame gathered from `parts` (one `writev`; with offloads the first part
+    /// must be the virtio-net header).
+    async fn send_vectored(&self, parts: &[IoSlice<'_>]) -> io::Result<()> {
         loop {
-            match self.fd.get_ref().send(frame) {
+            let mut f: &File = self.fd.get_ref();
+            match f.write_vectored(parts) {
                 Ok(_) => return Ok(()),
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
@@ -176,4 +320,188 @@ impl Tap {
         }
         Ok(sent)
     }
+
+    /// Writes the groups of `gro` (a TAP with offloads): each coalesced TCP flow as one
+    /// super-frame, every other frame alone with `DATA_VALID` when its checksum is trusted.
+    /// `frame(i)` is the `i`th frame pushed into `gro`. Without offloads, writes the frames
+    /// one by one. Frames the kernel refuses (`EINVAL`) are dropped; returns the number of
+    /// writes that succeeded.
+    ///
+    /// # Errors
+    /// Write errors other than `EINVAL` (`EIO`: the interface is down).
+    pub async fn send_gro<'a>(
+        &self,
+        gro: &Gro,
+        frame: impl Fn(usize) -> &'a [u8],
+    ) -> io::Result<usize> {
+        let mut sent = 0;
+        let mut head = [0u8; VNET_HDR_LEN + MAX_HDR];
+        for g in 0..gro.groups() {
+            if self.offloads.is_some() {
+                let mut iov = [IoSlice::new(&[]); GRO_MAX + 1];
+                let e = gro.emit(g, &mut head);
+                iov[0] = IoSlice::new(&head[..e.head_len]);
+                let mut n = 1;
+                let off = e.payload_offset.unwrap_or(0);
+                for i in gro.members(g) {
+                    iov[n] = IoSlice::new(frame(i).get(off..).unwrap_or_default());
+                    n += 1;
+                }
+                match self.send_vectored(&iov[..n]).await {
+                    Ok(()) => sent += 1,
+                    Err(e) if e.kind() == io::ErrorKind::InvalidInput => {}
+                    Err(e) => return Err(e),
+                }
+            } else {
+                for i in gro.members(g) {
+                    match self.send(frame(i)).await {
+                        Ok(()) => sent += 1,
+                        Err(e) if e.kind() == io::ErrorKind::InvalidInput => {}
+                        Err(e) => return Err(e),
+                    }
+                }
+            }
+        }
+        Ok(sent)
+    }
+}
+
+/// Asks the kernel for the offloads we handle, the most first; returns what it took.
+fn negotiate(file: &File) -> Offloads {
+    if let Err(e) = sys::tap_set_vnet_hdr_len(file.as_fd(), VNET_HDR_LEN) {
+        tracing::warn!(error = %e, "TUNSETVNETHDRSZ {VNET_HDR_LEN}");
+    }
+    let (csum, tso4, tso6, ecn) = (
+        libc::TUN_F_CSUM,
+        libc::TUN_F_TSO4,
+        libc::TUN_F_TSO6,
+        libc::TUN_F_TSO_ECN,
+    );
+    let tries = [
+        (
+            csum | tso4 | tso6 | ecn,
+            Offloads {
+                csum: true,
+                tso: true,
+                tso_ecn: true,
+            },
+        ),
+        (
+            csum | tso4 | tso6,
+            Offloads {
+                csum: true,
+                tso: true,
+                tso_ecn: false,
+            },
+        ),
+        (
+            csum,
+            Offloads {
+                csum: true,
+                tso: false,
+                tso_ecn: false,
+            },
+        ),
+    ];
+    for (flags, got) in tries {
+        match sys::tap_set_offload(file.as_fd(), flags) {
+            Ok(()) => return got,
+            Err(e) => tracing::warn!(error = %e, flags, "TUNSETOFFLOAD refused"),
+        }
+    }
+    Offloads {
+        csum: false,
+        tso: false,
+        tso_ecn: false,
+    }
+}
+
+/// Receive state of a TAP with offloads (see [`Tap::recv_batch_with`]): one per reading task.
+#[derive(Debug)]
+pub struct TapReader {
+    /// `[SLOT_LEN bytes | MAX_GSO_FRAME bytes]`: a read fills a batch slot, then the second
+    /// part; a super-frame is made contiguous at the start.
+    buf: Box<[u8]>,
+    /// A super-frame being cut: its plan, length and the next segment.
+    pending: Option<(offload::Tso, usize, usize)>,
+    dropped: u64,
+    super_frames: u64,
+}
+
+impl TapReader {
+    /// Frames dropped since the last call (bad virtio-net header or a segment larger than a
+    /// slot).
+    pub fn take_dropped(&mut self) -> u64 {
+        core::mem::take(&mut self.dropped)
+    }
+
+    /// TCP super-frames read so far.
+    pub fn super_frames(&self) -> u64 {
+        self.super_frames
+    }
+
+    /// Handles one read of `n` bytes: header `hdr`, frame in slot `i` of `batch` and, past
+    /// `SLOT_LEN` bytes, in `buf[SLOT_LEN..]`.
+    fn accept(&mut self, batch: &mut Batch, i: usize, hdr: &[u8; VNET_HDR_LEN], n: usize) {
+        let Some(len) = n.checked_sub(VNET_HDR_LEN) else {
+            self.dropped += 1;
+            return;
+        };
+        let Some(h) = VnetHdr::parse(hdr) else {
+            self.dropped += 1;
+            return;
+        };
+        if len > SLOT_LEN {
+            // Only a super-frame is longer than a slot: make it contiguous in `buf`.
+            let (head, _) = self.buf.split_at_mut(SLOT_LEN);
+            head.copy_from_slice(batch.slot_mut(i));
+        }
+        let frame: &[u8] = if len > SLOT_LEN {
+            &self.buf[..len]
+        } else {
+            &batch.slot_mut(i)[..len]
+        };
+        match offload::plan_tx(&h, frame) {
+            Ok(TxPlan::Plain) if len <= SLOT_LEN => push_slot(batch, i, len),
+            Ok(TxPlan::Csum { start, offset }) if len <= SLOT_LEN => {
+                match offload::complete_csum(&mut batch.slot_mut(i)[..len], start, offset) {
+                    Ok(()) => push_slot(batch, i, len),
+                    Err(_) => self.dropped += 1,
+                }
+            }
+            Ok(TxPlan::Tso(t)) if t.max_segment_len() <= SLOT_LEN => {
+                if len <= SLOT_LEN {
+                    let (head, _) = self.buf.split_at_mut(SLOT_LEN);
+                    head[..len].copy_from_slice(&batch.slot_mut(i)[..len]);
+                }
+                self.super_frames += 1;
+                self.pending = Some((t, len, 0));
+                self.drain(batch);
+            }
+            _ => self.dropped += 1,
+        }
+    }
+
+    /// Cuts pending segments into the free slots of `batch`.
+    fn drain(&mut self, batch: &mut Batch) {
+        let Some((t, len, mut k)) = self.pending else {
+            return;
+        };
+        while k < t.segments() && !batch.is_full() {
+            let i = batch.len();
+            match t.segment(&self.buf[..len], k, batch.slot_mut(i)) {
+                Some(n) => push_slot(batch, i, n),
+                None => self.dropped += 1,
+            }
+            k += 1;
+        }
+        self.pending = (k < t.segments()).then_some((t, len, k));
+    }
+}
+
+/// Appends slot `i` (= `batch.len()`), holding a frame of `len` bytes.
+fn push_slot(batch: &mut Batch, i: usize, len: usize) {
+    batch.set_frame_len(i, len);
+    batch.set_addr(i, None);
+    batch.set_len(i + 1);
 }
