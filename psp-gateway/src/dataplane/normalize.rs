@@ -66,6 +66,8 @@ pub struct NormCounters {
 }
 
 struct State {
+    // The peer's configuration and the uplink's largest frame this endpoint was built for.
+    settings: (PeerConfig, usize),
     ep: Endpoint<Vec<u8>>,
     // Taken by a successor on reload (same key: one sequence-number stream per key).
     sealer: Option<Sealer>,
@@ -81,7 +83,6 @@ pub struct NormPeer {
     endpoint: Option<SocketAddr>,
     sealed_len: usize,
     peer_counters: Arc<PeerCounters>,
-    settings: (PeerConfig, usize),
     state: Mutex<State>,
     started: AtomicBool,
     retired: AtomicBool,
@@ -171,9 +172,14 @@ impl NormPeer {
                 ),
             ));
         }
-        let inherited = previous
-            .filter(|o| o.settings.0.security == p.security)
-            .and_then(|o| o.lock().sealer.take());
+        let inherited = previous.and_then(|o| {
+            let mut st = o.lock();
+            if st.settings.0.security == p.security {
+                st.sealer.take()
+            } else {
+                None
+            }
+        });
         let sealer = match inherited {
             Some(s) => s,
             None => new_sealer(&p.security).map_err(|e| err("enabled", e))?,
@@ -216,8 +222,8 @@ impl NormPeer {
             endpoint: p.endpoint,
             sealed_len,
             peer_counters: Arc::clone(&set.counters[index]),
-            settings: (p.clone(), ctx.max_frame),
             state: Mutex::new(State {
+                settings: (p.clone(), ctx.max_frame),
                 ep,
                 sealer: Some(sealer),
             }),
@@ -303,6 +309,30 @@ impl NormPeer {
         })
     }
 
+    /// Whether this endpoint can serve `p`, applying a new S_goal in place (the endpoint keeps
+    /// its sequence numbers, rounds and queue). Any other change needs a new endpoint.
+    fn try_update(&self, p: &PeerConfig, max_frame: usize) -> bool {
+        let mut st = self.lock();
+        if st.settings.1 != max_frame {
+            return false;
+        }
+        if st.settings.0 == *p {
+            return true;
+        }
+        let (Some(mut a), Some(b)) = (st.settings.0.normalize, p.normalize) else {
+            return false;
+        };
+        a.s_goal = b.s_goal;
+        let mut same = st.settings.0.clone();
+        same.normalize = Some(a);
+        if same != *p {
+            return false;
+        }
+        st.ep.set_s_goal(b.s_goal);
+        st.settings.0 = p.clone();
+        true
+    }
+
     /// Stops the pacing task at its next wake-up (the peer left the configuration).
     fn retire(&self) {
         self.retired.store(true, Ordering::Relaxed);
@@ -365,10 +395,7 @@ pub fn attach(
                 .find(|o| o.name == p.name)
                 .map(Arc::clone)
         });
-        if let Some(o) = old
-            .as_ref()
-            .filter(|o| o.settings == (p.clone(), ctx.max_frame))
-        {
+        if let Some(o) = old.as_ref().filter(|o| o.try_update(p, ctx.max_frame)) {
             kept.push(Arc::as_ptr(o));
             norm.push(Some(Arc::clone(o)));
             continue;
@@ -438,7 +465,7 @@ async fn pace_inner(np: &NormPeer, uplink: &Uplink, shared: &Shared) -> io::Resu
         out.clear();
         {
             let mut st = np.lock();
-            let State { ep, sealer } = &mut *st;
+            let State { ep, sealer, .. } = &mut *st;
             let Some(sealer) = sealer.as_mut() else {
                 return Ok(());
             };
