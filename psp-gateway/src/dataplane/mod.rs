@@ -1,6 +1,6 @@
 //! The dataplane: two tasks per gateway, one per direction, each owning its half of the peer
 //! table. TAP → seal → uplink, and uplink → open → TAP, a batch per wake-up (at most
-//! [`BATCH`](crate::io::BATCH) frames, so neither direction starves the other), no allocation
+//! [`BATCH`] frames, so neither direction starves the other), no allocation
 //! and no lock per frame. Reloads arrive through a `watch` channel and are applied between
 //! batches.
 
