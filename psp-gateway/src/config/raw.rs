@@ -266,6 +266,19 @@ mod tests {
     }
 
     #[test]
+    fn offload_is_a_boolean() {
+        let raw = parse(Path::new("gw.toml"), "[interface]\noffload = false\n").unwrap();
+        assert_eq!(raw.interface.offload, Some(false));
+        let raw = parse(Path::new("gw.toml"), "").unwrap();
+        assert_eq!(raw.interface.offload, None);
+        let e = err("[interface]\noffload = \"yes\"\n");
+        assert!(
+            e.starts_with("/x/gw.toml: interface.offload: invalid type"),
+            "{e}"
+        );
+    }
+
+    #[test]
     fn syntax_error_names_line_and_column() {
         let e = err("[interface]\nname = \"psp0\"\nmtu = = 3\n");
         assert!(e.starts_with("/x/gw.toml: line 3, column 7: "), "{e}");
