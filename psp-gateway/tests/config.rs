@@ -619,3 +619,28 @@ fn documented_examples_load() {
     }
     assert!(examples >= 3, "found {examples} complete examples");
 }
+
+#[test]
+fn error_shared_key_with_other_sealing_settings_or_normalization() {
+    let dir = base_dir();
+    // Two peers on the group key with equal settings: fine (they share the group's sealer).
+    dir.load(&format!(
+        "{RAW_HEAD}[[peer]]\nname = \"vm2\"\nmac = \"02:00:00:00:00:02\"\n\
+         [[peer]]\nname = \"vm3\"\nmac = \"02:00:00:00:00:03\"\nreplay_window = 64\n"
+    ))
+    .unwrap();
+    assert_eq!(
+        dir.error(&format!(
+            "{RAW_HEAD}[[peer]]\nname = \"vm2\"\nmac = \"02:00:00:00:00:02\"\ntimestamps = true\n"
+        )),
+        "peer[0]: shares its key with [group] but not its suite, security_number, timestamps or \
+         pad_to (one key is sealed by one sequence-number stream)"
+    );
+    assert_eq!(
+        dir.error(&format!(
+            "{RAW_HEAD}[[peer]]\nname = \"vm2\"\nmac = \"02:00:00:00:00:02\"\n\
+             [peer.normalize]\nenabled = true\n"
+        )),
+        "peer[0].key_file: a normalized peer needs a key of its own; this key is also [group]'s"
+    );
+}

@@ -132,6 +132,7 @@ pub(super) fn build(file: &Path, raw: RawConfig) -> Result<Config, ConfigError> 
         }
         peers.push(peer);
     }
+    check_shared_keys(&ctx, &group, &peers)?;
 
     Ok(Config {
         path: file.to_path_buf(),
@@ -141,6 +142,51 @@ pub(super) fn build(file: &Path, raw: RawConfig) -> Result<Config, ConfigError> 
         group,
         peers,
     })
+}
+
+/// One sequence-number stream per (sender, key): nonces and IVs derive from the key and the SN,
+/// so two sealers under one key on one host could repeat them. Peers that share a key (with the
+/// group or each other) therefore share one sealer in the daemon, which needs the settings that
+/// shape the sealed frame to agree; and a normalized peer, whose frames its own pacing task
+/// seals, needs a key nobody else uses.
+fn check_shared_keys(
+    ctx: &Ctx<'_>,
+    group: &PeerSecurity,
+    peers: &[PeerConfig],
+) -> Result<(), ConfigError> {
+    let sealing = |s: &PeerSecurity| (s.suite, s.security_number, s.timestamps, s.pad_to);
+    for (i, p) in peers.iter().enumerate() {
+        let others = core::iter::once(("[group]".to_string(), group)).chain(
+            peers
+                .iter()
+                .enumerate()
+                .filter(|(j, _)| *j != i)
+                .map(|(j, q)| (format!("peer[{j}]"), &q.security)),
+        );
+        for (who, other) in others {
+            if *other.key.bytes != *p.security.key.bytes {
+                continue;
+            }
+            if p.normalize.is_some() {
+                return Err(ctx.err(
+                    format!("peer[{i}].key_file"),
+                    format_args!(
+                        "a normalized peer needs a key of its own; this key is also {who}'s"
+                    ),
+                ));
+            }
+            if sealing(other) != sealing(&p.security) {
+                return Err(ctx.err(
+                    format!("peer[{i}]"),
+                    format_args!(
+                        "shares its key with {who} but not its suite, security_number, \
+                         timestamps or pad_to (one key is sealed by one sequence-number stream)"
+                    ),
+                ));
+            }
+        }
+    }
+    Ok(())
 }
 
 fn interface(ctx: &Ctx<'_>, raw: RawInterface) -> Result<InterfaceConfig, ConfigError> {

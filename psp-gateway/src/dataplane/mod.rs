@@ -11,7 +11,7 @@ pub mod peers;
 use std::io;
 use std::sync::Arc;
 
-use psp_core::session::{DropReason, SealError, SealJob};
+use psp_core::session::{DropReason, SealError, SealJob, Sealer};
 use psp_core::time::Instant;
 use psp_core::wire::Protocol;
 use tokio::sync::watch;
@@ -153,7 +153,9 @@ pub async fn tx_loop(
             while end < n && end - i < RUN && mac_at(inb.frame(end), 0) == Some(dst) {
                 end += 1;
             }
-            seal_run(&mut peers.peers[pi], now, &inb, i..end, &mut out, g);
+            let peer = &peers.peers[pi];
+            let sealer = &mut peers.sealers[peer.sealer];
+            seal_run(peer, sealer, now, &inb, i..end, &mut out, g);
             i = end;
         }
         flush(&uplink, &mut out, g).await?;
@@ -181,7 +183,7 @@ fn seal_group(
     if peers.peers.iter().all(|p| p.norm.is_some()) && !peers.peers.is_empty() {
         return;
     }
-    let sealed = match peers.group.seal(now, frame, scratch) {
+    let sealed = match peers.group_mut().seal(now, frame, scratch) {
         Ok(s) => s,
         Err(e) => return count_seal_error(g, e),
     };
@@ -207,7 +209,8 @@ fn seal_group(
 /// Seals frames `range` of `inb` (all to `peer`) into the next free slots of `out`.
 /// The caller made room for `range.len()` frames.
 fn seal_run(
-    peer: &mut TxPeer,
+    peer: &TxPeer,
+    sealer: &mut Sealer,
     now: Instant,
     inb: &Batch,
     range: core::ops::Range<usize>,
@@ -225,7 +228,7 @@ fn seal_run(
                 *job = SealJob::new(inb.frame(i), slot);
             }
         }
-        peer.sealer.seal_batch(now, &mut jobs[..count]);
+        sealer.seal_batch(now, &mut jobs[..count]);
         for (r, job) in results.iter_mut().zip(&jobs) {
             *r = job.result;
         }

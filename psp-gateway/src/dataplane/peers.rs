@@ -125,59 +125,64 @@ fn new_opener(name: &str, s: &PeerSecurity, max_frame: usize) -> Result<Opener, 
 pub struct TxPeer {
     /// The peer's name.
     pub name: String,
-    /// Seals unicast frames to the peer.
-    pub sealer: Sealer,
+    /// Index into [`TxPeers::sealers`] of the sealer for the peer's unicast key.
+    pub sealer: usize,
     /// The UDP endpoint, if any.
     pub endpoint: Option<SocketAddr>,
     /// Counters.
     pub counters: Arc<PeerCounters>,
     /// The normalized endpoint, if the peer is normalized: its unicast frames go there and are
-    /// sealed by its pacing task, never by `sealer`.
+    /// sealed by its pacing task (with a key no one else uses), never by `sealer`.
     pub norm: Option<Arc<NormPeer>>,
-    settings: PeerSecurity,
 }
 
 /// The transmit half of the peer table.
+///
+/// There is one sealer, and so one sequence-number stream, per distinct key: the group key and
+/// every peer key. Peers keyed by the group key (no `key_file`), or sharing a key file, share
+/// the sealer, because nonces and IVs derive from (key, SN) and two streams under one key
+/// could repeat them (the config validation guarantees that sharers agree on the settings).
 #[derive(Debug)]
 pub struct TxPeers {
     /// Peers, in configuration order.
     pub peers: Vec<TxPeer>,
     /// Destination MAC → index into `peers`.
     pub by_mac: HashMap<Mac, usize>,
-    /// Seals broadcast and multicast frames under the group key.
-    pub group: Sealer,
-    group_settings: PeerSecurity,
+    /// The sealers; index 0 seals broadcast and multicast frames under the group key.
+    pub sealers: Vec<Sealer>,
+    settings: Vec<PeerSecurity>,
 }
 
 impl TxPeers {
-    /// Builds the table for `set`, keeping the sealers (and so the sequence numbers) of peers
-    /// in `previous` whose name and settings are unchanged.
+    /// Builds the table for `set`, keeping the sealers (and so the sequence numbers) of keys
+    /// in `previous` whose settings are unchanged.
     ///
     /// # Errors
     /// A key or setting the core refuses.
     pub fn build(set: &PeerSet, previous: Option<Self>) -> Result<Self, BuildError> {
         let cfg = &set.config;
-        let (mut old, old_group) = match previous {
-            Some(p) => (
-                p.peers
-                    .into_iter()
-                    .map(|q| (q.name.clone(), q))
-                    .collect::<HashMap<_, _>>(),
-                Some((p.group, p.group_settings)),
-            ),
-            None => (HashMap::new(), None),
+        let mut old: Vec<(PeerSecurity, Sealer)> = previous
+            .map(|p| p.settings.into_iter().zip(p.sealers).collect())
+            .unwrap_or_default();
+        let mut sealers = Vec::new();
+        let mut settings: Vec<PeerSecurity> = Vec::new();
+        let mut sealer_for = |name: &str, s: &PeerSecurity| -> Result<usize, BuildError> {
+            if let Some(i) = settings.iter().position(|t| *t.key.bytes == *s.key.bytes) {
+                return Ok(i);
+            }
+            let sealer = match old.iter().position(|(t, _)| t == s) {
+                Some(i) => old.swap_remove(i).1,
+                None => new_sealer(name, s)?,
+            };
+            sealers.push(sealer);
+            settings.push(s.clone());
+            Ok(sealers.len() - 1)
         };
-        let group = match old_group {
-            Some((sealer, settings)) if settings == cfg.group => sealer,
-            _ => new_sealer("group", &cfg.group)?,
-        };
+        sealer_for("group", &cfg.group)?;
         let mut peers = Vec::with_capacity(cfg.peers.len());
         let mut by_mac = HashMap::new();
         for (i, p) in cfg.peers.iter().enumerate() {
-            let sealer = match old.remove(&p.name) {
-                Some(o) if o.settings == p.security => o.sealer,
-                _ => new_sealer(&p.name, &p.security)?,
-            };
+            let sealer = sealer_for(&p.name, &p.security)?;
             for mac in &p.macs {
                 by_mac.insert(*mac, i);
             }
@@ -187,25 +192,24 @@ impl TxPeers {
                 endpoint: p.endpoint,
                 counters: Arc::clone(&set.counters[i]),
                 norm: set.norm.get(i).cloned().flatten(),
-                settings: p.security.clone(),
             });
         }
         Ok(Self {
             peers,
             by_mac,
-            group,
-            group_settings: cfg.group.clone(),
+            sealers,
+            settings,
         })
+    }
+
+    /// The sealer for broadcast and multicast frames (the group key).
+    pub fn group_mut(&mut self) -> &mut Sealer {
+        &mut self.sealers[0]
     }
 
     /// The largest number of bytes sealing adds to an inner frame, over all keys.
     pub fn max_overhead(&self) -> usize {
-        self.peers
-            .iter()
-            .map(|p| p.sealer.overhead())
-            .chain([self.group.overhead()])
-            .max()
-            .unwrap_or(0)
+        self.sealers.iter().map(Sealer::overhead).max().unwrap_or(0)
     }
 }
 
