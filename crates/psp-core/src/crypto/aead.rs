@@ -111,16 +111,42 @@ impl core::fmt::Debug for AeadKey {
     }
 }
 
-/// The per-frame nonce: `BIVN[0..12]` with its last 4 bytes XOR `SN_be32`.
+/// Where the source MAC address sits in the clear part of a frame (Ethernet dst, then src).
+pub const SRC_MAC: core::ops::Range<usize> = 6..12;
+
+/// The per-frame nonce: `BIVN[0..12] XOR (src_mac || 0x00 0x00 || SN_be32)`.
 ///
-/// Unique per SN under one key because the SN never wraps (the session re-keys first).
-pub fn derive_nonce(bivn: &[u8; 20], seq: u32) -> [u8; NONCE_LEN] {
+/// One key is shared by several senders (a pair key by both directions, the group key by every
+/// host on the segment), each with its own SN range. The source MAC puts each sender in its own
+/// nonce space; within one sender the SN never repeats (the session re-keys before it wraps), so
+/// no (key, nonce) pair is used twice. See `docs/SUITES.md`.
+pub fn derive_nonce(bivn: &[u8; 20], src_mac: &[u8; 6], seq: u32) -> [u8; NONCE_LEN] {
     let mut nonce = [0u8; NONCE_LEN];
     nonce.copy_from_slice(&bivn[..NONCE_LEN]);
-    for (n, s) in nonce[NONCE_LEN - 4..].iter_mut().zip(seq.to_be_bytes()) {
-        *n ^= s;
+    let mut mask = [0u8; NONCE_LEN];
+    mask[..6].copy_from_slice(src_mac);
+    mask[8..].copy_from_slice(&seq.to_be_bytes());
+    for (n, m) in nonce.iter_mut().zip(mask) {
+        *n ^= m;
     }
     nonce
+}
+
+/// The nonce of the frame whose clear part is `clear`: [`derive_nonce`] with the source MAC
+/// taken from `clear[6..12]`.
+///
+/// # Errors
+/// [`CryptoError::BadLength`] if `clear` is shorter than 12 bytes (no source MAC).
+pub fn frame_nonce(
+    bivn: &[u8; 20],
+    clear: &[u8],
+    seq: u32,
+) -> Result<[u8; NONCE_LEN], CryptoError> {
+    let src_mac: &[u8; 6] = clear
+        .get(SRC_MAC)
+        .and_then(|s| s.try_into().ok())
+        .ok_or(CryptoError::BadLength)?;
+    Ok(derive_nonce(bivn, src_mac, seq))
 }
 
 #[cfg(test)]
@@ -143,12 +169,64 @@ mod tests {
     }
 
     #[test]
-    fn nonce_xors_last_four_bytes() {
+    fn nonce_xors_src_mac_and_seq() {
         let bivn: [u8; 20] = core::array::from_fn(|i| i as u8);
-        let n = derive_nonce(&bivn, 0x0102_0304);
-        assert_eq!(n[..8], bivn[..8]);
-        assert_eq!(n[8..], [8 ^ 1, 9 ^ 2, 10 ^ 3, 11 ^ 4]);
-        assert_eq!(derive_nonce(&bivn, 0)[..], bivn[..12]);
+        let mac = [0xa0, 0xa1, 0xa2, 0xa3, 0xa4, 0xa5];
+        let n = derive_nonce(&bivn, &mac, 0x0102_0304);
+        let want: [u8; 12] = [
+            0xa0,
+            1 ^ 0xa1,
+            2 ^ 0xa2,
+            3 ^ 0xa3,
+            4 ^ 0xa4,
+            5 ^ 0xa5,
+            6,
+            7,
+            8 ^ 1,
+            9 ^ 2,
+            10 ^ 3,
+            11 ^ 4,
+        ];
+        assert_eq!(n, want);
+        assert_eq!(derive_nonce(&bivn, &[0; 6], 0)[..], bivn[..12]);
+    }
+
+    #[test]
+    fn distinct_senders_same_seq_get_distinct_nonces_and_ciphertexts() {
+        // Both directions of a pair key (or two hosts under the group key) at the same SN.
+        let bivn = [0x5c; 20];
+        let k = AeadKey::new(SuiteId::Aes128Gcm, &[7; 16]).unwrap();
+        let a = [0x02, 0, 0, 0, 0, 0x01];
+        let b = [0x02, 0, 0, 0, 0, 0x02];
+        let seq = 0x1234_5678;
+        let (na, nb) = (derive_nonce(&bivn, &a, seq), derive_nonce(&bivn, &b, seq));
+        assert_ne!(na, nb);
+        let plain = *b"the same payload";
+        let (mut ca, mut cb) = (plain, plain);
+        let (mut ta, mut tb) = ([0u8; TAG_LEN], [0u8; TAG_LEN]);
+        k.seal_in_place(&na, b"hdr", &mut ca, &mut ta).unwrap();
+        k.seal_in_place(&nb, b"hdr", &mut cb, &mut tb).unwrap();
+        // A shared nonce would give equal keystreams, so equal ciphertexts for equal plaintexts.
+        assert_ne!(ca, cb);
+        assert_ne!(ta, tb);
+    }
+
+    #[test]
+    fn frame_nonce_reads_the_source_mac() {
+        let bivn = [0x33; 20];
+        let clear = *b"\x02\x00\x00\x00\x00\x02\x02\x00\x00\x00\x00\x01\x19\x82";
+        assert_eq!(
+            frame_nonce(&bivn, &clear, 9),
+            Ok(derive_nonce(&bivn, &[2, 0, 0, 0, 0, 1], 9))
+        );
+        assert_eq!(
+            frame_nonce(&bivn, &clear[..12], 9),
+            frame_nonce(&bivn, &clear, 9)
+        );
+        assert_eq!(
+            frame_nonce(&bivn, &clear[..11], 9),
+            Err(CryptoError::BadLength)
+        );
     }
 
     #[test]

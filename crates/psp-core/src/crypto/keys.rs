@@ -90,11 +90,13 @@ impl SuiteKey {
     /// ICV over `clear || section` (the ciphertext) into `icv`.
     ///
     /// `clear` is the whole clear part of the layer-2 frame (Ethernet dst+src+EtherType and the
-    /// PSP clear header); for AEAD suites it is the AAD. `seq` is the frame's sequence number,
-    /// which must never repeat under one key.
+    /// PSP clear header); for AEAD suites it is the AAD, and its bytes 6..12 (the source MAC)
+    /// enter the nonce with `seq` ([`aead::derive_nonce`]). `seq` is the frame's sequence number,
+    /// which must never repeat for one sender under one key.
     ///
     /// # Errors
-    /// [`CryptoError::BadLength`] if `icv.len() != icv_len`; [`CryptoError::BadBlockLength`] if
+    /// [`CryptoError::BadLength`] if `icv.len() != icv_len`, or for an AEAD suite if `clear` is
+    /// shorter than 12 bytes (no source MAC); [`CryptoError::BadBlockLength`] if
     /// the section is not a multiple of `block_len`; nothing is modified in either case.
     /// [`CryptoError::Internal`] if ring refuses the input.
     pub fn seal_in_place(
@@ -119,7 +121,8 @@ impl SuiteKey {
                 icv.copy_from_slice(&mac.mac(&[clear, section]));
             }
             Inner::Aead(key) => {
-                key.seal_in_place(&aead::derive_nonce(&self.bivn, seq), clear, section, icv)?;
+                let nonce = aead::frame_nonce(&self.bivn, clear, seq)?;
+                key.seal_in_place(&nonce, clear, section, icv)?;
             }
         }
         Ok(())
@@ -157,7 +160,8 @@ impl SuiteKey {
                 cbc.decrypt_in_place(&iv, section)?;
             }
             Inner::Aead(key) => {
-                key.open_in_place(&aead::derive_nonce(&self.bivn, seq), clear, section, icv)?;
+                let nonce = aead::frame_nonce(&self.bivn, clear, seq)?;
+                key.open_in_place(&nonce, clear, section, icv)?;
             }
         }
         Ok(())
@@ -400,8 +404,13 @@ mod tests {
         let seqs = (0..20_000u32).chain([u32::MAX - 1, u32::MAX]);
         let ivs: HashSet<_> = seqs.clone().map(|s| cbc.derive_iv(k.bivn(), s)).collect();
         assert_eq!(ivs.len(), 20_002);
-        let nonces: HashSet<_> = seqs.map(|s| aead::derive_nonce(k.bivn(), s)).collect();
-        assert_eq!(nonces.len(), 20_002);
+        let nonces: HashSet<_> = seqs
+            .flat_map(|s| {
+                [[2, 0, 0, 0, 0, 1], [2, 0, 0, 0, 0, 2]]
+                    .map(|mac| aead::derive_nonce(k.bivn(), &mac, s))
+            })
+            .collect();
+        assert_eq!(nonces.len(), 2 * 20_002);
         // Same plaintext, distinct SNs: distinct first ciphertext blocks for every cipher suite.
         // (Not the scrambler: its first 44 output bytes depend on the seed only through the XOR
         // of its 20 bytes, so it has at most 256 variants there; see docs/SUITES.md.)
@@ -470,17 +479,100 @@ mod tests {
     #[test]
     fn aead_nonce_derivation_is_pinned() {
         let k = SuiteKey::new(SuiteId::ChaCha20Poly1305, &PIN_KEY).unwrap();
-        for (seq, nonce) in [
-            (0, "f17e4ea8274559fe6dbd7df7"),
-            (1, "f17e4ea8274559fe6dbd7df6"),
-            (0x0102_0304, "f17e4ea8274559fe6cbf7ef3"),
-            (u32::MAX, "f17e4ea8274559fe92428208"),
+        let mac1 = [2, 0, 0, 0, 0, 1];
+        for (mac, seq, nonce) in [
+            (mac1, 0, "f37e4ea8274459fe6dbd7df7"),
+            (mac1, 1, "f37e4ea8274459fe6dbd7df6"),
+            (mac1, 0x0102_0304, "f37e4ea8274459fe6cbf7ef3"),
+            (mac1, u32::MAX, "f37e4ea8274459fe92428208"),
+            (
+                [0xa0, 0xb1, 0xc2, 0xd3, 0xe4, 0xf5],
+                0x0102_0304,
+                "51cf8c7bc3b059fe6cbf7ef3",
+            ),
         ] {
             assert_eq!(
-                aead::derive_nonce(k.bivn(), seq)[..],
+                aead::derive_nonce(k.bivn(), &mac, seq)[..],
                 unhex(nonce),
-                "seq {seq}"
+                "mac {mac:02x?} seq {seq}"
             );
+        }
+    }
+
+    /// `CLEAR` with its source MAC (bytes 6..12) replaced by `mac`.
+    fn clear_from(mac: [u8; 6]) -> Vec<u8> {
+        let mut c = CLEAR.to_vec();
+        c[aead::SRC_MAC].copy_from_slice(&mac);
+        c
+    }
+
+    #[test]
+    fn aead_senders_sharing_a_key_never_share_a_nonce() {
+        // The two directions of a pair key (or two hosts under the group key) at the same SN.
+        let (a, b) = (
+            clear_from([2, 0, 0, 0, 0, 1]),
+            clear_from([2, 0, 0, 0, 0, 2]),
+        );
+        let plain = section_for(SuiteId::Aes128Gcm, 64);
+        for suite in [
+            SuiteId::Aes128Gcm,
+            SuiteId::Aes256Gcm,
+            SuiteId::ChaCha20Poly1305,
+        ] {
+            let k = key_for(suite, 5);
+            assert_ne!(
+                aead::frame_nonce(k.bivn(), &a, 77),
+                aead::frame_nonce(k.bivn(), &b, 77)
+            );
+            let (ca, _) = seal(&k, 77, &a, &plain);
+            let (cb, _) = seal(&k, 77, &b, &plain);
+            // A shared nonce would mean a shared keystream: equal plaintexts, equal ciphertexts.
+            assert_ne!(ca, cb, "{suite}");
+        }
+    }
+
+    #[test]
+    fn aead_src_mac_changed_in_transit_fails_to_open() {
+        for suite in [
+            SuiteId::Aes128Gcm,
+            SuiteId::Aes256Gcm,
+            SuiteId::ChaCha20Poly1305,
+        ] {
+            let k = key_for(suite, 6);
+            let plain = section_for(suite, 40);
+            let (section, icv) = seal(&k, 9, CLEAR, &plain);
+            let forged = clear_from([2, 0, 0, 0, 0, 3]);
+            let mut s = section.clone();
+            assert_eq!(
+                k.open_in_place(9, &forged, &mut s, &icv),
+                Err(CryptoError::BadIcv),
+                "{suite}"
+            );
+            let mut s = section;
+            k.open_in_place(9, CLEAR, &mut s, &icv).unwrap();
+            assert_eq!(s, plain, "{suite}");
+        }
+    }
+
+    #[test]
+    fn aead_clear_without_src_mac_is_a_length_error() {
+        for suite in [
+            SuiteId::Aes128Gcm,
+            SuiteId::Aes256Gcm,
+            SuiteId::ChaCha20Poly1305,
+        ] {
+            let k = key_for(suite, 1);
+            let mut section = [1u8; 16];
+            let mut icv = [0u8; 16];
+            assert_eq!(
+                k.seal_in_place(1, &CLEAR[..11], &mut section, &mut icv),
+                Err(CryptoError::BadLength)
+            );
+            assert_eq!(
+                k.open_in_place(1, &CLEAR[..11], &mut section, &icv),
+                Err(CryptoError::BadLength)
+            );
+            assert_eq!(section, [1u8; 16], "{suite}");
         }
     }
 
@@ -500,18 +592,18 @@ mod tests {
             ),
             (
                 SuiteId::Aes128Gcm,
-                "fabeaf8215dd1e8a38e3620b374ed4f0",
-                "9c2e90e1f29b2eede9b80717894b20f8",
+                "e9b5ea256e2ebd15220a800a8a2869d8",
+                "7a4d0d6e345c941d4f0946ca88b4534b",
             ),
             (
                 SuiteId::Aes256Gcm,
-                "d32ddd5d8248876047ba1809630e2112",
-                "652c4f78bbab4cdb092b79cafa7cafd3",
+                "9163ffe7f6a6b529f9942bbbf2de63d1",
+                "3c766516169816ad43fcac693ace09ff",
             ),
             (
                 SuiteId::ChaCha20Poly1305,
-                "00ef9fcd8c04bb49fee3c4a2b14c4879",
-                "429a03536796ad562e4bac49b39b5cfd",
+                "ccfdf580b6f7fbcd4c9b3f9eb0fdea66",
+                "e7f9259373352da348bdb8371e2d740b",
             ),
         ];
         let plain: Vec<u8> = (0..16).collect();
@@ -530,7 +622,7 @@ mod tests {
         fn prop_round_trip(
             key in proptest::collection::vec(proptest::prelude::any::<u8>(), 32),
             seq in proptest::prelude::any::<u32>(),
-            clear in proptest::collection::vec(proptest::prelude::any::<u8>(), 0..40),
+            clear in proptest::collection::vec(proptest::prelude::any::<u8>(), 12..40),
             plain in proptest::collection::vec(proptest::prelude::any::<u8>(), 0..300),
         ) {
             for &suite in SuiteId::ALL {
