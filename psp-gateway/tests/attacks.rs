@@ -22,10 +22,8 @@ mod common;
 
 use core::time::Duration;
 use std::collections::BTreeMap;
-use std::ffi::CString;
-use std::fs::File;
 use std::io;
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::os::fd::{AsRawFd, OwnedFd};
 use std::thread::sleep;
 use std::time::Instant;
 
@@ -54,50 +52,11 @@ impl PacketSocket {
     /// created by a short-lived thread that entered the namespace; it stays bound to that
     /// namespace's interface when used from any thread.
     fn open(ns: &str, ifname: &str, proto: u16) -> Self {
-        let ns_path = format!("/run/netns/{ns}");
-        let ifname = CString::new(ifname).expect("interface name");
+        let (ns_name, ifname) = (ns.to_owned(), ifname.to_owned());
         let fd = std::thread::spawn(move || -> io::Result<OwnedFd> {
-            let nsf = File::open(&ns_path)?;
-            // SAFETY: `nsf` is an open namespace file; setns only changes this thread's network
-            // namespace, and this thread ends right after creating the socket.
-            if unsafe { libc::setns(nsf.as_raw_fd(), libc::CLONE_NEWNET) } != 0 {
-                return Err(io::Error::last_os_error());
-            }
-            // SAFETY: socket(2) with constant arguments; the result is checked below.
-            let raw = unsafe {
-                libc::socket(
-                    libc::AF_PACKET,
-                    libc::SOCK_RAW | libc::SOCK_CLOEXEC,
-                    i32::from(proto.to_be()),
-                )
-            };
-            if raw < 0 {
-                return Err(io::Error::last_os_error());
-            }
-            // SAFETY: `raw` is a fresh descriptor nobody else owns.
-            let fd = unsafe { OwnedFd::from_raw_fd(raw) };
-            // SAFETY: `ifname` is a valid NUL-terminated string.
-            let ifindex = unsafe { libc::if_nametoindex(ifname.as_ptr()) };
-            if ifindex == 0 {
-                return Err(io::Error::last_os_error());
-            }
-            // SAFETY: sockaddr_ll is plain integers; all-zero is a valid value.
-            let mut sll: libc::sockaddr_ll = unsafe { core::mem::zeroed() };
-            sll.sll_family = libc::AF_PACKET as u16;
-            sll.sll_protocol = proto.to_be();
-            sll.sll_ifindex = i32::try_from(ifindex).expect("ifindex fits i32");
-            // SAFETY: `sll` is a valid sockaddr_ll and its exact size is passed.
-            let rc = unsafe {
-                libc::bind(
-                    fd.as_raw_fd(),
-                    (&raw const sll).cast::<libc::sockaddr>(),
-                    size_of::<libc::sockaddr_ll>() as libc::socklen_t,
-                )
-            };
-            if rc != 0 {
-                return Err(io::Error::last_os_error());
-            }
-            Ok(fd)
+            // This thread enters the namespace, creates the socket and ends.
+            psp_gateway::io::sys::enter_netns(&ns_name)?;
+            common::packet_socket(&ifname, proto)
         })
         .join()
         .expect("socket thread")

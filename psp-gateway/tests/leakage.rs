@@ -20,10 +20,10 @@ mod common;
 
 use core::sync::atomic::{AtomicBool, Ordering};
 use core::time::Duration;
-use std::fs::File;
+
 use std::io;
 use std::net::UdpSocket;
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::os::fd::{AsRawFd, OwnedFd};
 use std::sync::Arc;
 use std::thread::{self, sleep};
 use std::time::Instant;
@@ -45,12 +45,7 @@ const T_LIMIT: f64 = 4.0;
 
 /// Enters namespace `ns` on this thread.
 fn enter(ns: &str) -> io::Result<()> {
-    let nsf = File::open(format!("/run/netns/{ns}"))?;
-    // SAFETY: `nsf` is an open namespace file; setns changes only this thread's namespace.
-    if unsafe { libc::setns(nsf.as_raw_fd(), libc::CLONE_NEWNET) } != 0 {
-        return Err(io::Error::last_os_error());
-    }
-    Ok(())
+    psp_gateway::io::sys::enter_netns(ns)
 }
 
 /// One captured frame: when, how long, source and destination MAC.
@@ -121,41 +116,7 @@ fn capture(
 
 fn open_packet(ns: &str, ifname: &str) -> io::Result<OwnedFd> {
     enter(ns)?;
-    // SAFETY: socket(2) with constant arguments; the result is checked below.
-    let raw = unsafe {
-        libc::socket(
-            libc::AF_PACKET,
-            libc::SOCK_RAW | libc::SOCK_CLOEXEC,
-            i32::from(ETH_P_PSP.to_be()),
-        )
-    };
-    if raw < 0 {
-        return Err(io::Error::last_os_error());
-    }
-    // SAFETY: `raw` is a fresh descriptor nobody else owns.
-    let fd = unsafe { OwnedFd::from_raw_fd(raw) };
-    let name = std::ffi::CString::new(ifname).expect("interface name");
-    // SAFETY: `name` is a valid NUL-terminated string.
-    let ifindex = unsafe { libc::if_nametoindex(name.as_ptr()) };
-    if ifindex == 0 {
-        return Err(io::Error::last_os_error());
-    }
-    // SAFETY: sockaddr_ll is plain integers; all-zero is a valid value.
-    let mut sll: libc::sockaddr_ll = unsafe { core::mem::zeroed() };
-    sll.sll_family = libc::AF_PACKET as u16;
-    sll.sll_protocol = ETH_P_PSP.to_be();
-    sll.sll_ifindex = i32::try_from(ifindex).expect("ifindex fits i32");
-    // SAFETY: `sll` is a valid sockaddr_ll and its exact size is passed.
-    let rc = unsafe {
-        libc::bind(
-            fd.as_raw_fd(),
-            (&raw const sll).cast::<libc::sockaddr>(),
-            size_of::<libc::sockaddr_ll>() as libc::socklen_t,
-        )
-    };
-    if rc != 0 {
-        return Err(io::Error::last_os_error());
-    }
+    let fd = common::packet_socket(ifname, ETH_P_PSP)?;
     // A large receive buffer: eve must not lose frames while the test process is busy.
     let size: libc::c_int = 8 << 20;
     // SAFETY: a valid int option value and its size.
