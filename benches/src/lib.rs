@@ -14,6 +14,8 @@ use std::time::Instant;
 use cipher::inout::InOutBuf;
 use cipher::{BlockDecrypt, BlockDecryptMut, BlockEncrypt, BlockEncryptMut};
 
+pub mod congestion;
+
 /// How long and how often a [`Suite`] measures.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Config {
