@@ -136,7 +136,8 @@ pub struct Run {
 /// A parsed results file.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct Results {
-    /// The `# key: value` lines in file order (a `# text` line without `: ` has an empty value).
+    /// The `# key: value` lines in file order, `# k1: v1; k2: v2` split into pairs (a `# text`
+    /// line without `:` has an empty value).
     pub meta: Vec<(String, String)>,
     /// The runs in file order.
     pub runs: Vec<Run>,
@@ -178,11 +179,7 @@ pub fn parse(text: &str) -> Result<Results, ParseError> {
             continue;
         }
         if let Some(rest) = line.strip_prefix('#') {
-            let rest = rest.trim();
-            let (key, value) = rest.split_once(':').unwrap_or((rest, ""));
-            results
-                .meta
-                .push((key.trim().to_owned(), value.trim().to_owned()));
+            results.meta.extend(parse_meta(rest));
             continue;
         }
         let at = |problem: String| ParseError {
@@ -209,6 +206,21 @@ pub fn parse(text: &str) -> Result<Results, ParseError> {
         });
     }
     Ok(results)
+}
+
+/// `key: value`, or `k1: v1; k2: v2; …` when every `;`-separated part has a key; a line
+/// without `:` becomes a key with an empty value.
+fn parse_meta(text: &str) -> Vec<(String, String)> {
+    let pair = |part: &str| {
+        let (key, value) = part.split_once(':').unwrap_or((part, ""));
+        (key.trim().to_owned(), value.trim().to_owned())
+    };
+    let parts: Vec<&str> = text.split("; ").collect();
+    if parts.len() > 1 && parts.iter().all(|p| p.contains(':')) {
+        parts.into_iter().map(pair).collect()
+    } else {
+        vec![pair(text)]
+    }
 }
 
 fn parse_run(line: &str) -> Result<Run, String> {
@@ -620,8 +632,10 @@ impl Report {
         for (key, value) in &self.meta {
             if value.is_empty() {
                 md.push_str(&format!("- {key}\n"));
-            } else {
+            } else if matches!(key.as_str(), "command" | "commit") {
                 md.push_str(&format!("- {key}: `{value}`\n"));
+            } else {
+                md.push_str(&format!("- {key}: {value}\n"));
             }
         }
         md.push_str(&format!(
@@ -919,6 +933,23 @@ mod tests {
     }
 
     #[test]
+    fn parses_metadata() {
+        let text = "# reps: 3; duration_s: 20\n# kernel: 6.1; TCP cubic\n# note\n\
+                    none\tfixed\t1\t1\t1\t0\t1\t1\t1\t1\n";
+        let meta = parse(text).unwrap().meta;
+        let pairs: Vec<(&str, &str)> = meta.iter().map(|(k, v)| (&k[..], &v[..])).collect();
+        assert_eq!(
+            pairs,
+            [
+                ("reps", "3"),
+                ("duration_s", "20"),
+                ("kernel", "6.1; TCP cubic"),
+                ("note", ""),
+            ]
+        );
+    }
+
+    #[test]
     fn parses_nan_crlf_and_spaces() {
         let text = file(&["uni\tfixed\t1\t1\tnan\tNaN\t 44.5 \t8000\t7200\t4545\r"]);
         let run = parse(&text).unwrap().runs[0];
@@ -1080,7 +1111,11 @@ mod tests {
         );
         let md = report.markdown(Cc::Improved);
         assert!(
-            md.starts_with("### Conditions\n\n- date: `2026-05-01 12:00 UTC`\n"),
+            md.starts_with("### Conditions\n\n- date: 2026-05-01 12:00 UTC\n"),
+            "{md}"
+        );
+        assert!(
+            md.contains("\n- command: `testbed/congestion.sh`\n"),
             "{md}"
         );
         assert!(!md.contains("\n# ") && !md.contains("\n## "), "{md}");
