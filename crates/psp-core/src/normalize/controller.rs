@@ -402,8 +402,8 @@ impl RateController {
     }
 
     /// Improved: lines 13-18 with a queueing-delay target. Increase by S_step below half the
-    /// target, hold up to the target, above it step down by S_step (draining the queue at
-    /// S_step; a faster drain, S × O / (O + q), over-reacted to the two-round feedback lag and
+    /// target, hold up to the target, above it step down by S_step + S_current/32 (a gentle
+    /// drain with a proportional part for fairness; a faster drain, S × O / (O + q), over-reacted to the two-round feedback lag and
     /// oscillated more in the simulation).
     fn delay_decision(&mut self, s_current: Rate) -> Decision {
         let base = self.owd_buckets.iter().copied().min().unwrap_or(i64::MAX);
@@ -419,8 +419,13 @@ impl RateController {
             / 1000;
         let target = self.cfg.delay_target.total_micros().max(two_frames);
         if q > target {
-            self.s_suggested =
-                core::cmp::max(self.cfg.s_min, s_current.saturating_sub(self.cfg.s_step));
+            // S_step plus 1/32 of the rate: the proportional part makes tunnels that share a
+            // bottleneck converge to equal rates (a purely additive decrease keeps their
+            // difference for ever), the additive part keeps the drain gentle at low rates.
+            let down = s_current
+                .saturating_sub(self.cfg.s_step)
+                .saturating_sub(s_current.scale(1, FAIR_SHARE_DIVISOR));
+            self.s_suggested = core::cmp::max(self.cfg.s_min, down);
             Decision::DelayDecrease
         } else if 2 * q > target {
             self.s_suggested = core::cmp::max(self.cfg.s_min, s_current);
@@ -431,6 +436,9 @@ impl RateController {
         }
     }
 }
+
+/// Improved: a delay decrease also takes 1/this of the rate (AIMD-style fairness).
+const FAIR_SHARE_DIVISOR: u64 = 32;
 
 /// Line 7's average, `O × w + (1 - w) × sample`, in microseconds.
 fn ewma(o: Duration, sample: Duration, w: Weight) -> Duration {
@@ -624,10 +632,10 @@ mod tests {
             (Decision::Increase, Rate::from_kbps(8200))
         );
         assert_eq!(improved_round(3), (Decision::Hold, S));
-        // Above the target: one step down.
+        // Above the target: one step down, plus 1/32 of the rate.
         assert_eq!(
             improved_round(20),
-            (Decision::DelayDecrease, Rate::from_kbps(7800))
+            (Decision::DelayDecrease, Rate::from_kbps(7800 - 250))
         );
     }
 
