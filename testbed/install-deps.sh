@@ -41,6 +41,9 @@ missing=()
 for cmd in "${!PKG[@]}"; do
     have "$cmd" || missing+=("${PKG[$cmd]}")
 done
+# Files rather than commands: the font congestion_report draws its chart with.
+FONT=/usr/share/fonts/truetype/dejavu/DejaVuSans.ttf
+[[ -f $FONT ]] || missing+=(fonts-dejavu-core)
 if ((${#missing[@]})); then
     mapfile -t missing < <(printf '%s\n' "${missing[@]}" | sort -u)
     command -v apt-get >/dev/null 2>&1 || die "missing ${missing[*]} and no apt-get to install them"
@@ -60,6 +63,7 @@ if ((${#missing[@]})); then
     for cmd in "${!PKG[@]}"; do
         have "$cmd" || die "$cmd still missing after installing ${PKG[$cmd]}"
     done
+    [[ -f $FONT ]] || die "$FONT still missing after installing fonts-dejavu-core"
 fi
 
 command -v cargo >/dev/null 2>&1 ||

@@ -321,6 +321,20 @@ mod tests {
     fn font() {
         static ONCE: Once = Once::new();
         ONCE.call_once(|| {
+            // A fresh machine may lack the font: install it the way the root integration tests
+            // install their tools (testbed/install-deps.sh, idempotent).
+            if !Path::new(DEFAULT_FONT).exists() {
+                let script =
+                    Path::new(env!("CARGO_MANIFEST_DIR")).join("../testbed/install-deps.sh");
+                let ok = std::process::Command::new(&script)
+                    .status()
+                    .is_ok_and(|s| s.success());
+                assert!(
+                    ok,
+                    "{} failed; the chart test needs {DEFAULT_FONT}",
+                    script.display()
+                );
+            }
             load_font(Path::new(DEFAULT_FONT))
                 .unwrap_or_else(|e| panic!("the chart test needs a TTF: {e}"));
         });
