@@ -347,10 +347,10 @@ printf 'scenario\tcc\tflows\trep\tgoodput_kbps\tretr_pct\trtt_ms\tconsumed_kbps\
 say "topology: 7 namespaces, suffix $TB_SFX"
 topology_up
 tb_keys "$SUITE"
-tb_bg hostB "$RUN_DIR/iperf3-server.log" iperf3 -s
 
 FAILED=0
 TAP_MTU=0
+PORT=5300
 for sc in ${SCENARIOS//,/ }; do
     for cc in ${CCS//,/ }; do
         say "scenario $sc, cc $cc: starting the gateways, ${WARMUP}s warm-up"
@@ -369,12 +369,22 @@ for sc in ${SCENARIOS//,/ }; do
                 f0=$(st 1 '.peers[] | select(.name == "gwB") | .normalize.frames_sent')
                 c0=$(st 1 '[.peers[] | select(.name == "gwC") | .normalize.frames_sent] | add // 0')
                 t0=$(date +%s.%N)
-                if ! tb_x hostA iperf3 -c 10.9.0.2 -t "$TIME" -P "$fl" -C "$TCP_CC" -J \
-                    >"$out" 2>&1; then
+                # A fresh one-off server per transfer: after a collapsed transfer the old
+                # server can still be busy with it ("the server is busy running a test").
+                PORT=$((PORT + 1))
+                tb_bg hostB "$RUN_DIR/iperf3-server.log" iperf3 -s -1 -p "$PORT"
+                srv=$TB_LAST_PID
+                for _ in $(seq 50); do
+                    tb_x hostB ss -Hltn "sport = :$PORT" | grep -q . && break
+                    sleep 0.1
+                done
+                if ! tb_x hostA iperf3 -c 10.9.0.2 -p "$PORT" -t "$TIME" -P "$fl" \
+                    -C "$TCP_CC" --connect-timeout 10000 -J >"$out" 2>&1; then
                     say "scenario $sc, cc $cc, $fl flows, rep $rep: iperf3 failed"
                     FAILED=1
                 fi
                 t1=$(date +%s.%N)
+                tb_kill "$srv" || true
                 f1=$(st 1 '.peers[] | select(.name == "gwB") | .normalize.frames_sent')
                 c1=$(st 1 '[.peers[] | select(.name == "gwC") | .normalize.frames_sent] | add // 0')
                 ac=$(awk -v c0="$c0" -v c1="$c1" -v t0="$t0" -v t1="$t1" -v w="$WIRE" \
