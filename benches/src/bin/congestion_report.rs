@@ -135,11 +135,8 @@ fn run(opts: &Opts) -> Result<(), String> {
 mod tests {
     use super::*;
 
-    fn args(a: &[&str]) -> impl Iterator<Item = String> {
-        a.iter()
-            .map(|s| (*s).to_owned())
-            .collect::<Vec<_>>()
-            .into_iter()
+    fn args<'a>(a: &'a [&str]) -> impl Iterator<Item = String> + 'a {
+        a.iter().map(|s| String::from(*s))
     }
 
     #[test]

@@ -980,39 +980,44 @@ mod tests {
 
     #[test]
     fn rejects_garbage() {
-        assert_eq!(
-            err(&["uni fixed 1 1 190 24 44 8000 7200 4545"]),
-            "4: expected 10 tab-separated fields (scenario cc flows rep goodput_kbps retr_pct \
-             rtt_ms consumed_kbps allowed_kbps bound_kbps), found 1"
-        );
-        assert_eq!(
-            err(&["uni\tfixed\t1\t1\t19O\t24\t44\t8000\t7200\t4545"]),
-            "4: field 5 (goodput_kbps): `19O` is not a number (or `nan`)"
-        );
-        assert_eq!(
-            err(&["uni\tfixed\t1\t1\t190\t-1\t44\t8000\t7200\t4545"]),
-            "4: field 6 (retr_pct): `-1` is not a finite, non-negative number"
-        );
-        assert_eq!(
-            err(&["uni\tfixed\t1\t1\t190\t24\tinf\t8000\t7200\t4545"]),
-            "4: field 7 (rtt_ms): `inf` is not a finite, non-negative number"
-        );
-        assert_eq!(
-            err(&["tri\tfixed\t1\t1\t190\t24\t44\t8000\t7200\t4545"]),
-            "4: field 1 (scenario): unknown scenario `tri` (expected none, uni or bi)"
-        );
-        assert_eq!(
-            err(&["uni\tcubic\t1\t1\t190\t24\t44\t8000\t7200\t4545"]),
-            "4: field 2 (cc): unknown mode `cubic` (expected fixed, faithful or improved)"
-        );
-        assert_eq!(
-            err(&["uni\tfixed\t0\t1\t190\t24\t44\t8000\t7200\t4545"]),
-            "4: field 3 (flows): `0` is not a positive integer"
-        );
-        assert_eq!(
-            err(&["uni\tfixed\t1\t1.5\t190\t24\t44\t8000\t7200\t4545"]),
-            "4: field 4 (rep): `1.5` is not a positive integer"
-        );
+        let cases = [
+            (
+                "uni fixed 1 1 190 24 44 8000 7200 4545",
+                "4: expected 10 tab-separated fields (scenario cc flows rep goodput_kbps retr_pct \
+             rtt_ms consumed_kbps allowed_kbps bound_kbps), found 1",
+            ),
+            (
+                "uni\tfixed\t1\t1\t19O\t24\t44\t8000\t7200\t4545",
+                "4: field 5 (goodput_kbps): `19O` is not a number (or `nan`)",
+            ),
+            (
+                "uni\tfixed\t1\t1\t190\t-1\t44\t8000\t7200\t4545",
+                "4: field 6 (retr_pct): `-1` is not a finite, non-negative number",
+            ),
+            (
+                "uni\tfixed\t1\t1\t190\t24\tinf\t8000\t7200\t4545",
+                "4: field 7 (rtt_ms): `inf` is not a finite, non-negative number",
+            ),
+            (
+                "tri\tfixed\t1\t1\t190\t24\t44\t8000\t7200\t4545",
+                "4: field 1 (scenario): unknown scenario `tri` (expected none, uni or bi)",
+            ),
+            (
+                "uni\tcubic\t1\t1\t190\t24\t44\t8000\t7200\t4545",
+                "4: field 2 (cc): unknown mode `cubic` (expected fixed, faithful or improved)",
+            ),
+            (
+                "uni\tfixed\t0\t1\t190\t24\t44\t8000\t7200\t4545",
+                "4: field 3 (flows): `0` is not a positive integer",
+            ),
+            (
+                "uni\tfixed\t1\t1.5\t190\t24\t44\t8000\t7200\t4545",
+                "4: field 4 (rep): `1.5` is not a positive integer",
+            ),
+        ];
+        for (line, want) in cases {
+            assert_eq!(err(&[line]), want, "{line:?}");
+        }
         assert_eq!(err(&["\u{0}\u{ff}", "x"]).split(':').next(), Some("4"));
     }
 
