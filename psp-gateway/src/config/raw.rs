@@ -259,6 +259,21 @@ mod tests {
             .to_string()
     }
 
+    /// Asserts that `text` is refused with an error starting with `prefix`; the error.
+    #[track_caller]
+    fn err_starts(text: &str, prefix: &str) -> String {
+        let e = err(text);
+        assert!(e.starts_with(prefix), "{e}");
+        e
+    }
+
+    /// Asserts that `text` is refused with an error ending with `suffix`.
+    #[track_caller]
+    fn err_ends(text: &str, suffix: &str) {
+        let e = err(text);
+        assert!(e.ends_with(suffix), "{e}");
+    }
+
     #[test]
     fn empty_document_parses() {
         let raw = parse(Path::new("gw.toml"), "").unwrap();
@@ -271,97 +286,90 @@ mod tests {
         assert_eq!(raw.interface.offload, Some(false));
         let raw = parse(Path::new("gw.toml"), "").unwrap();
         assert_eq!(raw.interface.offload, None);
-        let e = err("[interface]\noffload = \"yes\"\n");
-        assert!(
-            e.starts_with("/x/gw.toml: interface.offload: invalid type"),
-            "{e}"
+        err_starts(
+            "[interface]\noffload = \"yes\"\n",
+            "/x/gw.toml: interface.offload: invalid type",
         );
     }
 
     #[test]
     fn syntax_error_names_line_and_column() {
-        let e = err("[interface]\nname = \"psp0\"\nmtu = = 3\n");
-        assert!(e.starts_with("/x/gw.toml: line 3, column 7: "), "{e}");
+        let e = err_starts(
+            "[interface]\nname = \"psp0\"\nmtu = = 3\n",
+            "/x/gw.toml: line 3, column 7: ",
+        );
         assert_eq!(e.lines().count(), 1, "{e}");
     }
 
     #[test]
     fn unterminated_string_is_one_line() {
-        let e = err("[interface]\nname = \"psp0\n");
-        assert!(e.starts_with("/x/gw.toml: line 2, column "), "{e}");
+        let e = err_starts(
+            "[interface]\nname = \"psp0\n",
+            "/x/gw.toml: line 2, column ",
+        );
         assert_eq!(e.lines().count(), 1, "{e}");
     }
 
     #[test]
     fn duplicate_key_is_a_syntax_error() {
-        let e = err("[interface]\nname = \"a\"\nname = \"b\"\n");
-        assert!(e.starts_with("/x/gw.toml: line 3, column 1: "), "{e}");
+        let e = err_starts(
+            "[interface]\nname = \"a\"\nname = \"b\"\n",
+            "/x/gw.toml: line 3, column 1: ",
+        );
         assert!(e.ends_with(": duplicate key `name`"), "{e}");
-        let e = err("[interface]\nname = \"a\"\n[interface]\n");
-        assert!(e.ends_with(": duplicate key `interface`"), "{e}");
+        err_ends(
+            "[interface]\nname = \"a\"\n[interface]\n",
+            ": duplicate key `interface`",
+        );
     }
 
     #[test]
     fn unknown_key_in_peer_names_the_index() {
-        let e =
-            err("[[peer]]\nname = \"a\"\n[[peer]]\nname = \"b\"\nmacc = \"02:00:00:00:00:01\"\n");
-        assert!(
-            e.starts_with("/x/gw.toml: peer[1].macc: unknown key `macc` (valid keys: name, mac,"),
-            "{e}"
+        err_starts(
+            "[[peer]]\nname = \"a\"\n[[peer]]\nname = \"b\"\nmacc = \"02:00:00:00:00:01\"\n",
+            "/x/gw.toml: peer[1].macc: unknown key `macc` (valid keys: name, mac,",
         );
     }
 
     #[test]
     fn unknown_section_is_named() {
-        let e = err("[[peers]]\nname = \"a\"\n");
-        assert!(
-            e.starts_with("/x/gw.toml: peers: unknown key `peers`"),
-            "{e}"
+        err_starts(
+            "[[peers]]\nname = \"a\"\n",
+            "/x/gw.toml: peers: unknown key `peers`",
         );
     }
 
     #[test]
     fn unknown_key_in_dotted_and_inline_tables() {
-        let e = err("interface.nmae = \"x\"\n");
-        assert!(
-            e.starts_with("/x/gw.toml: interface.nmae: unknown key"),
-            "{e}"
+        err_starts(
+            "interface.nmae = \"x\"\n",
+            "/x/gw.toml: interface.nmae: unknown key",
         );
-        let e = err("uplink = { kind = \"raw\", iface = \"eth0\" }\n");
-        assert!(
-            e.starts_with("/x/gw.toml: uplink.iface: unknown key"),
-            "{e}"
+        err_starts(
+            "uplink = { kind = \"raw\", iface = \"eth0\" }\n",
+            "/x/gw.toml: uplink.iface: unknown key",
         );
     }
 
     #[test]
     fn wrong_type_names_the_key() {
-        let e = err("[interface]\nmtu = \"1500\"\n");
-        assert!(
-            e.starts_with("/x/gw.toml: interface.mtu: invalid type"),
-            "{e}"
+        err_starts(
+            "[interface]\nmtu = \"1500\"\n",
+            "/x/gw.toml: interface.mtu: invalid type",
         );
-        let e = err("[interface]\naddresses = [\"10.0.0.1/24\", 5]\n");
-        assert!(
-            e.starts_with("/x/gw.toml: interface.addresses[1]: invalid type"),
-            "{e}"
+        err_starts(
+            "[interface]\naddresses = [\"10.0.0.1/24\", 5]\n",
+            "/x/gw.toml: interface.addresses[1]: invalid type",
         );
-        let e = err("[interface]\nmtu = 1500.0\n");
-        assert!(
-            e.ends_with(
-                "interface.mtu: invalid type: floating point `1500.0`, expected an integer"
-            ),
-            "{e}"
+        err_ends(
+            "[interface]\nmtu = 1500.0\n",
+            "interface.mtu: invalid type: floating point `1500.0`, expected an integer",
         );
-        let e = err("[interface]\nmtu = 99999999999999999999\n");
-        assert!(
-            e.ends_with(
-                "interface.mtu: invalid type: integer `99999999999999999999`, out of range"
-            ),
-            "{e}"
+        err_ends(
+            "[interface]\nmtu = 99999999999999999999\n",
+            "interface.mtu: invalid type: integer `99999999999999999999`, out of range",
         );
-        let e = err("[peer]\nname = \"a\"\n");
-        assert!(e.starts_with("/x/gw.toml: peer: invalid type"), "{e}");
+        err_starts("[peer]\nname = \"a\"\n", "/x/gw.toml: peer: invalid type");
     }
 
     #[test]
