@@ -918,6 +918,20 @@ mod tests {
         )
     }
 
+    /// A sealer/opener pair that permits the `none` suite, the sealer padding to `pad_to`.
+    fn pair_allowing_none(suite: SuiteId, pad_to: u8) -> (Sealer, Opener) {
+        let scfg = SealerConfig {
+            pad_to,
+            allow_none: true,
+            ..SealerConfig::default()
+        };
+        let ocfg = OpenerConfig {
+            allow_none: true,
+            ..OpenerConfig::default()
+        };
+        pair(suite, scfg, ocfg)
+    }
+
     fn eth(payload: &[u8]) -> Vec<u8> {
         let mut v = Vec::new();
         v.extend_from_slice(&DST);
@@ -931,15 +945,7 @@ mod tests {
     fn roundtrip_every_suite() {
         let inner = eth(b"hello, layer two");
         for &suite in SuiteId::ALL {
-            let scfg = SealerConfig {
-                allow_none: true,
-                ..SealerConfig::default()
-            };
-            let ocfg = OpenerConfig {
-                allow_none: true,
-                ..OpenerConfig::default()
-            };
-            let (mut s, mut o) = pair(suite, scfg, ocfg);
+            let (mut s, mut o) = pair_allowing_none(suite, SealerConfig::default().pad_to);
             let mut out = [0u8; 256];
             let sealed = s.seal(Instant::ZERO, &inner, &mut out).unwrap();
             assert!(
@@ -1104,16 +1110,7 @@ mod tests {
     fn short_frames_reach_the_ethernet_minimum() {
         for suite in [SuiteId::BfCbcHmacSha1, SuiteId::Aes128Gcm, SuiteId::None] {
             for pad_to in [0u8, 8, 16, 40, 64] {
-                let scfg = SealerConfig {
-                    pad_to,
-                    allow_none: true,
-                    ..SealerConfig::default()
-                };
-                let ocfg = OpenerConfig {
-                    allow_none: true,
-                    ..OpenerConfig::default()
-                };
-                let (mut s, mut o) = pair(suite, scfg, ocfg);
+                let (mut s, mut o) = pair_allowing_none(suite, pad_to);
                 for n in 0..80 {
                     let mut out = [0u8; 256];
                     let payload = [n as u8; 80];
