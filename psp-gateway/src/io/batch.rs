@@ -2,6 +2,7 @@
 //! `sendmmsg` drains it). Allocated once per task; the hot path never allocates.
 
 use core::net::SocketAddr;
+use std::io;
 
 /// Bytes per slot: a full Ethernet frame plus the largest PSP overhead, rounded up.
 pub const SLOT_LEN: usize = 2048;
@@ -42,6 +43,16 @@ impl Batch {
     /// True when no frame is in the batch.
     pub fn is_empty(&self) -> bool {
         self.count == 0
+    }
+
+    /// What a receive loop returns after `e`: the frames already received (the next call meets
+    /// a lasting error again), or `e` itself when there are none.
+    pub fn partial(&self, e: io::Error) -> io::Result<usize> {
+        if self.is_empty() {
+            Err(e)
+        } else {
+            Ok(self.count)
+        }
     }
 
     /// True when every slot is in use.
@@ -179,6 +190,18 @@ impl Batch {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn partial_keeps_received_frames() {
+        let mut b = Batch::new(2);
+        let err = || io::Error::from(io::ErrorKind::ConnectionRefused);
+        assert_eq!(
+            b.partial(err()).unwrap_err().kind(),
+            io::ErrorKind::ConnectionRefused
+        );
+        b.set_len(1);
+        assert_eq!(b.partial(err()).unwrap(), 1);
+    }
 
     #[test]
     fn push_and_read_back() {

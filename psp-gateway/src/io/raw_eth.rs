@@ -128,12 +128,7 @@ pub(super) async fn recv_batch(
                 Ok(Ok((received, _))) if received < asked.min(sys::MMSG_CHUNK) => break,
                 Ok(Ok(_)) => {}
                 Ok(Err(e)) if e.kind() == io::ErrorKind::Interrupted => {}
-                Ok(Err(e)) => {
-                    if batch.is_empty() {
-                        return Err(e);
-                    }
-                    return Ok(batch.len());
-                }
+                Ok(Err(e)) => return batch.partial(e),
                 // WouldBlock: try_io cleared the readiness.
                 Err(_would_block) => break,
             }

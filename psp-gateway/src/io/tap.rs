@@ -181,12 +181,7 @@ impl Tap {
                         batch.set_len(i + 1);
                     }
                     Ok(Err(e)) if e.kind() == io::ErrorKind::Interrupted => {}
-                    Ok(Err(e)) => {
-                        if batch.is_empty() {
-                            return Err(e);
-                        }
-                        return Ok(batch.len());
-                    }
+                    Ok(Err(e)) => return batch.partial(e),
                     // WouldBlock: try_io cleared the readiness.
                     Err(_would_block) => break,
                 }
@@ -258,12 +253,7 @@ impl Tap {
                     // Clear, then retry the read: an edge after this point sets it again.
                     guard.clear_ready();
                 }
-                Err(e) => {
-                    if batch.is_empty() {
-                        return Err(e);
-                    }
-                    return Ok(batch.len());
-                }
+                Err(e) => return batch.partial(e),
             }
         }
     }
