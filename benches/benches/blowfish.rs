@@ -26,12 +26,12 @@ use cipher::generic_array::GenericArray;
 use cipher::{BlockDecrypt, BlockEncrypt, KeyInit, KeyIvInit};
 use criterion::{BatchSize, Criterion, Throughput, criterion_group};
 use psp_benches::{Config, Suite, cbc_decrypt, cbc_encrypt, message};
-use psp_core::crypto::blowfish_cbc::{BlowfishCbc, CbcJob};
-use psp_core::crypto::hmac_sha1::HmacSha1Key;
 use psp_core::crypto::{SuiteId, SuiteKey};
+use psp_core::primitives::blowfish::{BlowfishCbc, CbcJob};
+use psp_core::primitives::hmac_sha1::HmacSha1Key;
 use psp_core::session::{Opener, OpenerConfig, SealJob, Sealer, SealerConfig};
 use psp_core::time::Instant;
-use psp_core::wire::HEADER_LEN;
+use psp_core::wire::{HEADER_LEN, Seq};
 
 /// The padded section of a 1500-byte inner frame.
 const SECTION: usize = 1496;
@@ -115,7 +115,7 @@ fn suite_key() -> SuiteKey {
 }
 
 fn sealer() -> Sealer {
-    let Ok(s) = Sealer::new(suite_key(), 0, SealerConfig::default()) else {
+    let Ok(s) = Sealer::new(suite_key(), Seq(0), SealerConfig::default()) else {
         unreachable!("default sealer config")
     };
     s

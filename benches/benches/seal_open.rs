@@ -13,7 +13,7 @@ use criterion::{BatchSize, Criterion, Throughput, criterion_group, criterion_mai
 use psp_core::crypto::{SuiteId, SuiteKey};
 use psp_core::session::{Opener, OpenerConfig, Sealer, SealerConfig};
 use psp_core::time::Instant;
-use psp_core::wire::MIN_FRAME_LEN;
+use psp_core::wire::{MIN_FRAME_LEN, Seq};
 
 const SIZES: [usize; 4] = [64, 512, 1500, 9000];
 
@@ -23,14 +23,12 @@ fn key(suite: SuiteId) -> SuiteKey {
 }
 
 fn sealer(suite: SuiteId) -> Sealer {
-    let mut cfg = SealerConfig::default();
-    cfg.allow_none = true;
-    Sealer::new(key(suite), 0, cfg).expect("sealer")
+    let cfg = SealerConfig::new().with_allow_none(true);
+    Sealer::new(key(suite), Seq(0), cfg).expect("sealer")
 }
 
 fn opener(suite: SuiteId) -> Opener {
-    let mut cfg = OpenerConfig::default();
-    cfg.allow_none = true;
+    let cfg = OpenerConfig::new().with_allow_none(true);
     Opener::new(key(suite), cfg).expect("opener")
 }
 

@@ -6,6 +6,7 @@ use libfuzzer_sys::fuzz_target;
 use psp_core::crypto::{SuiteId, SuiteKey};
 use psp_core::session::{DropReason, Opener, OpenerConfig, Sealer, SealerConfig};
 use psp_core::time::Instant;
+use psp_core::wire::{SecurityNumber, Seq};
 
 fuzz_target!(|input: &[u8]| {
     let Some((head, rest)) = input.split_first_chunk::<6>() else {
@@ -14,18 +15,19 @@ fuzz_target!(|input: &[u8]| {
     let suite = SuiteId::ALL[usize::from(head[0]) % SuiteId::ALL.len()];
     let key: Vec<u8> = (0..suite.key_len()).map(|i| head[1] ^ i as u8).collect();
     let seq = u32::from_le_bytes([head[2], head[3], head[4], 0]);
-    let mut scfg = SealerConfig::default();
-    scfg.allow_none = true;
-    scfg.timestamps = head[5] & 1 != 0;
-    scfg.security_number = (head[5] & 2 != 0).then_some(0x00ab_cdef);
-    scfg.pad_to = [0u8, 8, 16, 64][usize::from(head[5] >> 2) % 4];
-    let mut ocfg = OpenerConfig::default();
-    ocfg.allow_none = true;
-    ocfg.security_number = scfg.security_number;
+    let sn = (head[5] & 2 != 0).then(|| SecurityNumber::new(0x00ab_cdef).ok()).flatten();
+    let scfg = SealerConfig::new()
+        .with_allow_none(true)
+        .with_timestamps(head[5] & 1 != 0)
+        .with_security_number(sn)
+        .with_pad_to([0u8, 8, 16, 64][usize::from(head[5] >> 2) % 4]);
+    let ocfg = OpenerConfig::new()
+        .with_allow_none(true)
+        .with_security_number(sn);
     let (Ok(ks), Ok(ko)) = (SuiteKey::new(suite, &key), SuiteKey::new(suite, &key)) else {
         return;
     };
-    let Ok(mut sealer) = Sealer::new(ks, seq, scfg) else {
+    let Ok(mut sealer) = Sealer::new(ks, Seq(seq), scfg) else {
         return;
     };
     let Ok(mut opener) = Opener::new(ko, ocfg) else {

@@ -16,8 +16,7 @@ fuzz_target!(|input: &[u8]| {
     let Ok(k) = SuiteKey::new(suite, &key) else {
         return;
     };
-    let mut cfg = OpenerConfig::default();
-    cfg.allow_none = true;
+    let cfg = OpenerConfig::new().with_allow_none(true);
     let Ok(mut opener) = Opener::new(k, cfg) else {
         return;
     };

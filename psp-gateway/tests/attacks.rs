@@ -30,6 +30,7 @@ use std::time::Instant;
 use psp_core::crypto::{SuiteId, SuiteKey};
 use psp_core::session::{Opener, OpenerConfig, Sealer, SealerConfig};
 use psp_core::time::Instant as PspInstant;
+use psp_core::wire::Seq;
 
 use common::{Gateway, Testbed, TestbedOptions, counter, delta, wait_status};
 
@@ -324,14 +325,13 @@ fn flip_table_matches_psp_core() {
     let key = [0x42u8; 32];
     let mut sealer = Sealer::new(
         SuiteKey::new(SUITE, &key).unwrap(),
-        1000,
+        Seq(1000),
         SealerConfig::default(),
     )
     .unwrap();
     let frame = sealed(&mut sealer, Testbed::mac(1), Testbed::mac(2));
     let open = |f: &[u8]| {
-        let mut cfg = OpenerConfig::default();
-        cfg.max_frame_len = 1514;
+        let cfg = OpenerConfig::new().with_max_frame_len(1514);
         let mut o = Opener::new(SuiteKey::new(SUITE, &key).unwrap(), cfg).unwrap();
         let mut buf = f.to_vec();
         o.open(PspInstant::from_secs(1_000_000), &mut buf)
@@ -497,7 +497,7 @@ fn eve_attacks_are_dropped_and_counted() {
     s.tb.ns_ok("eve", &["ip", "link", "set", "up0", "mtu", "1504"]);
     let (aligned, misaligned, versioned, oversized) = garbage_frames(&f);
     let wrong_key = SuiteKey::new(SUITE, &[0x5a; 32]).unwrap();
-    let mut forger = Sealer::new(wrong_key, seq + 2_000_000, SealerConfig::default()).unwrap();
+    let mut forger = Sealer::new(wrong_key, Seq(seq + 2_000_000), SealerConfig::default()).unwrap();
     let frames = vec![
         f[..30].to_vec(),
         f[..CLEAR_LEN].to_vec(),

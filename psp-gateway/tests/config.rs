@@ -135,7 +135,7 @@ fn two_host_config_parses_to_the_expected_values() {
     assert_eq!(&g.key.bytes[..], &group_key[..]);
     assert_eq!(g.suite, SuiteId::BfCbcHmacSha1);
     assert_eq!(g.replay_window, 4096);
-    assert_eq!(g.security_number, Some(7));
+    assert_eq!(g.security_number, sn(7));
     assert!(g.timestamps);
     assert_eq!(g.max_skew_ms, 5000);
     assert_eq!(g.pad_to, 8, "Blowfish block length");
@@ -170,18 +170,18 @@ fn two_host_config_parses_to_the_expected_values() {
     let s = &vm3.security;
     assert_eq!(s.key, g.key);
     assert_eq!(s.suite, SuiteId::BfCbcHmacSha1);
-    assert_eq!(s.security_number, Some(7));
+    assert_eq!(s.security_number, sn(7));
     assert_eq!(s.replay_window, 64);
     assert_eq!(s.pad_to, 8);
 
     // What the daemon hands to psp-core.
     let sealer = vm2.security.sealer_config();
-    assert!(sealer.timestamps);
-    assert_eq!(sealer.pad_to, 16);
+    assert!(sealer.timestamps());
+    assert_eq!(sealer.pad_to(), 16);
     let opener = g.opener_config(1514);
-    assert_eq!(opener.replay_window, 4096);
-    assert_eq!(opener.security_number, Some(7));
-    assert_eq!(opener.max_frame_len, 1514);
+    assert_eq!(opener.replay_window(), 4096);
+    assert_eq!(opener.security_number(), sn(7));
+    assert_eq!(opener.max_frame_len(), 1514);
 
     // Debug never shows key bytes.
     let debug = format!("{c:?}");
@@ -643,4 +643,8 @@ fn error_shared_key_with_other_sealing_settings_or_normalization() {
         )),
         "peer[0].key_file: a normalized peer needs a key of its own; this key is also [group]'s"
     );
+}
+
+fn sn(value: u32) -> Option<psp_core::SecurityNumber> {
+    psp_core::SecurityNumber::new(value).ok()
 }

@@ -26,6 +26,7 @@ use psp_core::crypto::{SuiteId, SuiteKey};
 use psp_core::scramble::{self, Kernel, Seed};
 use psp_core::session::{Opener, OpenerConfig, Sealer, SealerConfig};
 use psp_core::time::Instant;
+use psp_core::wire::Seq;
 use ring::aead::{self, Aad, LessSafeKey, Nonce, UnboundKey};
 use sha1::Sha1;
 
@@ -651,11 +652,9 @@ fn add_psp_round_trip(
 ) -> Result<CaseId, String> {
     let key: Vec<u8> = (0..id.key_len()).map(|i| i as u8).collect();
     let mk = || SuiteKey::new(id, &key).map_err(|e| format!("{}: {e}", id.name()));
-    let mut scfg = SealerConfig::default();
-    scfg.allow_none = true;
-    let mut ocfg = OpenerConfig::default();
-    ocfg.allow_none = true;
-    let mut sealer = Sealer::new(mk()?, 0, scfg).map_err(|e| format!("{}: {e}", id.name()))?;
+    let scfg = SealerConfig::new().with_allow_none(true);
+    let ocfg = OpenerConfig::new().with_allow_none(true);
+    let mut sealer = Sealer::new(mk()?, Seq(0), scfg).map_err(|e| format!("{}: {e}", id.name()))?;
     let mut opener = Opener::new(mk()?, ocfg).map_err(|e| format!("{}: {e}", id.name()))?;
     let mut inner = message(n);
     inner[12..14].copy_from_slice(&0x0800u16.to_be_bytes());

@@ -4,15 +4,38 @@
 //! clock reads or global RNG. Callers pass bytes, the current [`time::Instant`] and randomness in;
 //! they get bytes and events out.
 //!
+//! ## Seal and open a frame
+//!
+//! ```
+//! use psp_core::{Instant, Opener, OpenerConfig, Sealer, SealerConfig, Seq, SuiteId, SuiteKey};
+//!
+//! let key = [0x42; 16]; // in practice from a key file or a key exchange
+//! let suite = SuiteId::Aes128Gcm;
+//! let mut sealer = Sealer::new(SuiteKey::new(suite, &key)?, Seq(1), SealerConfig::new())?;
+//! let mut opener = Opener::new(SuiteKey::new(suite, &key)?, OpenerConfig::new())?;
+//!
+//! // An Ethernet II frame: destination MAC, source MAC, EtherType (IPv4), payload.
+//! let inner = [&[2, 0, 0, 0, 0, 2][..], &[2, 0, 0, 0, 0, 1], &[0x08, 0x00], b"hello"].concat();
+//! let mut out = [0u8; 1600];
+//! let mut frame = sealer.seal(Instant::ZERO, &inner, &mut out)?.to_vec(); // EtherType 0x1982
+//! let opened = opener.open(Instant::ZERO, &mut frame)?;
+//! assert_eq!(opened.frame(), &inner[..]);
+//! assert!(opener.open(Instant::ZERO, &mut frame.clone()).is_err()); // a replay is dropped
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
+//!
+//! The types above are re-exported at the crate root; the modules hold the rest:
+//!
 //! | module | what it holds |
 //! |---|---|
-//! | [`scramble`] | the "not-every-not-any" byte scrambler (three implementations, SIMD dispatch) |
-//! | [`wire`] | the PSP layer-2 wire format: zero-copy views and value types |
-//! | [`crypto`] | cipher suites, keys, the ICV, signatures |
+//! | [`session`] | [`Sealer`] / [`Opener`]: whole layer-2 frames with sequence numbers, padding, replay checks |
+//! | [`crypto`] | [`SuiteId`], [`SuiteKey`] (the keyed suite, batching), Ed25519 signing keys |
+//! | [`wire`] | the PSP layer-2 wire format: zero-copy views (`Frame`, `Section`) and value types |
 //! | [`replay`] | the RFC 6479-style anti-replay bitmap window |
-//! | [`session`] | seal/open of whole layer-2 frames with sequence numbers and replay checks |
-//! | [`normalize`] | traffic normalization (seed 003): the Algorithm 1 rate controller, pacer, packing, endpoint |
-//! | [`time`] | injected time (`Instant`, `Duration`, microseconds) |
+//! | [`scramble`] | the "not-every-not-any" byte scrambler (the papers' two versions and the SIMD one) |
+//! | [`normalize`] | traffic normalization (seed 003): rate controller, pacer, packing, endpoint |
+//! | [`time`] | injected time ([`Instant`], [`Duration`], microseconds) |
+//! | [`primitives`] | raw Blowfish, HMAC-SHA1 and AEAD, for benches and fuzzing only |
 //!
 //! It does *not* do I/O (the `psp-gateway` crate drives it) or key exchange transport.
 //!
@@ -20,7 +43,7 @@
 //!
 //! | feature | default | effect |
 //! |---|---|---|
-//! | `std` | yes | `From<std::time::Instant>`-style conveniences; implies `alloc` |
+//! | `std` | yes | [`Instant::from_std`] (a `std::time::Instant` measured from an origin); implies `alloc` |
 //! | `alloc` | via `std` | nothing on the hot path needs it |
 //! | `arbitrary` | no | exposes fuzzing helpers |
 //!
@@ -38,8 +61,17 @@ extern crate alloc;
 
 pub mod crypto;
 pub mod normalize;
+pub mod primitives;
 pub mod replay;
 pub mod scramble;
 pub mod session;
 pub mod time;
 pub mod wire;
+
+pub use crypto::{CryptoError, KeyError, SigningKey, SuiteId, SuiteKey, VerifyingKey};
+pub use session::{
+    ConfigError, DropReason, OpenError, Opened, Opener, OpenerConfig, SealError, SealJob, Sealer,
+    SealerConfig,
+};
+pub use time::{Duration, Instant};
+pub use wire::{Protocol, SecurityNumber, Seq};

@@ -2,11 +2,11 @@
 //! `tests/vectors/*.json` (RFC 2202, Eric Young's Blowfish set, McGrew-Viega GCM, RFC 8439,
 //! RFC 8032). Every vector was also cross-checked against OpenSSL when transcribed.
 
-use psp_core::crypto::aead::AeadKey;
-use psp_core::crypto::blowfish_cbc::BlowfishCbc;
-use psp_core::crypto::hmac_sha1::HmacSha1Key;
 use psp_core::crypto::sign::{SIGNATURE_LEN, SigningKey, VerifyingKey};
 use psp_core::crypto::{CryptoError, SuiteId};
+use psp_core::primitives::aead::AeadKey;
+use psp_core::primitives::blowfish::BlowfishCbc;
+use psp_core::primitives::hmac_sha1::HmacSha1Key;
 use serde::Deserialize;
 
 fn unhex(s: &str) -> Vec<u8> {

@@ -7,7 +7,7 @@ use psp_core::crypto::sign::SigningKey;
 use psp_core::crypto::{SuiteId, SuiteKey};
 use psp_core::session::{DropReason, Opener, OpenerConfig, Sealer, SealerConfig};
 use psp_core::time::{Duration, Instant};
-use psp_core::wire::MIN_FRAME_LEN;
+use psp_core::wire::{MIN_FRAME_LEN, SecurityNumber, Seq};
 
 const DST: [u8; 6] = [0x02, 0, 0, 0, 0, 0x02];
 const SRC: [u8; 6] = [0x02, 0, 0, 0, 0, 0x01];
@@ -59,16 +59,20 @@ fn key_bytes(suite: SuiteId, seed: u8) -> Vec<u8> {
 
 fn endpoints(suite: SuiteId, opts: Options, window: u32, initial_seq: u32) -> (Sealer, Opener) {
     let key = key_bytes(suite, 0x5c);
-    let mut scfg = SealerConfig::default();
-    scfg.security_number = opts.security_number;
-    scfg.timestamps = opts.timestamps;
-    scfg.pad_to = opts.pad_to;
-    scfg.allow_none = true;
-    let mut ocfg = OpenerConfig::default();
-    ocfg.security_number = opts.security_number;
-    ocfg.require_timestamp = opts.timestamps;
-    ocfg.allow_none = true;
-    ocfg.replay_window = window;
+    let sn = opts
+        .security_number
+        .map(|n| SecurityNumber::new(n).unwrap());
+    let scfg = SealerConfig::new()
+        .with_security_number(sn)
+        .with_timestamps(opts.timestamps)
+        .with_pad_to(opts.pad_to)
+        .with_allow_none(true);
+    let ocfg = OpenerConfig::new()
+        .with_security_number(sn)
+        .with_require_timestamp(opts.timestamps)
+        .with_allow_none(true)
+        .with_replay_window(window);
+    let initial_seq = Seq(initial_seq);
     let mut sealer = Sealer::new(SuiteKey::new(suite, &key).unwrap(), initial_seq, scfg).unwrap();
     let mut opener = Opener::new(SuiteKey::new(suite, &key).unwrap(), ocfg).unwrap();
     if opts.signed {
@@ -115,8 +119,8 @@ proptest! {
         let now = Instant::from_millis((NOW.total_millis() as i64 + skew_ms) as u64);
         let opened = opener.open(now, &mut frame).unwrap();
         prop_assert_eq!(opened.frame(), &inner[..]);
-        prop_assert_eq!(opened.seq(), initial_seq);
-        prop_assert_eq!(opened.security_number(), opts.security_number);
+        prop_assert_eq!(opened.seq(), Seq(initial_seq));
+        prop_assert_eq!(opened.security_number().map(SecurityNumber::get), opts.security_number);
         prop_assert_eq!(opened.signed(), opts.signed);
     }
 

@@ -11,7 +11,7 @@ use psp_core::crypto::sign::SigningKey;
 use psp_core::crypto::{SuiteId, SuiteKey};
 use psp_core::session::{Opener, OpenerConfig, Sealer, SealerConfig};
 use psp_core::time::Instant;
-use psp_core::wire::Protocol;
+use psp_core::wire::{Protocol, SecurityNumber, Seq};
 use serde::{Deserialize, Serialize};
 
 #[derive(Debug, Serialize, Deserialize)]
@@ -124,15 +124,19 @@ fn signer_of(v: &Vector) -> Option<SigningKey> {
     })
 }
 
+fn security_number(v: &Vector) -> Option<SecurityNumber> {
+    v.security_number.map(|n| SecurityNumber::new(n).unwrap())
+}
+
 fn seal(v: &Vector) -> Vec<u8> {
     let suite = suite_of(v);
     let key = SuiteKey::new(suite, &hex::decode(&v.key).unwrap()).unwrap();
-    let mut cfg = SealerConfig::default();
-    cfg.security_number = v.security_number;
-    cfg.timestamps = v.timestamps;
-    cfg.pad_to = v.pad_to;
-    cfg.allow_none = suite == SuiteId::None;
-    let mut sealer = Sealer::new(key, v.initial_seq, cfg).unwrap();
+    let cfg = SealerConfig::new()
+        .with_security_number(security_number(v))
+        .with_timestamps(v.timestamps)
+        .with_pad_to(v.pad_to)
+        .with_allow_none(suite == SuiteId::None);
+    let mut sealer = Sealer::new(key, Seq(v.initial_seq), cfg).unwrap();
     if let Some(signer) = signer_of(v) {
         sealer = sealer.with_signer(signer);
     }
@@ -182,10 +186,10 @@ fn open_matches_vectors() {
     for v in &load().vectors {
         let suite = suite_of(v);
         let key = SuiteKey::new(suite, &hex::decode(&v.key).unwrap()).unwrap();
-        let mut cfg = OpenerConfig::default();
-        cfg.security_number = v.security_number;
-        cfg.require_timestamp = v.timestamps;
-        cfg.allow_none = suite == SuiteId::None;
+        let cfg = OpenerConfig::new()
+            .with_security_number(security_number(v))
+            .with_require_timestamp(v.timestamps)
+            .with_allow_none(suite == SuiteId::None);
         let mut opener = Opener::new(key, cfg).unwrap();
         if let Some(signer) = signer_of(v) {
             opener = opener.with_verifier(signer.public_key());
@@ -194,7 +198,7 @@ fn open_matches_vectors() {
         let now = Instant::from_millis(v.now_ms + 500);
         let opened = opener.open(now, &mut frame).expect(&v.name);
         assert_eq!(hex::encode(opened.frame()), v.inner, "{}", v.name);
-        assert_eq!(opened.seq(), v.initial_seq);
+        assert_eq!(opened.seq(), Seq(v.initial_seq));
         let mut again = hex::decode(&v.sealed).unwrap();
         assert!(opener.open(now, &mut again).is_err(), "{} replayed", v.name);
     }

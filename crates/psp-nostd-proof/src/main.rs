@@ -13,6 +13,7 @@ use psp_core::replay::ReplayWindow;
 use psp_core::scramble::{self, Descrambler, Kernel, Scrambler, Seed};
 use psp_core::session::{DropReason, Opener, OpenerConfig, Sealer, SealerConfig};
 use psp_core::time::Instant;
+use psp_core::wire::Seq;
 
 // The kernel enters `_start` with a 16-byte aligned stack and no return address: align it and
 // call into Rust.
@@ -150,7 +151,7 @@ fn psp_vector(suite: SuiteId, key_hex: &str, sealed_hex: &str) -> bool {
     let (Ok(ks), Ok(ko)) = (SuiteKey::new(suite, key), SuiteKey::new(suite, key)) else {
         return false;
     };
-    let Ok(mut sealer) = Sealer::new(ks, 0x1234_5678, SealerConfig::default()) else {
+    let Ok(mut sealer) = Sealer::new(ks, Seq(0x1234_5678), SealerConfig::default()) else {
         return false;
     };
     let Ok(mut opener) = Opener::new(ko, OpenerConfig::default()) else {

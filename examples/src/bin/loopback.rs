@@ -29,10 +29,8 @@ fn main() -> ExitCode {
         eprintln!("loopback: key rejected");
         return ExitCode::FAILURE;
     };
-    let mut cfg = SealerConfig::default();
-    cfg.allow_none = true;
-    let mut ocfg = OpenerConfig::default();
-    ocfg.allow_none = true;
+    let cfg = SealerConfig::new().with_allow_none(true);
+    let ocfg = OpenerConfig::new().with_allow_none(true);
     // The initial sequence number comes from the caller's RNG (here: a fixed demo value).
     let mut alice = Sealer::new(
         ka,
@@ -63,7 +61,7 @@ fn main() -> ExitCode {
                 assert_eq!(o.frame(), &inner[..]);
                 println!(
                     "opened seq {:#010x}: {:?}, {} bytes",
-                    o.seq(),
+                    o.seq().0,
                     o.protocol(),
                     o.frame().len()
                 );

@@ -148,10 +148,10 @@ fn inspect_one(
         view.seq_number().0,
         view.seq_number().0
     );
-    let secnum = view.security_number().map(|s| s.get());
+    let secnum = view.security_number();
     let ts = view.timestamp();
     if let Some(s) = secnum {
-        println!("  secnum     {s:#08x}");
+        println!("  secnum     {:#08x}", s.get());
     }
     if let Some(t) = ts {
         println!("  timestamp  {t} ms (mod 2^32; not checked against a clock)");
@@ -168,11 +168,11 @@ fn inspect_one(
     );
 
     // Offline: no replay or clock. Accept the frame's own security number and timestamp.
-    let mut cfg = OpenerConfig::default();
-    cfg.allow_none = suite == SuiteId::None;
-    cfg.security_number = secnum;
+    let cfg = OpenerConfig::new()
+        .with_allow_none(suite == SuiteId::None)
+        .with_security_number(secnum)
+        .with_max_skew(Duration::from_secs(1));
     let now = Instant::from_millis(ts.map_or(0, u64::from));
-    cfg.max_skew = Duration::from_secs(1);
     let result = SuiteKey::new(suite, key)
         .map_err(|_| "key rejected")
         .and_then(|k| Opener::new(k, cfg).map_err(|_| "opener refused the suite"));

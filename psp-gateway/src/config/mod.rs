@@ -15,6 +15,7 @@ use std::path::{Path, PathBuf};
 use psp_core::crypto::SuiteId;
 use psp_core::session::{OpenerConfig, SealerConfig};
 use psp_core::time::Duration;
+use psp_core::wire::SecurityNumber;
 use zeroize::Zeroizing;
 
 mod keyfile;
@@ -128,7 +129,7 @@ pub struct PeerSecurity {
     /// 2048).
     pub replay_window: u32,
     /// 24-bit security number to send and require (`security_number`), if any.
-    pub security_number: Option<u32>,
+    pub security_number: Option<SecurityNumber>,
     /// Send and require timestamps (`timestamps`, default false).
     pub timestamps: bool,
     /// Largest accepted clock difference when timestamps are on (`max_skew_ms`, 1..=2^31-1,
@@ -142,24 +143,22 @@ pub struct PeerSecurity {
 impl PeerSecurity {
     /// The sealer settings.
     pub fn sealer_config(&self) -> SealerConfig {
-        let mut c = SealerConfig::default();
-        c.security_number = self.security_number;
-        c.timestamps = self.timestamps;
-        c.pad_to = self.pad_to;
-        c.allow_none = true;
-        c
+        SealerConfig::new()
+            .with_security_number(self.security_number)
+            .with_timestamps(self.timestamps)
+            .with_pad_to(self.pad_to)
+            .with_allow_none(true)
     }
 
     /// The opener settings, with `max_frame_len` (the largest frame the uplink can carry).
     pub fn opener_config(&self, max_frame_len: usize) -> OpenerConfig {
-        let mut c = OpenerConfig::default();
-        c.replay_window = self.replay_window;
-        c.security_number = self.security_number;
-        c.require_timestamp = self.timestamps;
-        c.max_skew = Duration::from_millis(self.max_skew_ms);
-        c.allow_none = true;
-        c.max_frame_len = max_frame_len;
-        c
+        OpenerConfig::new()
+            .with_replay_window(self.replay_window)
+            .with_security_number(self.security_number)
+            .with_require_timestamp(self.timestamps)
+            .with_max_skew(Duration::from_millis(self.max_skew_ms))
+            .with_allow_none(true)
+            .with_max_frame_len(max_frame_len)
     }
 }
 

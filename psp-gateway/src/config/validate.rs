@@ -407,7 +407,7 @@ fn peer(
 struct Settings {
     suite: SuiteId,
     replay_window: u32,
-    security_number: Option<u32>,
+    security_number: Option<SecurityNumber>,
     timestamps: bool,
     max_skew_ms: u64,
     /// An explicit `pad_to` and the key that set it; the suite's block length otherwise.
@@ -452,7 +452,7 @@ impl Settings {
         if let Some(n) = raw.security_number {
             let n = u32::try_from(n)
                 .ok()
-                .filter(|n| *n <= SecurityNumber::MAX)
+                .and_then(|n| SecurityNumber::new(n).ok())
                 .ok_or_else(|| {
                     ctx.err(
                         key("security_number"),

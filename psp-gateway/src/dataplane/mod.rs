@@ -11,7 +11,7 @@ pub mod peers;
 use std::io;
 use std::sync::Arc;
 
-use psp_core::session::{DropReason, SealError, SealJob, Sealer};
+use psp_core::session::{DropReason, MAX_BATCH, SealError, SealJob, Sealer};
 use psp_core::time::Instant;
 use psp_core::wire::Protocol;
 use tokio::sync::watch;
@@ -148,13 +148,14 @@ pub async fn tx_loop(
                 continue;
             }
             // A run of frames to the same peer is sealed in one call, so the suite can
-            // interleave their cipher chains.
-            let mut end = i + 1;
-            while end < n && end - i < RUN && mac_at(inb.frame(end), 0) == Some(dst) {
-                end += 1;
-            }
+            // interleave their cipher chains (as many as it runs side by side).
             let peer = &peers.peers[pi];
             let sealer = &mut peers.sealers[peer.sealer];
+            let run = sealer.batch_len();
+            let mut end = i + 1;
+            while end < n && end - i < run && mac_at(inb.frame(end), 0) == Some(dst) {
+                end += 1;
+            }
             seal_run(peer, sealer, now, &inb, i..end, &mut out, g);
             i = end;
         }
@@ -162,8 +163,8 @@ pub async fn tx_loop(
     }
 }
 
-/// Frames sealed per call to `seal_batch` (the Blowfish lane count).
-const RUN: usize = psp_core::crypto::blowfish_cbc::ENCRYPT_LANES;
+/// The longest run `seal_run` takes (runs are `Sealer::batch_len` frames at most).
+const RUN: usize = MAX_BATCH;
 
 /// Seals a broadcast/multicast frame under the group key: once for a raw uplink, one copy per
 /// peer endpoint for UDP.
@@ -330,7 +331,6 @@ pub async fn rx_loop(
                 &mut peer.unicast
             };
             let len = frame.len();
-            let base = frame.as_ptr() as usize;
             // Only an ICV vouches for the sender's checksums (`none` has none).
             let trusted = opener.suite().icv_len() > 0;
             match opener.open(now, frame) {
@@ -346,8 +346,8 @@ pub async fn rx_loop(
                     peer.counters.rx_frames.add(1);
                     peer.counters.rx_bytes.add(inner.len() as u64);
                     if offload {
-                        let start = inner.as_ptr() as usize - base;
-                        spans[gro.len()] = (i, start, start + inner.len());
+                        let at = opened.range();
+                        spans[gro.len()] = (i, at.start, at.end);
                         gro.push(inner, trusted);
                     } else {
                         tap.send(inner).await?;

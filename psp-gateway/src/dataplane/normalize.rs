@@ -129,15 +129,9 @@ impl Delivery {
 
 /// The payload length whose sealed frame is the largest not above `frame_size`.
 fn payload_len(sealer: &Sealer, frame_size: usize) -> Option<usize> {
-    let mut n = frame_size.checked_sub(ETHERNET_HEADER_LEN + sealer.overhead())?;
-    // sealed_len grows with n; the overhead counts the worst padding, so step up to the exact fit.
-    while sealer
-        .sealed_len(ETHERNET_HEADER_LEN + n + 1)
-        .is_some_and(|l| l <= frame_size)
-    {
-        n += 1;
-    }
-    Some(n)
+    sealer
+        .max_inner_len(frame_size)?
+        .checked_sub(ETHERNET_HEADER_LEN)
 }
 
 fn new_sealer(s: &PeerSecurity) -> Result<Sealer, String> {
@@ -501,7 +495,12 @@ mod tests {
 
     fn sealer(suite: SuiteId) -> Sealer {
         let key = SuiteKey::new(suite, &vec![7u8; suite.key_len().max(16)]).unwrap();
-        Sealer::new(key, 1, psp_core::session::SealerConfig::default()).unwrap()
+        Sealer::new(
+            key,
+            psp_core::Seq(1),
+            psp_core::session::SealerConfig::default(),
+        )
+        .unwrap()
     }
 
     #[test]

@@ -11,7 +11,7 @@ use std::sync::Arc;
 use core::net::SocketAddr;
 
 use psp_core::crypto::{KeyError, SuiteKey};
-use psp_core::session::{OpenError, Opener, SealError, Sealer};
+use psp_core::session::{ConfigError, Opener, Sealer};
 
 use super::counters::PeerCounters;
 use super::normalize::NormPeer;
@@ -76,7 +76,7 @@ pub enum BuildError {
         /// Peer name.
         peer: String,
         /// The cause.
-        source: SealError,
+        source: ConfigError,
     },
     /// The opener refused the settings.
     #[error("peer {peer}: {source}")]
@@ -84,7 +84,7 @@ pub enum BuildError {
         /// Peer name.
         peer: String,
         /// The cause.
-        source: OpenError,
+        source: ConfigError,
     },
 }
 

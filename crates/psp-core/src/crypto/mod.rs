@@ -5,18 +5,22 @@
 //! writes or checks the ICV over `clear || section`; framing, sequence numbers and replay checks
 //! belong to [`crate::session`]. The IV and nonce derivations are documented in `docs/SUITES.md`.
 //!
+//! The raw primitives underneath (Blowfish, HMAC-SHA1, the AEAD wrapper) are private here; benches
+//! and fuzz targets reach them through [`crate::primitives`].
+//!
 //! This module does not allocate and does no per-frame key expansion. It does not pick suites or
 //! refuse [`SuiteId::None`]; that policy belongs to the session.
 
-mod keys;
 mod scramble_hmac;
+mod suite;
 
-pub mod aead;
-pub mod blowfish_cbc;
-pub mod hmac_sha1;
+pub(crate) mod aead;
+pub(crate) mod blowfish;
+pub(crate) mod hmac_sha1;
 pub mod sign;
 
-pub use keys::SuiteKey;
+pub use sign::{SigningKey, VerifyingKey};
+pub use suite::{SectionJob, SuiteKey};
 
 /// Cipher suite identifiers. Names are the config/CLI spellings.
 #[non_exhaustive]
@@ -91,7 +95,7 @@ impl SuiteId {
     /// The section length must be a multiple of this: 8 for Blowfish-CBC, else 1.
     pub fn block_len(self) -> usize {
         match self {
-            Self::BfCbcHmacSha1 => blowfish_cbc::BLOCK_LEN,
+            Self::BfCbcHmacSha1 => blowfish::BLOCK_LEN,
             _ => 1,
         }
     }

@@ -13,7 +13,7 @@
 
 use zeroize::{Zeroize, ZeroizeOnDrop};
 
-use super::bf_consts;
+use super::consts;
 
 /// An expanded Blowfish key: 18 round subkeys and four key-dependent S-boxes (4168 bytes).
 #[derive(Clone)]
@@ -44,8 +44,8 @@ impl Blowfish {
             return None;
         }
         let mut bf = Self {
-            p: bf_consts::P,
-            s: bf_consts::S,
+            p: consts::P,
+            s: consts::S,
         };
         // The key, repeated cyclically, is XORed into P as big-endian words.
         let mut key_bytes = key.iter().copied().cycle();
@@ -188,10 +188,10 @@ mod tests {
     #[test]
     fn pi_tables() {
         // The first and last words of the fractional part of pi used by Blowfish.
-        assert_eq!(bf_consts::P[0], 0x243f_6a88);
-        assert_eq!(bf_consts::P[17], 0x8979_fb1b);
-        assert_eq!(bf_consts::S[0][0], 0xd131_0ba6);
-        assert_eq!(bf_consts::S[3][255], 0x3ac3_72e6);
+        assert_eq!(consts::P[0], 0x243f_6a88);
+        assert_eq!(consts::P[17], 0x8979_fb1b);
+        assert_eq!(consts::S[0][0], 0xd131_0ba6);
+        assert_eq!(consts::S[3][255], 0x3ac3_72e6);
     }
 
     #[test]

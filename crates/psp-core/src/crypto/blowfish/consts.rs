@@ -2,7 +2,7 @@
 //! (Schneier, "Description of a New Variable-Length Key, 64-Bit Block Cipher", 1993).
 //!
 //! The table is the one in the RustCrypto `blowfish` crate (`src/consts.rs`, MIT OR Apache-2.0);
-//! `bf.rs` checks it against Eric Young's vectors and the crate itself in its tests.
+//! `cipher.rs` checks it against Eric Young's vectors and the crate itself in its tests.
 
 pub(super) const P: [u32; 18] = [
     0x243f6a88, 0x85a308d3, 0x13198a2e, 0x03707344, 0xa4093822, 0x299f31d0, 0x082efa98, 0xec4e6c89,

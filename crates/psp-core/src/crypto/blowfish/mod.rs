@@ -1,4 +1,4 @@
-//! Blowfish in CBC mode over our own interleaved Blowfish core (`bf.rs`).
+//! Blowfish in CBC mode over our own interleaved Blowfish core (`blowfish/cipher.rs`).
 //!
 //! CBC encryption of one buffer is a serial chain, so [`BlowfishCbc::encrypt_in_place`] runs at
 //! the latency of one block (~140 cycles per 8 bytes). CBC *decryption* is parallel:
@@ -10,13 +10,11 @@
 //! Padding is the caller's job: lengths must be multiples of [`BLOCK_LEN`]. The expanded key is
 //! zeroized on drop.
 
-// The cipher core and its tables are private files of this module (`crypto/bf*.rs`).
-#[path = "bf.rs"]
-mod bf;
-#[path = "bf_consts.rs"]
-mod bf_consts;
+// The cipher core and its tables are private children of this module.
+mod cipher;
+mod consts;
 
-use bf::Blowfish;
+use cipher::Blowfish;
 
 use crate::crypto::{CryptoError, KeyError};
 
@@ -365,8 +363,8 @@ mod tests {
 
     /// CBC over the RustCrypto block cipher, the reference for the property tests.
     fn reference_cbc(key: &[u8], iv: &[u8; 8], buf: &mut [u8], encrypt: bool) {
-        use cipher::generic_array::GenericArray;
-        use cipher::{BlockDecrypt, BlockEncrypt, KeyInit};
+        use ::cipher::generic_array::GenericArray;
+        use ::cipher::{BlockDecrypt, BlockEncrypt, KeyInit};
         let bf = <blowfish::Blowfish>::new_from_slice(key).unwrap();
         let mut chain = *iv;
         for block in buf.chunks_exact_mut(8) {
@@ -451,7 +449,7 @@ mod tests {
     #[test]
     fn eric_young_ecb_vectors_through_every_lane_width() {
         let file: VectorFile =
-            serde_json::from_str(include_str!("../../tests/vectors/blowfish_ecb.json")).unwrap();
+            serde_json::from_str(include_str!("../../../tests/vectors/blowfish_ecb.json")).unwrap();
         assert!(file.ecb.len() >= 30);
         for v in &file.ecb {
             let c = BlowfishCbc::new(&unhex(&v.key)).unwrap();
@@ -485,8 +483,8 @@ mod tests {
     fn cbc_vectors_through_every_path() {
         let mut vectors = Vec::new();
         for text in [
-            include_str!("../../tests/vectors/blowfish_ecb.json"),
-            include_str!("../../tests/vectors/blowfish_cbc.json"),
+            include_str!("../../../tests/vectors/blowfish_ecb.json"),
+            include_str!("../../../tests/vectors/blowfish_cbc.json"),
         ] {
             let file: VectorFile = serde_json::from_str(text).unwrap();
             vectors.extend(file.cbc);
