@@ -22,7 +22,10 @@ use zeroize::{Zeroize, ZeroizeOnDrop};
 
 mod fast;
 pub mod revised;
+pub mod select;
 pub mod straightforward;
+
+pub use select::{Direction, KernelChoice};
 
 /// Length of the scrambling window in bytes.
 pub const WINDOW_LEN: usize = 64;
@@ -97,7 +100,7 @@ impl Kernel {
     #[cfg(not(target_arch = "x86_64"))]
     pub const ALL: &'static [Self] = &[Self::Portable];
 
-    /// The fastest kernel this CPU supports.
+    /// The widest kernel this CPU supports (by feature flags alone).
     pub fn detect() -> Self {
         Self::ALL
             .iter()
@@ -105,6 +108,19 @@ impl Kernel {
             .copied()
             .find(|k| k.is_available())
             .unwrap_or(Self::Portable)
+    }
+
+    /// The default kernel for `dir` on this CPU: the widest it supports, except where a
+    /// measurement showed a narrower one faster (AMD Zen 4 descrambles faster with AVX2; see
+    /// [`select`]). [`select::calibrate`] measures instead of assuming.
+    pub fn detect_for(dir: Direction) -> Self {
+        let widest = Self::detect();
+        #[cfg(target_arch = "x86_64")]
+        if widest == Self::Avx512 && dir == Direction::Descramble && fast::is_zen4() {
+            return Self::Avx2;
+        }
+        let _ = dir;
+        widest
     }
 
     /// Whether this CPU can run the kernel.
@@ -145,11 +161,11 @@ pub struct Descrambler {
 }
 
 impl Scrambler {
-    /// A scrambler starting from `seed`, using the fastest kernel.
+    /// A scrambler starting from `seed`, using the preferred kernel ([`select::preferred`]).
     pub fn new(seed: &Seed) -> Self {
         Self {
             history: seed.history(),
-            kernel: fast::Dispatch::detect(),
+            kernel: fast::Dispatch::preferred(Direction::Scramble),
         }
     }
 
@@ -186,11 +202,12 @@ impl Scrambler {
 }
 
 impl Descrambler {
-    /// A descrambler starting from `seed` (the peer's send seed), using the fastest kernel.
+    /// A descrambler starting from `seed` (the peer's send seed), using the preferred kernel
+    /// ([`select::preferred`]).
     pub fn new(seed: &Seed) -> Self {
         Self {
             history: seed.history(),
-            kernel: fast::Dispatch::detect(),
+            kernel: fast::Dispatch::preferred(Direction::Descramble),
         }
     }
 
@@ -285,9 +302,10 @@ mod tests {
     fn detect_is_available() {
         assert!(Kernel::detect().is_available());
         assert!(Kernel::Portable.is_available());
+        let _guard = select::tests::PREFERRED_LOCK.lock();
         assert_eq!(
             Scrambler::new(&Seed::from_key(b"")).kernel(),
-            Kernel::detect()
+            select::preferred().scramble
         );
         for &k in Kernel::ALL {
             let s = Scrambler::with_kernel(&Seed::from_key(b""), k);

@@ -51,7 +51,21 @@ pub(super) fn is_available(kernel: Kernel) -> bool {
     }
 }
 
-/// A kernel proven available on this CPU: only [`Dispatch::new`] and [`Dispatch::detect`] build
+/// Whether this is an AMD Zen 4 CPU (family 19h with AVX-512), which executes 512-bit
+/// operations as two 256-bit halves.
+#[cfg(target_arch = "x86_64")]
+pub(super) fn is_zen4() -> bool {
+    use core::arch::x86_64::__cpuid;
+    // SAFETY: `cpuid` exists on every x86-64 CPU; leaves 0 and 1 are always valid. (Newer
+    // compilers declare `__cpuid` safe; the block keeps older ones within the MSRV building.)
+    #[allow(unused_unsafe)]
+    let (vendor, sig) = unsafe { (__cpuid(0), __cpuid(1)) };
+    let amd = (vendor.ebx, vendor.edx, vendor.ecx) == (0x6874_7541, 0x6974_6e65, 0x444d_4163);
+    let family = ((sig.eax >> 8) & 0xf) + ((sig.eax >> 20) & 0xff);
+    amd && family == 0x19 && cpuid_avx512::get()
+}
+
+/// A kernel proven available on this CPU: only [`Dispatch::new`] and [`Dispatch::preferred`] build
 /// one, and both check. The SIMD calls below rely on this invariant.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(super) struct Dispatch(Kernel);
@@ -62,9 +76,9 @@ impl Dispatch {
         is_available(kernel).then_some(Self(kernel))
     }
 
-    /// The fastest available kernel.
-    pub(super) fn detect() -> Self {
-        Self::new(Kernel::detect()).unwrap_or(Self(Kernel::Portable))
+    /// The preferred kernel for `dir` ([`super::select::preferred`]), which is available.
+    pub(super) fn preferred(dir: super::Direction) -> Self {
+        Self::new(super::select::preferred().get(dir)).unwrap_or(Self(Kernel::Portable))
     }
 
     /// The kernel.
