@@ -276,8 +276,8 @@ fn clear_len(sealed: &[u8]) -> usize {
 }
 
 #[test]
-fn scramble_frames_follow_suites_md() {
-    // Recompute every scramble-hmac-sha1 vector from docs/SUITES.md and docs/SCRAMBLER.md with
+fn scramble_frames_follow_the_spec() {
+    // Recompute every scramble-hmac-sha1 vector from docs/SCRAMBLER.md §3.1 with
     // the `hmac` crate: BIVN, per-frame seed, ICV; then check the 45-byte claim on real frames.
     let file = load();
     let scrambled: Vec<&Vector> = file
