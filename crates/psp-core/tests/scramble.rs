@@ -6,6 +6,7 @@ use proptest::prelude::*;
 use psp_core::scramble::{
     Descrambler, Kernel, LengthMismatch, Scrambler, Seed, WINDOW_LEN, revised, straightforward,
 };
+use serde::{Deserialize, Serialize};
 
 // ---------------------------------------------------------------------------------------------
 // Known answers. The expected ciphertexts were computed once with `straightforward` (the literal
@@ -134,6 +135,224 @@ fn seed_is_hmac_sha1_of_key_over_empty_message() {
         expect[WINDOW_LEN - 1 - i] = *b;
     }
     assert_eq!(from_key, expect);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Known answers from `tests/vectors/scrambler.json` (docs/SCRAMBLER.md, "Test vectors"): every
+// input is longer than 64 bytes, so each vector pins which seed byte leaves the window first.
+
+#[derive(Debug, Serialize, Deserialize)]
+struct ScramblerFile {
+    description: String,
+    vectors: Vec<ScramblerVector>,
+}
+
+#[derive(Debug, Serialize, Deserialize)]
+struct ScramblerVector {
+    name: String,
+    /// The key (hex) when the seed is `HMAC-SHA1(K = key, M = "")` (CLI and `Seed::from_key`).
+    key: Option<String>,
+    /// The 20 seed bytes (hex), `s[0]` first.
+    seed: String,
+    plaintext: String,
+    scrambled: String,
+}
+
+fn load_scrambler_vectors() -> ScramblerFile {
+    serde_json::from_str(include_str!("vectors/scrambler.json")).expect("valid JSON")
+}
+
+fn seed_of(v: &ScramblerVector) -> Seed {
+    let bytes: [u8; 20] = unhex(&v.seed).try_into().expect("20 seed bytes");
+    if let Some(key) = &v.key {
+        let from_key = Seed::from_key(&unhex(key)).history();
+        assert_eq!(from_key, Seed::from_bytes(bytes).history(), "{}", v.name);
+    }
+    Seed::from_bytes(bytes)
+}
+
+#[test]
+fn scrambler_json_vectors_all_implementations() {
+    let file = load_scrambler_vectors();
+    assert!(file.vectors.len() >= 4);
+    let mut lens: Vec<usize> = Vec::new();
+    for v in &file.vectors {
+        let seed = seed_of(v);
+        let plain = unhex(&v.plaintext);
+        let expect = unhex(&v.scrambled);
+        assert_eq!(plain.len(), expect.len(), "{}", v.name);
+        lens.push(plain.len());
+        for (name, mut scr, mut des) in all_impls(&seed) {
+            let mut buf = plain.clone();
+            scr(&mut buf);
+            assert_eq!(hex::encode(&buf), v.scrambled, "{}: {name}", v.name);
+            des(&mut buf);
+            assert_eq!(buf, plain, "{}: {name} descramble", v.name);
+        }
+    }
+    // Long enough to see every seed byte leave the window (byte 64 on) and to span three rows.
+    assert!(lens.iter().all(|&n| n > WINDOW_LEN));
+    assert!(lens.iter().any(|&n| n >= 300));
+}
+
+#[test]
+fn eviction_order_vector_reads_off_the_window() {
+    // Seed bytes s[j] = j + 1 and a zero plaintext: output byte i is the XOR of the seed bytes
+    // still in the window, and s[j] is in it exactly for i <= 63 - j (docs/SCRAMBLER.md).
+    let file = load_scrambler_vectors();
+    let v = &file.vectors[0];
+    let s = unhex(&v.seed);
+    assert_eq!(s, (1..=20).collect::<Vec<u8>>(), "{}", v.name);
+    assert!(unhex(&v.plaintext).iter().all(|&b| b == 0));
+    let out = unhex(&v.scrambled);
+    for (i, &b) in out.iter().enumerate() {
+        let in_window = (0..20).filter(|&j| i + j <= 63).fold(0, |x, j| x ^ s[j]);
+        assert_eq!(b, in_window, "byte {i}");
+    }
+}
+
+#[test]
+fn exactly_45_bytes_depend_on_the_seed_only_through_its_xor() {
+    // Flip one bit of seed byte j and see which output bytes change, in every implementation:
+    // exactly bytes 0..=63-j. The bytes every seed byte reaches are therefore 0..=44, i.e. 45
+    // bytes, and each of them is `plaintext-only terms ^ XOR(seed)`; byte 45 is the first that
+    // no longer sees s[19].
+    let base: [u8; 20] = core::array::from_fn(|j| (j as u8).wrapping_mul(37) ^ 0x5c);
+    let plain: Vec<u8> = (0..200u32).map(|i| (i * 13 + 7) as u8).collect();
+    let run = |seed: [u8; 20]| -> Vec<Vec<u8>> {
+        all_impls(&Seed::from_bytes(seed))
+            .into_iter()
+            .map(|(_, mut scr, _)| {
+                let mut b = plain.clone();
+                scr(&mut b);
+                b
+            })
+            .collect()
+    };
+    let reference = run(base);
+    let mut common = 0..plain.len();
+    for j in 0..20 {
+        let mut seed = base;
+        seed[j] ^= 0x01;
+        for (out, reference) in run(seed).iter().zip(&reference) {
+            let changed: Vec<usize> = (0..plain.len())
+                .filter(|&i| out[i] != reference[i])
+                .collect();
+            assert_eq!(changed, (0..=63 - j).collect::<Vec<_>>(), "seed byte {j}");
+        }
+        common = common.start..common.end.min(64 - j);
+    }
+    assert_eq!(common, 0..45);
+
+    // Two seeds with the same XOR agree on exactly the first 45 bytes.
+    let mut other = base;
+    other[0] ^= 0xa5;
+    other[19] ^= 0xa5;
+    for (a, b) in run(other).iter().zip(&reference) {
+        assert_eq!(a[..45], b[..45]);
+        assert_ne!(a[45], b[45]);
+    }
+}
+
+#[test]
+fn the_natural_reading_of_the_old_text_differs_from_byte_45() {
+    // The old text said "44 zero bytes followed by the 20 seed bytes". Read oldest-first with
+    // the seed in order, that puts s[19] newest and evicts s[0] first: our window for the
+    // reversed seed. It agrees on bytes 0..=44 (same XOR) and differs from byte 45 on.
+    let file = load_scrambler_vectors();
+    for v in &file.vectors {
+        let seed: [u8; 20] = unhex(&v.seed).try_into().unwrap();
+        if seed[0] == seed[19] {
+            continue;
+        }
+        let mut reversed = seed;
+        reversed.reverse();
+        let mut natural = unhex(&v.plaintext);
+        revised::Scrambler::new(&Seed::from_bytes(reversed)).scramble_in_place(&mut natural);
+        let ours = unhex(&v.scrambled);
+        assert_eq!(natural[..45], ours[..45], "{}", v.name);
+        assert_ne!(natural[45], ours[45], "{}", v.name);
+    }
+}
+
+/// Prints `tests/vectors/scrambler.json` from the straightforward implementation.
+#[test]
+#[ignore = "generator: run by hand, then paste into tests/vectors/scrambler.json"]
+fn print_scrambler_vectors() {
+    let text = |n: usize| -> Vec<u8> {
+        b"The quick brown fox jumps over the lazy dog. "
+            .iter()
+            .copied()
+            .cycle()
+            .take(n)
+            .collect()
+    };
+    /// Where a vector's seed comes from: a key (through HMAC-SHA1) or raw bytes.
+    enum From {
+        Key(Vec<u8>),
+        Bytes([u8; 20]),
+    }
+    let specs = [
+        (
+            "eviction order: seed bytes 01..14, 130 zero bytes",
+            From::Bytes(core::array::from_fn(|j| j as u8 + 1)),
+            vec![0; 130],
+        ),
+        (
+            "key \"Jefe\", 65 bytes of text",
+            From::Key(b"Jefe".to_vec()),
+            text(65),
+        ),
+        (
+            "key 00..1f (32 bytes), 300 bytes 00..ff 00..2b",
+            From::Key((0u8..32).collect()),
+            (0..300u32).map(|i| i as u8).collect(),
+        ),
+        (
+            "key 80 x aa (longer than the HMAC block, hashed first), 130 bytes of text",
+            From::Key(vec![0xaa; 80]),
+            text(130),
+        ),
+        (
+            "key 20 x 0b, 300 bytes (13i + 7 mod 256)",
+            From::Key(vec![0x0b; 20]),
+            (0..300u32).map(|i| (i * 13 + 7) as u8).collect(),
+        ),
+    ];
+    let vectors = specs
+        .into_iter()
+        .map(|(name, from, plain)| {
+            let (key, seed_bytes): (Option<Vec<u8>>, [u8; 20]) = match from {
+                From::Key(k) => {
+                    let tag = <Hmac<sha1::Sha1> as Mac>::new_from_slice(&k)
+                        .unwrap()
+                        .finalize()
+                        .into_bytes()
+                        .into();
+                    (Some(k), tag)
+                }
+                From::Bytes(s) => (None, s),
+            };
+            let mut out = plain.clone();
+            straightforward::Scrambler::new(&Seed::from_bytes(seed_bytes))
+                .scramble_in_place(&mut out);
+            ScramblerVector {
+                name: name.to_owned(),
+                key: key.map(hex::encode),
+                seed: hex::encode(seed_bytes),
+                plaintext: hex::encode(plain),
+                scrambled: hex::encode(out),
+            }
+        })
+        .collect();
+    let file = ScramblerFile {
+        description: "Raw scrambler known answers (docs/SCRAMBLER.md): start the window from \
+                      `seed` (20 bytes, hex; when `key` is given, seed = HMAC-SHA1(K = key, M = \
+                      empty)), scramble `plaintext`; the result is `scrambled`."
+            .to_owned(),
+        vectors,
+    };
+    println!("{}", serde_json::to_string_pretty(&file).unwrap());
 }
 
 // ---------------------------------------------------------------------------------------------
