@@ -51,7 +51,10 @@ impl SealerConfig {
 
     /// Pads the section to a multiple of `granule` bytes to hide exact lengths (0 = only what
     /// the block cipher needs). Combined with the suite's block length the granule must be at
-    /// most 64 ([`ConfigError::PaddingGranule`] otherwise).
+    /// most 64 ([`ConfigError::PaddingGranule`] otherwise). Where the granule and the 60-byte
+    /// frame minimum cannot both hold within 64 bytes of padding (only `none` without a
+    /// signature, tiny frames), the minimum wins and the section is only block-aligned
+    /// (docs/PROTOCOL.md §1.2).
     #[must_use]
     pub const fn with_pad_to(mut self, granule: u8) -> Self {
         self.pad_to = granule;
