@@ -2,7 +2,7 @@
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use psp_gateway::pcap::Capture;
+use psp_gateway::cli::pcap::Capture;
 
 fuzz_target!(|input: &[u8]| {
     if let Ok(cap) = Capture::parse(input) {

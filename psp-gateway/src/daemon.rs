@@ -17,8 +17,9 @@ use crate::dataplane::counters::GlobalCounters;
 use crate::dataplane::normalize::{self, NormContext};
 use crate::dataplane::peers::{PeerSet, RxPeers, TxPeers};
 use crate::dataplane::{Shared, rx_loop, tx_loop};
-use crate::io::notify::{Notifier, drop_privileges};
+use crate::io::notify::Notifier;
 use crate::io::raw_eth::RawSocket;
+use crate::io::sys::drop_privileges;
 use crate::io::tap::Tap;
 use crate::io::udp::UdpLink;
 use crate::io::{ETHERNET_HEADER_LEN, SLOT_LEN, Uplink};
@@ -26,20 +27,20 @@ use crate::status::{self, Info};
 
 /// Options given on the command line (override the config file).
 #[derive(Debug, Clone, Default)]
-pub struct Options {
+pub(crate) struct Options {
     /// The config file.
-    pub config: PathBuf,
+    pub(crate) config: PathBuf,
     /// `--user`.
-    pub user: Option<String>,
+    pub(crate) user: Option<String>,
     /// `--log-format`.
-    pub log_format: Option<LogFormat>,
+    pub(crate) log_format: Option<LogFormat>,
     /// `--log-level`.
-    pub log_level: Option<String>,
+    pub(crate) log_level: Option<String>,
 }
 
 /// Why the daemon stopped with an error.
 #[derive(Debug, thiserror::Error)]
-pub enum DaemonError {
+pub(crate) enum DaemonError {
     /// The configuration is wrong (exit 2).
     #[error("{0}")]
     Config(#[from] ConfigError),
@@ -56,7 +57,7 @@ fn runtime(what: impl core::fmt::Display, e: impl core::fmt::Display) -> DaemonE
 ///
 /// # Errors
 /// A bad configuration, or a setup or I/O failure; the daemon has cleaned up (TAP removed).
-pub fn run(opts: &Options) -> Result<(), DaemonError> {
+pub(crate) fn run(opts: &Options) -> Result<(), DaemonError> {
     let config = Config::load(&opts.config)?;
     init_logging(&config, opts);
     let rt = tokio::runtime::Builder::new_multi_thread()
@@ -185,7 +186,7 @@ async fn serve(config: Config, opts: &Options) -> Result<(), DaemonError> {
     let listener = bind_status(&sock_path)?;
     let user = opts.user.clone().or_else(|| config.daemon.user.clone());
     if let Some(user) = &user {
-        crate::io::notify::chown_path(&sock_path, user)
+        crate::io::sys::chown_path(&sock_path, user)
             .map_err(|e| runtime(format_args!("status socket {}", sock_path.display()), e))?;
         drop_privileges(user).map_err(|e| runtime(format_args!("--user {user}"), e))?;
     }

@@ -3,12 +3,18 @@
 //! The psp gateway: the tokio daemon wiring a TAP interface and a raw-Ethernet or UDP uplink to
 //! `psp-core` (`run`, `status`), and the command-line tools (`keygen`, `scramble`, `inspect`).
 //! This crate does I/O; all protocol logic lives in `psp-core`.
+//!
+//! The library exists for the binary and for the tests: its public items are what
+//! `src/main.rs`, the integration tests (`tests/`) and the fuzz targets use; the rest is
+//! `pub(crate)`, so the dead-code lints see it.
 
 pub mod cli;
 pub mod config;
-pub mod daemon;
+pub(crate) mod daemon;
+// Still `pub`: dataplane/ is being reshaped with psp-core's API elsewhere; making it
+// `pub(crate)` flags dead code inside it (`Counters::drops`, `sealed_len`, a `name` field),
+// to delete once that change has landed.
 pub mod dataplane;
-pub mod hexin;
 pub mod io;
-pub mod pcap;
-pub mod status;
+pub(crate) mod offload;
+pub(crate) mod status;

@@ -19,17 +19,17 @@ use crate::dataplane::peers::PeerSet;
 
 /// Static facts about the running daemon, for the status document.
 #[derive(Debug, Clone)]
-pub struct Info {
+pub(crate) struct Info {
     /// TAP name.
-    pub interface: String,
+    pub(crate) interface: String,
     /// Uplink description (`raw:eth0`, `udp:0.0.0.0:5198`).
-    pub uplink: String,
+    pub(crate) uplink: String,
     /// TAP MTU.
-    pub mtu: usize,
+    pub(crate) mtu: usize,
 }
 
 /// The status document.
-pub fn document(info: &Info, shared: &Shared, set: &PeerSet) -> Value {
+pub(crate) fn document(info: &Info, shared: &Shared, set: &PeerSet) -> Value {
     let cfg = &set.config;
     let mut total = shared.global.drops_total();
     let peers: Vec<Value> = cfg
@@ -76,7 +76,7 @@ pub fn document(info: &Info, shared: &Shared, set: &PeerSet) -> Value {
 }
 
 /// Serves the status socket until the task is aborted: one JSON document per connection.
-pub async fn serve(
+pub(crate) async fn serve(
     listener: UnixListener,
     info: Info,
     shared: Arc<Shared>,
@@ -101,7 +101,7 @@ pub async fn serve(
 ///
 /// # Errors
 /// One line: the socket cannot be reached or does not answer with JSON.
-pub fn fetch(path: &Path) -> Result<Value, String> {
+pub(crate) fn fetch(path: &Path) -> Result<Value, String> {
     let mut s = UnixStream::connect(path).map_err(|e| {
         format!(
             "status socket {}: {e} (is the daemon running?)",
@@ -120,7 +120,7 @@ pub fn fetch(path: &Path) -> Result<Value, String> {
 }
 
 /// Renders the status document as a human table.
-pub fn render(doc: &Value) -> String {
+pub(crate) fn render(doc: &Value) -> String {
     let mut s = String::new();
     let u = |v: &Value| v.as_u64().unwrap_or(0);
     let _ = writeln!(

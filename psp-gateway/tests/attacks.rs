@@ -15,15 +15,10 @@
 //!   would make vm1 open it with the group key, whose replay state for vm2 is unrelated, so the
 //!   reason is not predictable: not injected.
 
-// AF_PACKET sockets and setns(2) are libc calls; each `unsafe` block says why it is sound.
-#![allow(unsafe_code)]
-
 mod common;
 
 use core::time::Duration;
 use std::collections::BTreeMap;
-use std::io;
-use std::os::fd::{AsRawFd, OwnedFd};
 use std::thread::sleep;
 use std::time::Instant;
 
@@ -37,16 +32,13 @@ use common::{Gateway, Testbed, TestbedOptions, counter, delta, wait_status};
 const ETH_P_ALL: u16 = 0x0003;
 const ETH_P_ARP: u16 = 0x0806;
 const ETH_P_PSP: u16 = 0x1982;
-const PACKET_OUTGOING: u8 = 4;
 const SUITE: SuiteId = SuiteId::BfCbcHmacSha1;
 /// Clear part of a PSP frame without security number and timestamp; the ICV of the suite.
 const CLEAR_LEN: usize = 19;
 const ICV_LEN: usize = 20;
 
-/// An AF_PACKET socket bound to one interface inside a network namespace.
-struct PacketSocket {
-    fd: OwnedFd,
-}
+/// Eve's AF_PACKET socket, bound to one interface inside a network namespace.
+struct PacketSocket(psp_gateway::io::sys::PacketSocket);
 
 impl PacketSocket {
     /// Opens a raw packet socket for `proto` on `ifname` inside namespace `ns`. The socket is
@@ -54,78 +46,42 @@ impl PacketSocket {
     /// namespace's interface when used from any thread.
     fn open(ns: &str, ifname: &str, proto: u16) -> Self {
         let (ns_name, ifname) = (ns.to_owned(), ifname.to_owned());
-        let fd = std::thread::spawn(move || -> io::Result<OwnedFd> {
+        let sock = std::thread::spawn(move || {
             // This thread enters the namespace, creates the socket and ends.
             psp_gateway::io::sys::enter_netns(&ns_name)?;
-            common::packet_socket(&ifname, proto)
+            psp_gateway::io::sys::PacketSocket::open(&ifname, proto)
         })
         .join()
         .expect("socket thread")
         .unwrap_or_else(|e| panic!("AF_PACKET socket in {ns}: {e}"));
-        Self { fd }
+        Self(sock)
     }
 
     /// Sends one whole Ethernet frame.
     fn send(&self, frame: &[u8]) {
-        // SAFETY: the pointer and length describe `frame`, which outlives the call.
-        let n = unsafe { libc::send(self.fd.as_raw_fd(), frame.as_ptr().cast(), frame.len(), 0) };
-        assert_eq!(
-            n,
-            isize::try_from(frame.len()).expect("frame length"),
-            "send a {}-byte frame: {}",
-            frame.len(),
-            io::Error::last_os_error()
-        );
+        match self.0.send(frame) {
+            Ok(n) => assert_eq!(n, frame.len(), "short send of a {}-byte frame", frame.len()),
+            Err(e) => panic!("send a {}-byte frame: {e}", frame.len()),
+        }
     }
 
     /// Receives every frame that arrives within `window` (incoming and outgoing).
     fn recv_for(&self, window: Duration) -> Vec<Captured> {
         let deadline = Instant::now() + window;
         let mut out = Vec::new();
+        let mut buf = vec![0u8; 65_536];
         loop {
             let left = deadline.saturating_duration_since(Instant::now());
-            let mut pfd = libc::pollfd {
-                fd: self.fd.as_raw_fd(),
-                events: libc::POLLIN,
-                revents: 0,
-            };
-            let ms = i32::try_from(left.as_millis()).unwrap_or(i32::MAX);
-            // SAFETY: one valid pollfd, count 1.
-            let r = unsafe { libc::poll(&raw mut pfd, 1, ms) };
-            if r < 0 || (r == 0 && left.is_zero()) {
-                return out;
-            }
-            if r == 0 {
-                continue;
-            }
-            let mut buf = vec![0u8; 65_536];
-            // SAFETY: sockaddr_ll is plain integers; all-zero is a valid value.
-            let mut from: libc::sockaddr_ll = unsafe { core::mem::zeroed() };
-            let mut len = size_of::<libc::sockaddr_ll>() as libc::socklen_t;
-            // SAFETY: `buf` and `from` are valid for writes of the lengths passed.
-            let n = unsafe {
-                libc::recvfrom(
-                    self.fd.as_raw_fd(),
-                    buf.as_mut_ptr().cast(),
-                    buf.len(),
-                    libc::MSG_DONTWAIT,
-                    (&raw mut from).cast::<libc::sockaddr>(),
-                    &raw mut len,
-                )
-            };
-            if n < 0 {
-                // A pending socket error (read clears it) or a spurious wake-up; stop at the
+            match self.0.recv_timeout(&mut buf, left) {
+                Ok(Some(r)) => out.push(Captured {
+                    data: buf[..r.len].to_vec(),
+                    outgoing: r.outgoing,
+                }),
+                // A pending socket error (read clears it) or nothing in time; stop at the
                 // deadline either way.
-                if left.is_zero() {
-                    return out;
-                }
-                continue;
+                Ok(None) | Err(_) if left.is_zero() => return out,
+                Ok(None) | Err(_) => {}
             }
-            buf.truncate(usize::try_from(n).expect("non-negative"));
-            out.push(Captured {
-                data: buf,
-                pkttype: from.sll_pkttype,
-            });
         }
     }
 
@@ -135,16 +91,16 @@ impl PacketSocket {
     }
 }
 
-/// A received frame and its packet type (PACKET_HOST, PACKET_OTHERHOST, PACKET_OUTGOING, ...).
+/// A received frame, and whether this host sent it (`PACKET_OUTGOING`).
 struct Captured {
     data: Vec<u8>,
-    pkttype: u8,
+    outgoing: bool,
 }
 
 /// Incoming PSP frames from `src` to `dst` (MACs), in arrival order.
 fn psp_frames(caps: &[Captured], src: [u8; 6], dst: [u8; 6]) -> Vec<Vec<u8>> {
     caps.iter()
-        .filter(|c| c.pkttype != PACKET_OUTGOING && c.data.len() >= CLEAR_LEN)
+        .filter(|c| !c.outgoing && c.data.len() >= CLEAR_LEN)
         .filter(|c| c.data[0..6] == dst && c.data[6..12] == src)
         .filter(|c| u16::from_be_bytes([c.data[12], c.data[13]]) == ETH_P_PSP)
         .map(|c| c.data.clone())

@@ -106,6 +106,118 @@ fn bad_arguments_are_one_line() {
     assert_one_line_error(&run(&["inspect", "--key-hex", "00"], b""), 2); // bf needs 32 bytes
 }
 
+/// A fresh temporary directory, removed on drop.
+struct TempDir(std::path::PathBuf);
+
+impl TempDir {
+    fn new(tag: &str) -> Self {
+        use core::sync::atomic::{AtomicU32, Ordering};
+        static N: AtomicU32 = AtomicU32::new(0);
+        let dir = std::env::temp_dir().join(format!(
+            "psp-cli-{tag}-{}-{}",
+            std::process::id(),
+            N.fetch_add(1, Ordering::Relaxed)
+        ));
+        std::fs::create_dir_all(&dir).expect("temp dir");
+        Self(dir)
+    }
+
+    /// Writes `name` with `content` and `mode`; returns its path as a string.
+    fn file(&self, name: &str, content: &str, mode: u32) -> String {
+        use std::os::unix::fs::PermissionsExt;
+        let path = self.0.join(name);
+        std::fs::write(&path, content).expect("write key file");
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(mode)).expect("chmod");
+        path.to_str().expect("utf-8 temp path").to_owned()
+    }
+}
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+#[test]
+fn key_file_for_scramble_and_inspect() {
+    let key = "000102030405060708090a0b0c0d0e0f";
+    let dir = TempDir::new("keyfile");
+    let good = dir.file("good.key", &format!("{key}\n"), 0o600);
+    let data = b"the same bytes either way".repeat(100);
+    let by_hex = run(&["scramble", "--key-hex", key], &data);
+    let by_file = run(&["scramble", "--key-file", &good], &data);
+    assert!(by_file.status.success(), "{}", stderr(&by_file));
+    assert_eq!(by_file.stdout, by_hex.stdout);
+
+    let (suite, vkey, sealed) = vector("bf-cbc-hmac-sha1 plain");
+    let vfile = dir.file("vector.key", &vkey, 0o400);
+    let ok = run(
+        &["inspect", "--suite", &suite, "--key-file", &vfile],
+        sealed.as_bytes(),
+    );
+    let out = String::from_utf8_lossy(&ok.stdout).into_owned();
+    assert!(ok.status.success(), "{out}{}", stderr(&ok));
+    assert!(out.contains("icv ok"), "{out}");
+
+    // Exactly one of the two.
+    for args in [
+        &["scramble", "--key-hex", key, "--key-file", &good][..],
+        &["inspect", "--suite", &suite],
+    ] {
+        assert_one_line_error(&run(args, b""), 2);
+    }
+    // A missing file.
+    let missing = run(&["scramble", "--key-file", "/nonexistent/psp.key"], b"");
+    assert_one_line_error(&missing, 2);
+    assert!(stderr(&missing).contains("--key-file: cannot open /nonexistent/psp.key"));
+}
+
+#[test]
+fn key_file_mode_0644_is_refused() {
+    let key = "000102030405060708090a0b0c0d0e0f";
+    let dir = TempDir::new("mode");
+    let open = dir.file("open.key", key, 0o644);
+    for cmd in ["scramble", "inspect"] {
+        let o = run(&[cmd, "--key-file", &open], b"");
+        assert_one_line_error(&o, 2);
+        let e = stderr(&o);
+        assert!(
+            e.contains(&format!(
+                "--key-file: {open} is mode 0644; want 0600 or stricter"
+            )),
+            "{e}"
+        );
+        assert!(!e.contains(key), "the key must not be echoed: {e}");
+    }
+}
+
+/// Root-only (CI runs as root; it fails, never skips): a key file owned by another user.
+#[test]
+fn key_file_of_another_user_is_refused() {
+    use std::os::unix::fs::MetadataExt;
+    let key = "000102030405060708090a0b0c0d0e0f";
+    let dir = TempDir::new("owner");
+    let theirs = dir.file("theirs.key", key, 0o600);
+    std::os::unix::fs::chown(&theirs, Some(12345), Some(12345))
+        .expect("chown to uid 12345: run the tests as root");
+    assert_eq!(std::fs::metadata(&theirs).unwrap().uid(), 12345);
+    for cmd in ["scramble", "inspect"] {
+        let o = run(&[cmd, "--key-file", &theirs], b"");
+        assert_one_line_error(&o, 2);
+        let e = stderr(&o);
+        assert!(
+            e.contains(&format!(
+                "--key-file: {theirs} is owned by uid 12345; want root (uid 0)"
+            )),
+            "{e}"
+        );
+    }
+    // Back to root: accepted.
+    std::os::unix::fs::chown(&theirs, Some(0), Some(0)).expect("chown back");
+    let o = run(&["scramble", "--key-file", &theirs], b"x");
+    assert!(o.status.success(), "{}", stderr(&o));
+}
+
 #[test]
 fn inspect_hex_verdicts() {
     let (suite, key, sealed) = vector("bf-cbc-hmac-sha1 plain");
@@ -158,7 +270,7 @@ fn inspect_pcap() {
     let (suite, key, sealed) = vector("aes128-gcm plain");
     let frame = hex::decode(&sealed).unwrap();
     let plain = hex::decode("ffffffffffff0200000000010806").unwrap();
-    let file = psp_gateway::pcap::write(&[&frame, &plain]);
+    let file = psp_gateway::cli::pcap::write(&[&frame, &plain]);
     let dir = std::env::temp_dir().join(format!("psp-cli-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     let path = dir.join("cap.pcap");

@@ -18,9 +18,10 @@ use std::process::Command;
 use std::time::Instant;
 
 use psp_gateway::io::raw_eth::RawSocket;
+use psp_gateway::io::sys::{self, PacketSocket};
 use psp_gateway::io::tap::Tap;
 use psp_gateway::io::udp::UdpLink;
-use psp_gateway::io::{Batch, SLOT_LEN, notify, sys};
+use psp_gateway::io::{Batch, SLOT_LEN, notify};
 
 /// Environment variable that turns a `child_*` test on in a re-executed test binary.
 const CHILD_ENV: &str = "PSP_IO_ROOT_CHILD";
@@ -366,8 +367,7 @@ fn raw_drops_truncated_and_own_frames() {
         let b = RawSocket::open("pvb").unwrap();
         // A plain bound packet socket on pva: it sees its own frames (no
         // PACKET_IGNORE_OUTGOING), and `write` sends frames longer than a batch slot.
-        let pva = sys::if_index("pva").unwrap();
-        let mut raw = std::fs::File::from(sys::packet_socket(pva, PSP).unwrap());
+        let raw = PacketSocket::open("pva", PSP).unwrap();
 
         // A frame longer than a slot is dropped on receive; the frames after it move down.
         let frames = [
@@ -377,7 +377,7 @@ fn raw_drops_truncated_and_own_frames() {
             frame(MAC_B, MAC_A, PSP, 4, SLOT_LEN),
         ];
         for f in &frames {
-            io::Write::write_all(&mut raw, f).unwrap();
+            assert_eq!(raw.send(f).unwrap(), f.len());
         }
         let mut rb = Batch::new(8);
         let got = collect!(3, rb, b.recv_batch(&mut rb));
@@ -391,7 +391,7 @@ fn raw_drops_truncated_and_own_frames() {
         // socket sees what others send: RecvMode::PacketSkipOutgoing (the fallback where
         // PACKET_IGNORE_OUTGOING is missing, kernels before 4.20) drops those.
         let a = RawSocket::open("pva").unwrap();
-        let tap_all = sys::packet_socket(pva, 0x0003).unwrap();
+        let tap_all = PacketSocket::open("pva", 0x0003).unwrap();
         let drain = |mode| {
             let mut all = Vec::new();
             let mut own = Batch::new(8);
@@ -560,7 +560,7 @@ fn child_sd_notify() {
 fn chown_path_to_nobody() {
     let path = std::env::temp_dir().join(format!("psp-io-root-chown-{}", std::process::id()));
     std::fs::write(&path, b"x").unwrap();
-    let r = notify::chown_path(&path, "nobody");
+    let r = sys::chown_path(&path, "nobody");
     let meta = std::fs::metadata(&path).unwrap();
     std::fs::remove_file(&path).unwrap();
     r.unwrap();
@@ -568,7 +568,7 @@ fn chown_path_to_nobody() {
         (meta.uid(), meta.gid()),
         sys::lookup_user("nobody").unwrap()
     );
-    assert!(notify::chown_path(&path, "no-such-user-psp").is_err());
+    assert!(sys::chown_path(&path, "no-such-user-psp").is_err());
 }
 
 #[test]
@@ -591,7 +591,7 @@ fn child_drop_privileges() {
         let b = UdpLink::bind(lo4).unwrap();
         assert_eq!(sys::current_uids(), (0, 0), "the child must start as root");
 
-        notify::drop_privileges("nobody").expect("drop to nobody");
+        sys::drop_privileges("nobody").expect("drop to nobody");
 
         let (uid, gid) = sys::lookup_user("nobody").unwrap();
         assert_eq!(sys::current_uids(), (uid, uid));
@@ -629,9 +629,9 @@ fn child_drop_privileges() {
 
         // Open descriptors keep working; nothing privileged can be opened any more.
         udp_exchange(&a, &b, b.local_addr(), a.local_addr(), 0).await;
-        let err = sys::packet_socket(1, PSP).unwrap_err();
+        let err = PacketSocket::open_index(1, PSP).unwrap_err();
         assert_eq!(err.kind(), io::ErrorKind::PermissionDenied, "{err}");
-        assert!(notify::drop_privileges("root").is_err());
+        assert!(sys::drop_privileges("root").is_err());
     });
 }
 

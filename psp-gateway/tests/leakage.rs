@@ -13,9 +13,6 @@
 //! binary symmetric channel) and checks that the sending rate stayed at S_goal (the path has no
 //! loss, so the controller never lowers it).
 
-// AF_PACKET sockets and setns(2) are libc calls; each `unsafe` block says why it is sound.
-#![allow(unsafe_code)]
-
 mod common;
 
 use core::sync::atomic::{AtomicBool, Ordering};
@@ -23,15 +20,15 @@ use core::time::Duration;
 
 use std::io;
 use std::net::UdpSocket;
-use std::os::fd::{AsRawFd, OwnedFd};
 use std::sync::Arc;
 use std::thread::{self, sleep};
 use std::time::Instant;
 
+use psp_gateway::io::sys::PacketSocket;
+
 use common::{Testbed, TestbedOptions, counter};
 
 const ETH_P_PSP: u16 = 0x1982;
-const PACKET_OUTGOING: u8 = 4;
 /// The insider's bit pattern, one bit per second (as many ones as zeros).
 const BITS: [bool; 10] = [
     true, false, true, true, false, false, true, false, true, false,
@@ -65,43 +62,22 @@ fn capture(
 ) -> thread::JoinHandle<Vec<Frame>> {
     let (ready_tx, ready_rx) = std::sync::mpsc::channel();
     let h = thread::spawn(move || {
-        let fd =
+        let sock =
             open_packet(&ns, ifname).unwrap_or_else(|e| panic!("AF_PACKET socket in {ns}: {e}"));
         ready_tx.send(()).expect("ready");
         let mut out = Vec::with_capacity(100_000);
         let mut buf = vec![0u8; 65_536];
         while !stop.load(Ordering::Relaxed) {
-            let mut pfd = libc::pollfd {
-                fd: fd.as_raw_fd(),
-                events: libc::POLLIN,
-                revents: 0,
-            };
-            // SAFETY: one valid pollfd, count 1.
-            if unsafe { libc::poll(&raw mut pfd, 1, 50) } <= 0 {
+            let Ok(Some(r)) = sock.recv_timeout(&mut buf, Duration::from_millis(50)) else {
                 continue;
-            }
-            // SAFETY: sockaddr_ll is plain integers; all-zero is a valid value.
-            let mut from: libc::sockaddr_ll = unsafe { core::mem::zeroed() };
-            let mut len = size_of::<libc::sockaddr_ll>() as libc::socklen_t;
-            // SAFETY: `buf` and `from` are valid for writes of the lengths passed.
-            let n = unsafe {
-                libc::recvfrom(
-                    fd.as_raw_fd(),
-                    buf.as_mut_ptr().cast(),
-                    buf.len(),
-                    libc::MSG_DONTWAIT,
-                    (&raw mut from).cast::<libc::sockaddr>(),
-                    &raw mut len,
-                )
             };
             let at = Instant::now();
-            let Ok(n) = usize::try_from(n) else { continue };
-            if n < 14 || from.sll_pkttype == PACKET_OUTGOING {
+            if r.len < 14 || r.outgoing {
                 continue;
             }
             out.push(Frame {
                 at,
-                len: n,
+                len: r.len,
                 dst: buf[0..6].try_into().expect("6 bytes"),
                 src: buf[6..12].try_into().expect("6 bytes"),
             });
@@ -114,22 +90,12 @@ fn capture(
     h
 }
 
-fn open_packet(ns: &str, ifname: &str) -> io::Result<OwnedFd> {
+fn open_packet(ns: &str, ifname: &str) -> io::Result<PacketSocket> {
     enter(ns)?;
-    let fd = common::packet_socket(ifname, ETH_P_PSP)?;
+    let sock = PacketSocket::open(ifname, ETH_P_PSP)?;
     // A large receive buffer: eve must not lose frames while the test process is busy.
-    let size: libc::c_int = 8 << 20;
-    // SAFETY: a valid int option value and its size.
-    unsafe {
-        libc::setsockopt(
-            fd.as_raw_fd(),
-            libc::SOL_SOCKET,
-            libc::SO_RCVBUFFORCE,
-            (&raw const size).cast(),
-            size_of::<libc::c_int>() as libc::socklen_t,
-        )
-    };
-    Ok(fd)
+    sock.set_buffer_sizes(8 << 20);
+    Ok(sock)
 }
 
 /// How the insider encodes a bit.

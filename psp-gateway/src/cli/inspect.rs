@@ -16,15 +16,15 @@ use psp_core::session::{Opener, OpenerConfig};
 use psp_core::time::{Duration, Instant};
 use psp_core::wire::{ETHERTYPE_PSP, Flags, Frame, Protocol};
 
-use super::{Failure, parse_key};
-use crate::pcap::{Capture, LINKTYPE_ETHERNET};
+use super::pcap::{Capture, LINKTYPE_ETHERNET};
+use super::{Failure, KeyArgs, decode_hex};
 
 /// Arguments of `inspect`.
 #[derive(Debug, clap::Args)]
-pub struct Args {
-    /// The key as hex.
-    #[arg(long)]
-    key_hex: String,
+pub(crate) struct Args {
+    /// The key: `--key-hex HEX` or `--key-file PATH`.
+    #[command(flatten)]
+    key: KeyArgs,
     /// The suite the frames were sealed with.
     #[arg(long, default_value = "bf-cbc-hmac-sha1")]
     suite: String,
@@ -40,12 +40,13 @@ pub struct Args {
 pub(crate) fn run(args: &Args) -> Result<(), Failure> {
     let suite = SuiteId::from_name(&args.suite)
         .ok_or_else(|| Failure::usage(format_args!("--suite: unknown suite `{}`", args.suite)))?;
-    let key = parse_key(&args.key_hex)?;
-    SuiteKey::new(suite, &key).map_err(|e| Failure::usage(format_args!("--key-hex: {e}")))?;
+    let key = args.key.load()?;
+    SuiteKey::new(suite, &key)
+        .map_err(|e| Failure::usage(format_args!("{}: {e}", args.key.flag())))?;
     let verifier = match &args.public_key_hex {
         Some(h) => {
-            let bytes = crate::hexin::decode(h)
-                .map_err(|e| Failure::usage(format_args!("--public-key-hex: {e}")))?;
+            let bytes =
+                decode_hex(h).map_err(|e| Failure::usage(format_args!("--public-key-hex: {e}")))?;
             let arr: [u8; 32] = bytes.try_into().map_err(|_| {
                 Failure::usage("--public-key-hex: an Ed25519 public key is 32 bytes")
             })?;
@@ -97,8 +98,7 @@ fn read_frames(pcap: Option<&PathBuf>) -> Result<Vec<Vec<u8>>, Failure> {
         .enumerate()
         .filter(|(_, l)| !l.trim().is_empty() && !l.trim_start().starts_with('#'))
         .map(|(n, l)| {
-            crate::hexin::decode(l)
-                .map_err(|e| Failure::input(format_args!("stdin line {}: {e}", n + 1)))
+            decode_hex(l).map_err(|e| Failure::input(format_args!("stdin line {}: {e}", n + 1)))
         })
         .collect()
 }

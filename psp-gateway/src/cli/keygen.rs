@@ -7,7 +7,7 @@ use super::Failure;
 
 /// Arguments of `keygen`.
 #[derive(Debug, clap::Args)]
-pub struct Args {
+pub(crate) struct Args {
     /// Size the key for this suite (the key length differs: aes128-gcm takes 16 bytes).
     #[arg(long, default_value = "bf-cbc-hmac-sha1")]
     suite: String,

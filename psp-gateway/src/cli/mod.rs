@@ -4,12 +4,15 @@
 //! (2 for bad arguments, 1 for bad input or I/O); nothing here panics on user input.
 
 use std::fmt;
+use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
+use zeroize::Zeroizing;
 
 mod inspect;
 mod keygen;
+pub mod pcap;
 mod run;
 mod scramble;
 mod status;
@@ -17,15 +20,15 @@ mod status;
 /// psp: layer-2 packet security, a byte scrambler and tools.
 #[derive(Debug, Parser)]
 #[command(name = "psp-gateway", version, about)]
-pub struct Cli {
+pub(crate) struct Cli {
     /// What to do.
     #[command(subcommand)]
-    pub command: Command,
+    pub(crate) command: Command,
 }
 
 /// The subcommands.
 #[derive(Debug, Subcommand)]
-pub enum Command {
+pub(crate) enum Command {
     /// Print a fresh random key as hex.
     Keygen(keygen::Args),
     /// Scramble (or descramble) stdin to stdout with the byte scrambler.
@@ -40,16 +43,16 @@ pub enum Command {
 
 /// A failed command: the one line to print and the exit code.
 #[derive(Debug)]
-pub struct Failure {
+pub(crate) struct Failure {
     /// The message (one line).
-    pub message: String,
+    pub(crate) message: String,
     /// The process exit code.
-    pub code: u8,
+    pub(crate) code: u8,
 }
 
 impl Failure {
     /// Bad arguments (exit 2).
-    pub fn usage(message: impl fmt::Display) -> Self {
+    pub(crate) fn usage(message: impl fmt::Display) -> Self {
         Self {
             message: message.to_string(),
             code: 2,
@@ -57,7 +60,7 @@ impl Failure {
     }
 
     /// Bad input or an I/O failure (exit 1).
-    pub fn input(message: impl fmt::Display) -> Self {
+    pub(crate) fn input(message: impl fmt::Display) -> Self {
         Self {
             message: message.to_string(),
             code: 1,
@@ -65,9 +68,73 @@ impl Failure {
     }
 }
 
-/// Parses `--key-hex` values.
-pub(crate) fn parse_key(hex: &str) -> Result<Vec<u8>, Failure> {
-    crate::hexin::decode(hex).map_err(|e| Failure::usage(format_args!("--key-hex: {e}")))
+/// The key of `scramble` and `inspect`: exactly one of `--key-hex` and `--key-file`.
+#[derive(Debug, clap::Args)]
+#[group(required = true, multiple = false)]
+pub(crate) struct KeyArgs {
+    /// The key as hex. Other local users can read it in /proc/PID/cmdline: prefer --key-file.
+    #[arg(long, value_name = "HEX")]
+    key_hex: Option<String>,
+    /// A file holding the key as hex (as `keygen` prints it), the daemon's key-file rules:
+    /// mode 0600 or stricter, owned by root or by you.
+    #[arg(long, value_name = "PATH")]
+    key_file: Option<PathBuf>,
+}
+
+impl KeyArgs {
+    /// The flag the key came from, for messages.
+    pub(crate) fn flag(&self) -> &'static str {
+        if self.key_file.is_some() {
+            "--key-file"
+        } else {
+            "--key-hex"
+        }
+    }
+
+    /// Reads the key: `--key-hex` decoded leniently ([`decode_hex`]), `--key-file` through
+    /// the daemon's key-file loader.
+    ///
+    /// # Errors
+    /// A usage failure (exit 2) naming the flag and the problem, never the key.
+    pub(crate) fn load(&self) -> Result<Zeroizing<Vec<u8>>, Failure> {
+        match (&self.key_hex, &self.key_file) {
+            (_, Some(path)) => crate::config::read_key_file(path)
+                .map_err(|p| Failure::usage(format_args!("--key-file: {p}"))),
+            (Some(hex), None) => decode_hex(hex)
+                .map(Zeroizing::new)
+                .map_err(|e| Failure::usage(format_args!("--key-hex: {e}"))),
+            // clap's group makes one of them required.
+            (None, None) => Err(Failure::usage(
+                "one of --key-hex and --key-file is required",
+            )),
+        }
+    }
+}
+
+/// Decodes hex leniently, as people paste it: separators (whitespace, `:`, `-`) and a leading
+/// `0x` are ignored.
+///
+/// # Errors
+/// A one-line reason: a character that is no hex digit, an odd digit count, no digits.
+pub(crate) fn decode_hex(s: &str) -> Result<Vec<u8>, String> {
+    let t = s.trim();
+    let t = t
+        .strip_prefix("0x")
+        .or_else(|| t.strip_prefix("0X"))
+        .unwrap_or(t);
+    let digits: String = t
+        .chars()
+        .filter(|c| !matches!(c, ' ' | '\t' | '\r' | '\n' | ':' | '-'))
+        .collect();
+    if digits.is_empty() {
+        return Err("no hex digits".to_owned());
+    }
+    hex::decode(&digits).map_err(|e| match e {
+        hex::FromHexError::InvalidHexCharacter { c, .. } => format!("not a hex digit: {c:?}"),
+        hex::FromHexError::OddLength | hex::FromHexError::InvalidStringLength => {
+            "odd number of hex digits".to_owned()
+        }
+    })
 }
 
 /// Runs the command line and returns the process exit code.
@@ -127,4 +194,25 @@ fn clap_failure(e: &clap::Error) -> ExitCode {
     let message = message.strip_prefix("error: ").unwrap_or(&message);
     eprintln!("psp-gateway: error: {message} (try --help)");
     ExitCode::from(2)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn hex_with_separators() {
+        assert_eq!(decode_hex("0x01:02 0a-FF\n").unwrap(), vec![1, 2, 10, 255]);
+        assert_eq!(decode_hex("  abcd").unwrap(), vec![0xab, 0xcd]);
+        assert_eq!(decode_hex("0XAB").unwrap(), vec![0xab]);
+    }
+
+    #[test]
+    fn bad_hex() {
+        assert_eq!(decode_hex("abc").unwrap_err(), "odd number of hex digits");
+        assert_eq!(decode_hex("   ").unwrap_err(), "no hex digits");
+        assert_eq!(decode_hex("0x").unwrap_err(), "no hex digits");
+        assert_eq!(decode_hex("zz").unwrap_err(), "not a hex digit: 'z'");
+        assert_eq!(decode_hex("  0g").unwrap_err(), "not a hex digit: 'g'");
+    }
 }

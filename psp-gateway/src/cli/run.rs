@@ -8,7 +8,7 @@ use crate::daemon::{self, DaemonError, Options};
 
 /// Arguments of `run`.
 #[derive(Debug, clap::Args)]
-pub struct Args {
+pub(crate) struct Args {
     /// The configuration file (TOML; see docs/CONFIG.md).
     #[arg(long, short)]
     config: PathBuf,

@@ -4,16 +4,16 @@ use std::io::{self, Read, Write};
 
 use psp_core::scramble::{Descrambler, Scrambler, Seed};
 
-use super::{Failure, parse_key};
+use super::{Failure, KeyArgs};
 
 const CHUNK: usize = 64 * 1024;
 
 /// Arguments of `scramble`.
 #[derive(Debug, clap::Args)]
-pub struct Args {
-    /// The key as hex; the window starts from HMAC-SHA1 of it.
-    #[arg(long)]
-    key_hex: String,
+pub(crate) struct Args {
+    /// The key (`--key-hex HEX` or `--key-file PATH`); the window starts from HMAC-SHA1 of it.
+    #[command(flatten)]
+    key: KeyArgs,
     /// Descramble instead of scramble.
     #[arg(long)]
     descramble: bool,
@@ -26,7 +26,7 @@ enum Direction {
 
 /// Runs `scramble`.
 pub(crate) fn run(args: &Args) -> Result<(), Failure> {
-    let key = parse_key(&args.key_hex)?;
+    let key = args.key.load()?;
     let seed = Seed::from_key(&key);
     let mut dir = if args.descramble {
         Direction::Descramble(Descrambler::new(&seed))

@@ -8,7 +8,7 @@ use crate::status;
 
 /// Arguments of `status`.
 #[derive(Debug, clap::Args)]
-pub struct Args {
+pub(crate) struct Args {
     /// Find the status socket in this configuration file.
     #[arg(long, short, conflicts_with = "socket")]
     config: Option<PathBuf>,

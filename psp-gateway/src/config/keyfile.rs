@@ -1,9 +1,11 @@
 //! Key files: one hex key (as `psp-gateway keygen` prints it), in a regular file of mode 0600 or
-//! stricter. The bytes are zeroized when dropped and never appear in messages.
+//! stricter, owned by root or by the process's effective user. The bytes are zeroized when
+//! dropped and never appear in messages. The daemon (`key_file` in the config) and the tools
+//! (`scramble`/`inspect --key-file`) read keys through [`read`].
 
 use std::fs::{File, OpenOptions};
 use std::io::Read;
-use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
+use std::os::unix::fs::{MetadataExt, OpenOptionsExt, PermissionsExt};
 use std::path::Path;
 
 use zeroize::Zeroizing;
@@ -15,7 +17,7 @@ const MAX_FILE_LEN: u64 = 4096;
 ///
 /// # Errors
 /// The problem, as the `PROBLEM` part of a config error (it names `path`).
-pub(super) fn read(path: &Path) -> Result<Zeroizing<Vec<u8>>, String> {
+pub(crate) fn read(path: &Path) -> Result<Zeroizing<Vec<u8>>, String> {
     let shown = path.display();
     // O_NONBLOCK: opening a FIFO (refused below as not a regular file) must not hang the daemon.
     let mut file: File = OpenOptions::new()
@@ -36,6 +38,7 @@ pub(super) fn read(path: &Path) -> Result<Zeroizing<Vec<u8>>, String> {
             "{shown} is mode {mode:04o}; want 0600 or stricter (chmod 600 {shown})"
         ));
     }
+    check_owner(path, meta.uid(), crate::io::sys::current_uids().1)?;
     if meta.len() > MAX_FILE_LEN {
         return Err(format!(
             "{shown} is {} bytes; a key file holds one hex key (at most {MAX_FILE_LEN} bytes)",
@@ -67,6 +70,27 @@ pub(super) fn read(path: &Path) -> Result<Zeroizing<Vec<u8>>, String> {
     let mut key = Zeroizing::new(vec![0u8; hex.len() / 2]);
     hex::decode_to_slice(hex, &mut key[..]).map_err(|_| not_hex())?;
     Ok(key)
+}
+
+/// The owner rule: a key file belongs to root or to the effective user `euid` of the process.
+/// A file another user owns could be rewritten by them (mode aside, they may `chmod` it back),
+/// so its key is not ours to trust.
+///
+/// # Errors
+/// One line naming the path, the owner and what is expected.
+fn check_owner(path: &Path, owner: u32, euid: u32) -> Result<(), String> {
+    if owner == 0 || owner == euid {
+        return Ok(());
+    }
+    let shown = path.display();
+    let want = if euid == 0 {
+        "root (uid 0)".to_owned()
+    } else {
+        format!("root (uid 0) or uid {euid}, the user this runs as")
+    };
+    Err(format!(
+        "{shown} is owned by uid {owner}; want {want} (chown {euid} {shown})"
+    ))
 }
 
 #[cfg(test)]
@@ -139,6 +163,43 @@ mod tests {
         assert!(read(&t.0).unwrap_err().contains("is empty"));
         let t = Temp::new(&[b'0'; 5000], 0o600);
         assert!(read(&t.0).unwrap_err().contains("is 5000 bytes"));
+    }
+
+    #[test]
+    fn owner_must_be_root_or_us() {
+        let p = Path::new("/etc/psp/a.key");
+        assert_eq!(check_owner(p, 0, 0), Ok(()));
+        assert_eq!(check_owner(p, 0, 1000), Ok(()));
+        assert_eq!(check_owner(p, 1000, 1000), Ok(()));
+        assert_eq!(
+            check_owner(p, 12345, 0).unwrap_err(),
+            "/etc/psp/a.key is owned by uid 12345; want root (uid 0) (chown 0 /etc/psp/a.key)"
+        );
+        assert_eq!(
+            check_owner(p, 12345, 1000).unwrap_err(),
+            "/etc/psp/a.key is owned by uid 12345; want root (uid 0) or uid 1000, the user this \
+             runs as (chown 1000 /etc/psp/a.key)"
+        );
+    }
+
+    /// The rule applied by [`read`] (root-only: CI runs as root; it fails, never skips).
+    #[test]
+    fn refuses_a_file_of_another_user() {
+        assert_eq!(
+            crate::io::sys::current_uids().1,
+            0,
+            "this test chowns a file: run it as root"
+        );
+        let t = Temp::new(b"00112233445566778899aabbccddeeff", 0o600);
+        std::os::unix::fs::chown(&t.0, Some(12345), None).unwrap();
+        let e = read(&t.0).unwrap_err();
+        assert!(
+            e.contains("is owned by uid 12345; want root (uid 0)"),
+            "{e}"
+        );
+        assert!(!e.contains("0011"), "{e}");
+        std::os::unix::fs::chown(&t.0, Some(0), None).unwrap();
+        assert_eq!(read(&t.0).unwrap().len(), 16);
     }
 
     #[test]

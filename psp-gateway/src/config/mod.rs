@@ -23,6 +23,7 @@ mod normalize;
 mod raw;
 mod validate;
 
+pub(crate) use keyfile::read as read_key_file;
 pub use normalize::NormalizeConfig;
 
 /// The whole configuration.

@@ -18,8 +18,8 @@ use tokio::sync::watch;
 
 use self::counters::GlobalCounters;
 use self::peers::{Mac, PeerSet, RxPeers, TxPeer, TxPeers};
-use crate::io::offload::Gro;
 use crate::io::{BATCH, Batch, SLOT_LEN, Uplink, tap::Tap};
+use crate::offload::Gro;
 
 /// What both directions share: counters not tied to a peer, our MAC, the clock origin.
 #[derive(Debug)]

@@ -11,6 +11,9 @@ pub const SLOT_LEN: usize = 2048;
 pub const BATCH: usize = 64;
 
 /// A fixed set of `capacity` frame buffers of [`SLOT_LEN`] bytes, the first `len()` in use.
+///
+/// Public, with the methods `tests/io_root.rs` calls, for the integration tests; the rest is
+/// `pub(crate)`.
 #[derive(Debug)]
 pub struct Batch {
     data: Box<[u8]>,
@@ -31,7 +34,7 @@ impl Batch {
     }
 
     /// The number of slots.
-    pub fn capacity(&self) -> usize {
+    pub(crate) fn capacity(&self) -> usize {
         self.lens.len()
     }
 
@@ -47,7 +50,7 @@ impl Batch {
 
     /// What a receive loop returns after `e`: the frames already received (the next call meets
     /// a lasting error again), or `e` itself when there are none.
-    pub fn partial(&self, e: io::Error) -> io::Result<usize> {
+    pub(crate) fn partial(&self, e: io::Error) -> io::Result<usize> {
         if self.is_empty() {
             Err(e)
         } else {
@@ -56,7 +59,7 @@ impl Batch {
     }
 
     /// True when every slot is in use.
-    pub fn is_full(&self) -> bool {
+    pub(crate) fn is_full(&self) -> bool {
         self.count == self.capacity()
     }
 
@@ -70,7 +73,7 @@ impl Batch {
     ///
     /// # Panics
     /// If `n > capacity()`.
-    pub fn set_len(&mut self, n: usize) {
+    pub(crate) fn set_len(&mut self, n: usize) {
         assert!(n <= self.capacity(), "batch length beyond capacity");
         self.count = n;
     }
@@ -88,7 +91,7 @@ impl Batch {
     ///
     /// # Panics
     /// If `i >= len()`.
-    pub fn frame_mut(&mut self, i: usize) -> &mut [u8] {
+    pub(crate) fn frame_mut(&mut self, i: usize) -> &mut [u8] {
         assert!(i < self.count, "batch index out of range");
         &mut self.data[i * SLOT_LEN..][..self.lens[i]]
     }
@@ -105,7 +108,7 @@ impl Batch {
     ///
     /// # Panics
     /// If `i >= capacity()` or `len > SLOT_LEN`.
-    pub fn set_frame_len(&mut self, i: usize, len: usize) {
+    pub(crate) fn set_frame_len(&mut self, i: usize, len: usize) {
         assert!(len <= SLOT_LEN, "frame longer than a slot");
         self.lens[i] = len;
     }
@@ -123,7 +126,7 @@ impl Batch {
     ///
     /// # Panics
     /// If `i >= capacity()`.
-    pub fn slot_mut(&mut self, i: usize) -> &mut [u8] {
+    pub(crate) fn slot_mut(&mut self, i: usize) -> &mut [u8] {
         &mut self.data[i * SLOT_LEN..][..SLOT_LEN]
     }
 
@@ -132,7 +135,7 @@ impl Batch {
     ///
     /// # Panics
     /// If either index is `>= capacity()` or `len > SLOT_LEN`.
-    pub fn move_slot(&mut self, from: usize, to: usize, len: usize) {
+    pub(crate) fn move_slot(&mut self, from: usize, to: usize, len: usize) {
         assert!(len <= SLOT_LEN, "frame longer than a slot");
         assert!(
             from < self.capacity() && to < self.capacity(),
@@ -143,7 +146,7 @@ impl Batch {
     }
 
     /// All slots as whole `SLOT_LEN` buffers, for I/O code that fills several at once.
-    pub fn slots_mut(&mut self) -> impl Iterator<Item = &mut [u8]> {
+    pub(crate) fn slots_mut(&mut self) -> impl Iterator<Item = &mut [u8]> {
         self.data.chunks_exact_mut(SLOT_LEN)
     }
 
@@ -153,7 +156,7 @@ impl Batch {
     ///
     /// # Panics
     /// If `slot < len()`, `slot >= capacity()` or `len > SLOT_LEN`.
-    pub fn commit_slot(&mut self, slot: usize, len: usize, addr: Option<SocketAddr>) {
+    pub(crate) fn commit_slot(&mut self, slot: usize, len: usize, addr: Option<SocketAddr>) {
         assert!(slot >= self.count && slot < self.capacity() && len <= SLOT_LEN);
         let i = self.count;
         if slot != i {

@@ -1,12 +1,12 @@
 //! Operating-system I/O for the daemon: the TAP device, the uplinks (raw Ethernet via
 //! AF_PACKET, or UDP), batched receive/send, privilege dropping and systemd notification.
 //!
-//! All `unsafe` (ioctls, `recvmmsg`/`sendmmsg`, `setuid`) lives in [`sys`]; the other modules
-//! are safe wrappers driven by tokio's `AsyncFd`. Nothing here knows about PSP.
+//! All `unsafe` (ioctls, AF_PACKET, `recvmmsg`/`sendmmsg`) lives in [`sys`], one file per
+//! concern; the other modules are safe wrappers driven by tokio's `AsyncFd`. Nothing here
+//! knows about PSP. The TAP offload arithmetic (no I/O) is `crate::offload`.
 
 pub mod batch;
 pub mod notify;
-pub mod offload;
 pub mod raw_eth;
 #[allow(unsafe_code)]
 pub mod sys;
@@ -16,9 +16,11 @@ pub mod udp;
 pub use batch::{BATCH, Batch, SLOT_LEN};
 
 /// Bytes of an Ethernet II header (dst, src, EtherType).
-pub const ETHERNET_HEADER_LEN: usize = 14;
+pub(crate) const ETHERNET_HEADER_LEN: usize = 14;
 
 /// An uplink: where sealed frames leave and arrive.
+///
+/// Public for the integration tests (`tests/io_root.rs` checks it is `Send + Sync`).
 #[derive(Debug)]
 pub enum Uplink {
     /// PSP frames (EtherType 0x1982) directly on an Ethernet interface.

@@ -1,9 +1,6 @@
-//! systemd readiness notification (`sd_notify` protocol over `$NOTIFY_SOCKET`) and privilege
-//! dropping helpers.
+//! systemd readiness notification (`sd_notify` protocol over `$NOTIFY_SOCKET`).
 //!
-//! The daemon opens the TAP and its sockets as root, then calls [`drop_privileges`]: the open
-//! descriptors keep working for the unprivileged user, nothing new can be opened. Files it
-//! must still reach afterwards (the status socket) are handed over first with [`chown_path`].
+//! Dropping privileges lives in [`super::sys`] (`drop_privileges`, `chown_path`).
 
 use std::ffi::OsStr;
 use std::io;
@@ -12,10 +9,10 @@ use std::os::unix::ffi::OsStrExt;
 use std::os::unix::net::{SocketAddr, UnixDatagram};
 use std::path::Path;
 
-use super::sys;
-
 /// Sends `state` (e.g. `"READY=1"`, `"RELOADING=1"`, `"STOPPING=1"`) to systemd when
 /// `$NOTIFY_SOCKET` is set; does nothing otherwise.
+///
+/// Public for the integration tests (`tests/io_root.rs`); the daemon uses `Notifier`.
 ///
 /// # Errors
 /// Socket errors.
@@ -27,9 +24,9 @@ pub fn sd_notify(state: &str) -> io::Result<()> {
 }
 
 /// A connection to `$NOTIFY_SOCKET`, made once while still privileged so notifications keep
-/// working after [`drop_privileges`] (the socket's directory may not be reachable afterwards).
+/// working after [`drop_privileges`](super::sys::drop_privileges) (the socket's directory may not be reachable afterwards).
 #[derive(Debug)]
-pub struct Notifier {
+pub(crate) struct Notifier {
     sock: Option<UnixDatagram>,
 }
 
@@ -38,7 +35,7 @@ impl Notifier {
     ///
     /// # Errors
     /// An unsupported address or a failed connect.
-    pub fn from_env() -> io::Result<Self> {
+    pub(crate) fn from_env() -> io::Result<Self> {
         let Some(socket) = std::env::var_os("NOTIFY_SOCKET").filter(|s| !s.is_empty()) else {
             return Ok(Self { sock: None });
         };
@@ -54,7 +51,7 @@ impl Notifier {
     ///
     /// # Errors
     /// Socket errors.
-    pub fn notify(&self, state: &str) -> io::Result<()> {
+    pub(crate) fn notify(&self, state: &str) -> io::Result<()> {
         match &self.sock {
             Some(s) => s.send(state.as_bytes()).map(drop),
             None => Ok(()),
@@ -67,7 +64,7 @@ impl Notifier {
 ///
 /// # Errors
 /// An unsupported address (`vsock:`), or socket errors.
-pub fn sd_notify_to(socket: &OsStr, state: &str) -> io::Result<()> {
+pub(crate) fn sd_notify_to(socket: &OsStr, state: &str) -> io::Result<()> {
     let addr = notify_addr(socket)?;
     let sock = UnixDatagram::unbound()?;
     let sent = sock
@@ -95,36 +92,6 @@ fn notify_addr(socket: &OsStr) -> io::Result<SocketAddr> {
             ),
         )),
     }
-}
-
-/// Drops root: switches to user `name` (its uid, primary gid, no supplementary groups).
-///
-/// `setgroups(0)`, `setgid`, `setuid` in that order, for every thread of the process, then
-/// checks that `setuid(0)` fails. Descriptors opened before keep working.
-///
-/// # Errors
-/// Unknown user, a user with uid 0 (nothing would be dropped), or the switch fails.
-pub fn drop_privileges(name: &str) -> io::Result<()> {
-    let (uid, gid) = sys::lookup_user(name)?;
-    if uid == 0 {
-        return Err(io::Error::new(
-            io::ErrorKind::InvalidInput,
-            format!("--user {name}: uid 0, that drops no privilege"),
-        ));
-    }
-    sys::switch_user(uid, gid)
-        .map_err(|e| io::Error::new(e.kind(), format!("dropping privileges to {name}: {e}")))
-}
-
-/// Gives `path` to user `user` (owner: its uid, group: its primary gid), e.g. the status
-/// socket before [`drop_privileges`].
-///
-/// # Errors
-/// Unknown user, or `chown` fails.
-pub fn chown_path(path: &Path, user: &str) -> io::Result<()> {
-    let (uid, gid) = sys::lookup_user(user)?;
-    std::os::unix::fs::chown(path, Some(uid), Some(gid))
-        .map_err(|e| io::Error::new(e.kind(), format!("chown {} to {user}: {e}", path.display())))
 }
 
 #[cfg(test)]
@@ -161,17 +128,5 @@ mod tests {
             io::ErrorKind::Unsupported
         );
         assert!(sd_notify_to(OsStr::new(""), "READY=1").is_err());
-    }
-
-    #[test]
-    fn drop_to_root_or_nobody_known() {
-        assert_eq!(
-            drop_privileges("root").unwrap_err().kind(),
-            io::ErrorKind::InvalidInput
-        );
-        assert_eq!(
-            drop_privileges("no-such-user-psp").unwrap_err().kind(),
-            io::ErrorKind::NotFound
-        );
     }
 }

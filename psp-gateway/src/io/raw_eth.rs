@@ -22,6 +22,9 @@ use super::sys::{self, RecvMode, SendMode};
 const SOCKET_BUFFER: usize = 4 << 20;
 
 /// An AF_PACKET socket for PSP frames on one interface.
+///
+/// Public, with the methods `tests/io_root.rs` calls, for the integration tests; the rest is
+/// `pub(crate)`.
 #[derive(Debug)]
 pub struct RawSocket {
     interface: String,

@@ -1,14 +1,14 @@
 //! The TAP device: layer-2 frames to and from the protected host's kernel.
 //!
-//! Opened on `/dev/net/tun` with `IFF_TAP | IFF_NO_PI` (the `tun-tap` crate cannot ask for
-//! `IFF_VNET_HDR`, so [`super::sys::open_tap`] does the `TUNSETIFF`), made non-blocking and
+//! Opened on `/dev/net/tun` with `IFF_TAP | IFF_NO_PI` (`TUNSETIFF` in `sys/tap.rs`, which can
+//! ask for `IFF_VNET_HDR`), made non-blocking and
 //! driven by tokio's [`AsyncFd`]. MTU, MAC and link state go through netdevice ioctls in
 //! [`super::sys`]. One task may read while another writes: every method takes `&self`.
 //!
-//! With offloads ([`Tap::open_with`]) every read and write carries a virtio-net header: the
+//! With offloads (`Tap::open_with`) every read and write carries a virtio-net header: the
 //! kernel hands us TCP super-frames of up to 64 KiB and partial checksums, which
-//! [`Tap::recv_batch_with`] cuts into MTU-sized frames ([`super::offload`]); on the way back
-//! [`Tap::send_gro`] writes coalesced TCP super-frames and marks verified checksums.
+//! `Tap::recv_batch_with` cuts into MTU-sized frames (`crate::offload`); on the way back
+//! `Tap::send_gro` writes coalesced TCP super-frames and marks verified checksums.
 
 use std::fs::File;
 use std::io::{self, IoSlice, IoSliceMut, Read, Write};
@@ -16,26 +16,29 @@ use std::os::fd::AsFd;
 
 use tokio::io::unix::AsyncFd;
 
-use super::offload::{self, GRO_MAX, Gro, MAX_GSO_FRAME, MAX_HDR, TxPlan, VNET_HDR_LEN, VnetHdr};
 use super::{Batch, SLOT_LEN, sys};
+use crate::offload::{self, GRO_MAX, Gro, MAX_GSO_FRAME, MAX_HDR, TxPlan, VNET_HDR_LEN, VnetHdr};
 
 /// Ethernet header bytes on top of the MTU in each TAP frame (no VLAN tag: the TAP is ours).
 const ETH_HEADER_LEN: usize = 14;
 
-/// The offloads a TAP opened with [`Tap::open_with`] got from the kernel.
+/// The offloads a TAP opened with `Tap::open_with` got from the kernel.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Offloads {
+pub(crate) struct Offloads {
     /// `TUN_F_CSUM`: frames may come with a partial transport checksum.
-    pub csum: bool,
+    pub(crate) csum: bool,
     /// `TUN_F_TSO4 | TUN_F_TSO6`: TCP super-frames.
-    pub tso: bool,
+    pub(crate) tso: bool,
     /// `TUN_F_TSO_ECN`: super-frames may carry CWR.
-    pub tso_ecn: bool,
+    pub(crate) tso_ecn: bool,
 }
 
 /// An open TAP interface (`IFF_TAP | IFF_NO_PI`, with `IFF_VNET_HDR` when offloading),
 /// non-blocking, registered with tokio. The interface disappears when this is dropped (it is
 /// not persistent).
+///
+/// Public, with the methods `tests/io_root.rs` calls, for the integration tests; the rest is
+/// `pub(crate)`.
 #[derive(Debug)]
 pub struct Tap {
     name: String,
@@ -62,7 +65,7 @@ impl Tap {
     ///
     /// # Errors
     /// As [`open`](Self::open).
-    pub fn open_with(name: &str, offload: bool) -> io::Result<Self> {
+    pub(crate) fn open_with(name: &str, offload: bool) -> io::Result<Self> {
         // An empty name (or one with `%d`) lets the kernel pick; `name()` tells which.
         let ctx =
             |e: io::Error| io::Error::new(e.kind(), format!("TAP {name} (/dev/net/tun): {e}"));
@@ -94,7 +97,7 @@ impl Tap {
     }
 
     /// The offloads in use (`None`: plain frames, no virtio-net header).
-    pub fn offloads(&self) -> Option<Offloads> {
+    pub(crate) fn offloads(&self) -> Option<Offloads> {
         self.offloads
     }
 
@@ -155,7 +158,7 @@ impl Tap {
 
     /// Waits until readable, then reads up to `batch.capacity()` frames (one `read` each,
     /// stopping at `WouldBlock`) into `batch` (cleared first). Returns the count (≥ 1).
-    /// On a TAP with offloads use [`recv_batch_with`](Self::recv_batch_with).
+    /// On a TAP with offloads use `recv_batch_with`.
     ///
     /// # Errors
     /// Read errors other than `WouldBlock`/`EINTR` (only when no frame was read; otherwise
@@ -192,9 +195,9 @@ impl Tap {
         }
     }
 
-    /// A reader for [`recv_batch_with`](Self::recv_batch_with): the buffer one super-frame
+    /// A reader for `recv_batch_with`: the buffer one super-frame
     /// is read into (allocated here, once; tiny without offloads).
-    pub fn reader(&self) -> TapReader {
+    pub(crate) fn reader(&self) -> TapReader {
         let len = if self.offloads.is_some() {
             SLOT_LEN + MAX_GSO_FRAME
         } else {
@@ -204,7 +207,6 @@ impl Tap {
             buf: vec![0; len].into_boxed_slice(),
             pending: None,
             dropped: 0,
-            super_frames: 0,
         }
     }
 
@@ -216,7 +218,7 @@ impl Tap {
     ///
     /// # Errors
     /// As [`recv_batch`](Self::recv_batch).
-    pub async fn recv_batch_with(
+    pub(crate) async fn recv_batch_with(
         &self,
         batch: &mut Batch,
         reader: &mut TapReader,
@@ -319,7 +321,7 @@ impl Tap {
     ///
     /// # Errors
     /// Write errors other than `EINVAL` (`EIO`: the interface is down).
-    pub async fn send_gro<'a>(
+    pub(crate) async fn send_gro<'a>(
         &self,
         gro: &Gro,
         frame: impl Fn(usize) -> &'a [u8],
@@ -406,28 +408,22 @@ fn negotiate(file: &File) -> Offloads {
     }
 }
 
-/// Receive state of a TAP with offloads (see [`Tap::recv_batch_with`]): one per reading task.
+/// Receive state of a TAP with offloads (see `Tap::recv_batch_with`): one per reading task.
 #[derive(Debug)]
-pub struct TapReader {
+pub(crate) struct TapReader {
     /// `[SLOT_LEN bytes | MAX_GSO_FRAME bytes]`: a read fills a batch slot, then the second
     /// part; a super-frame is made contiguous at the start.
     buf: Box<[u8]>,
     /// A super-frame being cut: its plan, length and the next segment.
     pending: Option<(offload::Tso, usize, usize)>,
     dropped: u64,
-    super_frames: u64,
 }
 
 impl TapReader {
     /// Frames dropped since the last call (bad virtio-net header or a segment larger than a
     /// slot).
-    pub fn take_dropped(&mut self) -> u64 {
+    pub(crate) fn take_dropped(&mut self) -> u64 {
         core::mem::take(&mut self.dropped)
-    }
-
-    /// TCP super-frames read so far.
-    pub fn super_frames(&self) -> u64 {
-        self.super_frames
     }
 
     /// Handles one read of `n` bytes: header `hdr`, frame in slot `i` of `batch` and, past
@@ -464,7 +460,6 @@ impl TapReader {
                     let (head, _) = self.buf.split_at_mut(SLOT_LEN);
                     head[..len].copy_from_slice(&batch.slot_mut(i)[..len]);
                 }
-                self.super_frames += 1;
                 self.pending = Some((t, len, 0));
                 self.drain(batch);
             }

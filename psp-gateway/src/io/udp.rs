@@ -25,6 +25,9 @@ const V4_OVERHEAD: usize = 20 + 8;
 const V6_OVERHEAD: usize = 40 + 8;
 
 /// A bound UDP socket for PSP frames.
+///
+/// Public, with the methods `tests/io_root.rs` calls, for the integration tests; the rest is
+/// `pub(crate)`.
 #[derive(Debug)]
 pub struct UdpLink {
     local: SocketAddr,

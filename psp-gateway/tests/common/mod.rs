@@ -833,52 +833,6 @@ pub(crate) fn wait_status(
     }
 }
 
-/// An AF_PACKET raw socket for EtherType `proto` bound to `ifname` in the calling thread's
-/// network namespace (enter one first with `psp_gateway::io::sys::enter_netns` from a dedicated
-/// thread; the socket stays bound to that namespace's interface when used from any thread).
-#[allow(unsafe_code)]
-pub(crate) fn packet_socket(ifname: &str, proto: u16) -> std::io::Result<std::os::fd::OwnedFd> {
-    use std::io;
-    use std::os::fd::{AsRawFd as _, FromRawFd as _, OwnedFd};
-    // SAFETY: socket(2) with constant arguments; the result is checked below.
-    let raw = unsafe {
-        libc::socket(
-            libc::AF_PACKET,
-            libc::SOCK_RAW | libc::SOCK_CLOEXEC,
-            i32::from(proto.to_be()),
-        )
-    };
-    if raw < 0 {
-        return Err(io::Error::last_os_error());
-    }
-    // SAFETY: `raw` is a fresh descriptor nobody else owns.
-    let fd = unsafe { OwnedFd::from_raw_fd(raw) };
-    let name = std::ffi::CString::new(ifname)
-        .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "NUL in interface name"))?;
-    // SAFETY: `name` is a valid NUL-terminated string.
-    let ifindex = unsafe { libc::if_nametoindex(name.as_ptr()) };
-    if ifindex == 0 {
-        return Err(io::Error::last_os_error());
-    }
-    // SAFETY: sockaddr_ll is plain integers; all-zero is a valid value.
-    let mut sll: libc::sockaddr_ll = unsafe { core::mem::zeroed() };
-    sll.sll_family = libc::AF_PACKET as u16;
-    sll.sll_protocol = proto.to_be();
-    sll.sll_ifindex = i32::try_from(ifindex).expect("ifindex fits i32");
-    // SAFETY: `sll` is a valid sockaddr_ll and its exact size is passed.
-    let rc = unsafe {
-        libc::bind(
-            fd.as_raw_fd(),
-            (&raw const sll).cast::<libc::sockaddr>(),
-            size_of::<libc::sockaddr_ll>() as libc::socklen_t,
-        )
-    };
-    if rc != 0 {
-        return Err(io::Error::last_os_error());
-    }
-    Ok(fd)
-}
-
 #[cfg(test)]
 mod harness_tests {
     use super::*;

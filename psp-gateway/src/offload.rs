@@ -17,29 +17,29 @@ use core::fmt;
 
 /// Bytes of the virtio-net header in front of every TAP frame (`struct virtio_net_hdr`, the
 /// kernel's default `TUNSETVNETHDRSZ`).
-pub const VNET_HDR_LEN: usize = 10;
+pub(crate) const VNET_HDR_LEN: usize = 10;
 /// `VIRTIO_NET_HDR_F_NEEDS_CSUM`: the checksum at `csum_start + csum_offset` is partial (it
 /// holds the pseudo-header sum); whoever sends the frame completes it.
-pub const F_NEEDS_CSUM: u8 = 1;
+pub(crate) const F_NEEDS_CSUM: u8 = 1;
 /// `VIRTIO_NET_HDR_F_DATA_VALID`: the transport checksum is known good; the stack need not
 /// verify it.
-pub const F_DATA_VALID: u8 = 2;
+pub(crate) const F_DATA_VALID: u8 = 2;
 /// `VIRTIO_NET_HDR_GSO_NONE`.
-pub const GSO_NONE: u8 = 0;
+pub(crate) const GSO_NONE: u8 = 0;
 /// `VIRTIO_NET_HDR_GSO_TCPV4`.
-pub const GSO_TCPV4: u8 = 1;
+pub(crate) const GSO_TCPV4: u8 = 1;
 /// `VIRTIO_NET_HDR_GSO_TCPV6`.
-pub const GSO_TCPV6: u8 = 4;
+pub(crate) const GSO_TCPV6: u8 = 4;
 /// `VIRTIO_NET_HDR_GSO_ECN` (a flag on the type: the super-frame carries CWR).
-pub const GSO_ECN: u8 = 0x80;
+pub(crate) const GSO_ECN: u8 = 0x80;
 /// The largest frame one TAP read returns with TSO on: a 64 KiB IP packet behind an Ethernet
 /// header with up to two VLAN tags.
-pub const MAX_GSO_FRAME: usize = 65_535 + 14 + 8;
+pub(crate) const MAX_GSO_FRAME: usize = 65_535 + 14 + 8;
 /// Frames one [`Gro`] takes per batch.
-pub const GRO_MAX: usize = 64;
+pub(crate) const GRO_MAX: usize = 64;
 /// The longest header [`Gro`] rewrites: Ethernet with two VLAN tags, IPv6, TCP with 40 bytes
 /// of options.
-pub const MAX_HDR: usize = 22 + 40 + 60;
+pub(crate) const MAX_HDR: usize = 22 + 40 + 60;
 
 const ETH_P_IPV4: u16 = 0x0800;
 const ETH_P_IPV6: u16 = 0x86dd;
@@ -55,7 +55,7 @@ const TCP_CSUM: usize = 16;
 /// never produces them with the offloads we enable).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[non_exhaustive]
-pub enum OffloadError {
+pub(crate) enum OffloadError {
     /// Shorter than its virtio-net header or its own headers say.
     Truncated,
     /// A header field is inconsistent (offsets outside the frame, wrong IP version, ...).
@@ -79,24 +79,24 @@ impl core::error::Error for OffloadError {}
 /// The virtio-net header (`struct virtio_net_hdr`), in the host's byte order (the TAP's
 /// default: legacy virtio, native endian).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct VnetHdr {
+pub(crate) struct VnetHdr {
     /// `F_NEEDS_CSUM`, `F_DATA_VALID`.
-    pub flags: u8,
+    pub(crate) flags: u8,
     /// `GSO_NONE`, `GSO_TCPV4`, `GSO_TCPV6`, possibly `| GSO_ECN`.
-    pub gso_type: u8,
+    pub(crate) gso_type: u8,
     /// Bytes of headers (L2 to L4) in front of the payload.
-    pub hdr_len: u16,
+    pub(crate) hdr_len: u16,
     /// Payload bytes per segment.
-    pub gso_size: u16,
+    pub(crate) gso_size: u16,
     /// Where checksumming starts (the L4 header), from the start of the frame.
-    pub csum_start: u16,
+    pub(crate) csum_start: u16,
     /// Where the checksum goes, from `csum_start`.
-    pub csum_offset: u16,
+    pub(crate) csum_offset: u16,
 }
 
 impl VnetHdr {
     /// Reads a header from the first [`VNET_HDR_LEN`] bytes of `b`.
-    pub fn parse(b: &[u8]) -> Option<Self> {
+    pub(crate) fn parse(b: &[u8]) -> Option<Self> {
         let b: &[u8; VNET_HDR_LEN] = b.get(..VNET_HDR_LEN)?.try_into().ok()?;
         let u = |i: usize| u16::from_ne_bytes([b[i], b[i + 1]]);
         Some(Self {
@@ -110,7 +110,7 @@ impl VnetHdr {
     }
 
     /// The header's bytes.
-    pub fn emit(&self) -> [u8; VNET_HDR_LEN] {
+    pub(crate) fn emit(&self) -> [u8; VNET_HDR_LEN] {
         let mut b = [0; VNET_HDR_LEN];
         b[0] = self.flags;
         b[1] = self.gso_type;
@@ -128,7 +128,7 @@ impl VnetHdr {
 /// Adds `data` to a ones'-complement sum accumulator (big-endian 16-bit words; an odd last
 /// byte is padded with zero). Sum 32-bit words into 64 bits: the compiler vectorizes this,
 /// and 2^32 ≡ 2^16 ≡ 1 (mod 0xffff), so folding gives the 16-bit sum.
-pub fn checksum_add(data: &[u8], acc: u64) -> u64 {
+pub(crate) fn checksum_add(data: &[u8], acc: u64) -> u64 {
     let mut chunks = data.chunks_exact(4);
     let mut sum = acc;
     for c in chunks.by_ref() {
@@ -144,7 +144,7 @@ pub fn checksum_add(data: &[u8], acc: u64) -> u64 {
 }
 
 /// Folds an accumulator to 16 bits (not complemented).
-pub fn checksum_fold(acc: u64) -> u16 {
+pub(crate) fn checksum_fold(acc: u64) -> u16 {
     let mut s = (acc & 0xffff_ffff) + (acc >> 32);
     s = (s & 0xffff) + (s >> 16);
     s = (s & 0xffff) + (s >> 16);
@@ -194,7 +194,7 @@ fn l3_of(frame: &[u8]) -> Option<(usize, u16)> {
 
 /// What a frame read from the TAP needs before it can be sealed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum TxPlan {
+pub(crate) enum TxPlan {
     /// Nothing: the frame is complete.
     Plain,
     /// Its transport checksum is partial: [`complete_csum`] with these offsets.
@@ -213,7 +213,7 @@ pub enum TxPlan {
 /// # Errors
 /// Offsets outside the frame, an IP header that does not match the GSO type, or a GSO type
 /// other than TCP.
-pub fn plan_tx(hdr: &VnetHdr, frame: &[u8]) -> Result<TxPlan, OffloadError> {
+pub(crate) fn plan_tx(hdr: &VnetHdr, frame: &[u8]) -> Result<TxPlan, OffloadError> {
     if hdr.gso_type == GSO_NONE {
         if hdr.flags & F_NEEDS_CSUM == 0 {
             return Ok(TxPlan::Plain);
@@ -272,7 +272,11 @@ pub fn plan_tx(hdr: &VnetHdr, frame: &[u8]) -> Result<TxPlan, OffloadError> {
 ///
 /// # Errors
 /// `Truncated` when the field lies outside the frame.
-pub fn complete_csum(frame: &mut [u8], start: usize, offset: usize) -> Result<(), OffloadError> {
+pub(crate) fn complete_csum(
+    frame: &mut [u8],
+    start: usize,
+    offset: usize,
+) -> Result<(), OffloadError> {
     let at = start + offset;
     if at + 2 > frame.len() {
         return Err(OffloadError::Truncated);
@@ -287,7 +291,7 @@ pub fn complete_csum(frame: &mut [u8], start: usize, offset: usize) -> Result<()
 
 /// A checked TCP super-frame (see [`plan_tx`]), cut into segments one at a time.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Tso {
+pub(crate) struct Tso {
     l3: usize,
     l4: usize,
     hdr_len: usize,
@@ -299,12 +303,12 @@ pub struct Tso {
 
 impl Tso {
     /// The number of segments (at least 1).
-    pub fn segments(&self) -> usize {
+    pub(crate) fn segments(&self) -> usize {
         self.segments
     }
 
     /// The longest segment: headers plus one `gso_size` of payload.
-    pub fn max_segment_len(&self) -> usize {
+    pub(crate) fn max_segment_len(&self) -> usize {
         self.hdr_len + self.mss
     }
 
@@ -313,7 +317,7 @@ impl Tso {
     /// and flags (FIN and PSH only on the last segment, CWR only on the first) fixed, the
     /// payload, and the full TCP checksum. Returns its length, or `None` when `k` is out of
     /// range, `frame` is not that frame, or `out` is too short.
-    pub fn segment(&self, frame: &[u8], k: usize, out: &mut [u8]) -> Option<usize> {
+    pub(crate) fn segment(&self, frame: &[u8], k: usize, out: &mut [u8]) -> Option<usize> {
         if k >= self.segments || frame.len() != self.len {
             return None;
         }
@@ -467,7 +471,7 @@ struct Group {
 /// [`emit`](Self::emit) and [`members`](Self::members), in order: per flow, the order of the
 /// input is kept. Call [`clear`](Self::clear) before the next batch.
 #[derive(Debug)]
-pub struct Gro {
+pub(crate) struct Gro {
     groups: Vec<Group>,
     next: [u8; GRO_MAX],
     items: usize,
@@ -481,18 +485,18 @@ impl Default for Gro {
 
 /// How to write one group (see [`Gro::emit`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Emit {
+pub(crate) struct Emit {
     /// Bytes of `head` to write first: the virtio-net header, then for a coalesced group the
     /// rewritten headers of the super-frame.
-    pub head_len: usize,
+    pub(crate) head_len: usize,
     /// `None`: write the single member frame whole after `head`. `Some(off)`: write
     /// `frame[off..]` of every member, in order.
-    pub payload_offset: Option<usize>,
+    pub(crate) payload_offset: Option<usize>,
 }
 
 impl Gro {
     /// An empty coalescer (allocates its tables once).
-    pub fn new() -> Self {
+    pub(crate) fn new() -> Self {
         Self {
             groups: Vec::with_capacity(GRO_MAX),
             next: [u8::MAX; GRO_MAX],
@@ -501,28 +505,28 @@ impl Gro {
     }
 
     /// Forgets the last batch.
-    pub fn clear(&mut self) {
+    pub(crate) fn clear(&mut self) {
         self.groups.clear();
         self.items = 0;
     }
 
     /// The number of frames pushed.
-    pub fn len(&self) -> usize {
+    pub(crate) fn len(&self) -> usize {
         self.items
     }
 
     /// True when nothing was pushed.
-    pub fn is_empty(&self) -> bool {
+    pub(crate) fn is_empty(&self) -> bool {
         self.items == 0
     }
 
     /// True when [`GRO_MAX`] frames were pushed.
-    pub fn is_full(&self) -> bool {
+    pub(crate) fn is_full(&self) -> bool {
         self.items == GRO_MAX
     }
 
     /// The number of output frames so far.
-    pub fn groups(&self) -> usize {
+    pub(crate) fn groups(&self) -> usize {
         self.groups.len()
     }
 
@@ -530,7 +534,7 @@ impl Gro {
     /// authenticated end to end (a PSP ICV), so its checksum, computed by the sender, is
     /// believed; otherwise a TCP checksum is verified before the frame may be coalesced, and
     /// other frames get no `DATA_VALID`. Returns false (and ignores the frame) when full.
-    pub fn push(&mut self, frame: &[u8], trusted: bool) -> bool {
+    pub(crate) fn push(&mut self, frame: &[u8], trusted: bool) -> bool {
         if self.is_full() {
             return false;
         }
@@ -600,7 +604,7 @@ impl Gro {
     ///
     /// # Panics
     /// If `g >= groups()`.
-    pub fn members(&self, g: usize) -> impl Iterator<Item = usize> + '_ {
+    pub(crate) fn members(&self, g: usize) -> impl Iterator<Item = usize> + '_ {
         let mut at = Some(self.groups[g].first);
         core::iter::from_fn(move || {
             let i = at?;
@@ -618,7 +622,7 @@ impl Gro {
     ///
     /// # Panics
     /// If `g >= groups()`.
-    pub fn emit(&self, g: usize, head: &mut [u8; VNET_HDR_LEN + MAX_HDR]) -> Emit {
+    pub(crate) fn emit(&self, g: usize, head: &mut [u8; VNET_HDR_LEN + MAX_HDR]) -> Emit {
         let grp = &self.groups[g];
         let seg = match grp.seg {
             Some(s) if grp.count > 1 => s,
