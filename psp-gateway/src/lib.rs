@@ -11,10 +11,7 @@
 pub mod cli;
 pub mod config;
 pub(crate) mod daemon;
-// Still `pub`: dataplane/ is being reshaped with psp-core's API elsewhere; making it
-// `pub(crate)` flags dead code inside it (`Counters::drops`, `sealed_len`, a `name` field),
-// to delete once that change has landed.
-pub mod dataplane;
+pub(crate) mod dataplane;
 pub mod io;
 pub(crate) mod offload;
 pub(crate) mod status;

@@ -3,11 +3,11 @@
 //! RFC 8032). Every vector was also cross-checked against OpenSSL when transcribed.
 
 use cipher::{BlockEncrypt, KeyInit};
+use psp_core::crypto::sign::{SIGNATURE_LEN, SigningKey, VerifyingKey};
+use psp_core::crypto::{CryptoError, SuiteId};
 use psp_core::primitives::aead::AeadKey;
 use psp_core::primitives::blowfish::BlowfishCbc;
 use psp_core::primitives::hmac_sha1::HmacSha1Key;
-use psp_core::crypto::sign::{SIGNATURE_LEN, SigningKey, VerifyingKey};
-use psp_core::crypto::{CryptoError, SuiteId};
 use serde::Deserialize;
 
 fn unhex(s: &str) -> Vec<u8> {

@@ -8,7 +8,7 @@ use psp_core::session::DropReason;
 use serde_json::{Map, Value, json};
 
 /// Every drop reason the opener reports, in a fixed order (the counter index).
-pub const REASONS: [DropReason; 14] = [
+pub(crate) const REASONS: [DropReason; 14] = [
     DropReason::Truncated,
     DropReason::Malformed,
     DropReason::BadVersion,
@@ -27,48 +27,49 @@ pub const REASONS: [DropReason; 14] = [
 
 /// One counter, incremented by a single writer.
 #[derive(Debug, Default)]
-pub struct Counter(AtomicU64);
+pub(crate) struct Counter(AtomicU64);
 
 impl Counter {
     /// Adds `n`.
     #[inline]
-    pub fn add(&self, n: u64) {
+    pub(crate) fn add(&self, n: u64) {
         self.0.fetch_add(n, Ordering::Relaxed);
     }
 
     /// The current value.
-    pub fn get(&self) -> u64 {
+    pub(crate) fn get(&self) -> u64 {
         self.0.load(Ordering::Relaxed)
     }
 }
 
 /// Counters of one peer (frames it sent us, frames we sent it, drops by reason).
 #[derive(Debug, Default)]
-pub struct PeerCounters {
+pub(crate) struct PeerCounters {
     /// Frames sealed and queued for the peer.
-    pub tx_frames: Counter,
+    pub(crate) tx_frames: Counter,
     /// Inner bytes of those frames.
-    pub tx_bytes: Counter,
+    pub(crate) tx_bytes: Counter,
     /// Frames from the peer delivered to the TAP.
-    pub rx_frames: Counter,
+    pub(crate) rx_frames: Counter,
     /// Inner bytes of those frames.
-    pub rx_bytes: Counter,
+    pub(crate) rx_bytes: Counter,
     /// Authentic PSP sub-protocol frames (dummy, control) received and consumed.
-    pub rx_sub: Counter,
+    pub(crate) rx_sub: Counter,
     drops: [Counter; REASONS.len()],
 }
 
 impl PeerCounters {
     /// Counts a dropped frame.
     #[inline]
-    pub fn drop_frame(&self, reason: DropReason) {
+    pub(crate) fn drop_frame(&self, reason: DropReason) {
         // An unknown (future) reason is counted as malformed rather than lost.
         let i = REASONS.iter().position(|r| *r == reason).unwrap_or(1);
         self.drops[i].add(1);
     }
 
     /// Drops counted for `reason`.
-    pub fn drops(&self, reason: DropReason) -> u64 {
+    #[cfg(test)]
+    pub(crate) fn drops(&self, reason: DropReason) -> u64 {
         REASONS
             .iter()
             .position(|r| *r == reason)
@@ -76,12 +77,12 @@ impl PeerCounters {
     }
 
     /// All drops.
-    pub fn drops_total(&self) -> u64 {
+    pub(crate) fn drops_total(&self) -> u64 {
         self.drops.iter().map(Counter::get).sum()
     }
 
     /// The counters as a JSON object (`tx_frames`, …, `drops`, `drops_total`).
-    pub fn to_json(&self) -> Map<String, Value> {
+    pub(crate) fn to_json(&self) -> Map<String, Value> {
         let mut drops = Map::new();
         for (r, c) in REASONS.iter().zip(&self.drops) {
             drops.insert(r.as_str().into(), c.get().into());
@@ -100,28 +101,28 @@ impl PeerCounters {
 
 /// Counters not attributable to a configured peer.
 #[derive(Debug, Default)]
-pub struct GlobalCounters {
+pub(crate) struct GlobalCounters {
     /// Broadcast/multicast frames sealed under the group key (UDP: once per copy).
-    pub group_tx_frames: Counter,
+    pub(crate) group_tx_frames: Counter,
     /// Inner bytes of those frames.
-    pub group_tx_bytes: Counter,
+    pub(crate) group_tx_bytes: Counter,
     /// Received PSP frames whose source MAC is no configured peer (or is our own).
-    pub unknown_peer: Counter,
+    pub(crate) unknown_peer: Counter,
     /// Received frames too short to carry an Ethernet header, and TAP frames too short to seal.
-    pub malformed: Counter,
+    pub(crate) malformed: Counter,
     /// TAP frames to a unicast MAC that is no peer's (never sent, never in clear).
-    pub no_route: Counter,
+    pub(crate) no_route: Counter,
     /// TAP frames that cannot be sealed (802.3 length frames such as STP, oversize).
-    pub tx_unsupported: Counter,
+    pub(crate) tx_unsupported: Counter,
     /// Sealed frames the uplink refused to send.
-    pub tx_error: Counter,
+    pub(crate) tx_error: Counter,
     /// Received PSP frames addressed to another unicast MAC on the segment (ignored).
-    pub not_for_us: Counter,
+    pub(crate) not_for_us: Counter,
 }
 
 impl GlobalCounters {
     /// Receive-side and transmit-side drops (not `not_for_us`, which is not an attack signal).
-    pub fn drops_total(&self) -> u64 {
+    pub(crate) fn drops_total(&self) -> u64 {
         self.unknown_peer.get()
             + self.malformed.get()
             + self.no_route.get()
@@ -130,7 +131,7 @@ impl GlobalCounters {
     }
 
     /// `drops` and `ignored` objects for the status JSON.
-    pub fn to_json(&self) -> (Value, Value) {
+    pub(crate) fn to_json(&self) -> (Value, Value) {
         (
             json!({
                 "unknown_peer": self.unknown_peer.get(),

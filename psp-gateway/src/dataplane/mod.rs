@@ -4,9 +4,9 @@
 //! and no lock per frame. Reloads arrive through a `watch` channel and are applied between
 //! batches.
 
-pub mod counters;
-pub mod normalize;
-pub mod peers;
+pub(crate) mod counters;
+pub(crate) mod normalize;
+pub(crate) mod peers;
 
 use std::io;
 use std::sync::Arc;
@@ -23,18 +23,18 @@ use crate::offload::Gro;
 
 /// What both directions share: counters not tied to a peer, our MAC, the clock origin.
 #[derive(Debug)]
-pub struct Shared {
+pub(crate) struct Shared {
     /// Global counters.
-    pub global: GlobalCounters,
+    pub(crate) global: GlobalCounters,
     /// Our protected MAC (the TAP's).
-    pub mac: Mac,
+    pub(crate) mac: Mac,
     /// The clock origin (core time is microseconds since this instant).
-    pub origin: std::time::Instant,
+    pub(crate) origin: std::time::Instant,
 }
 
 impl Shared {
     /// The current core time.
-    pub fn now(&self) -> Instant {
+    pub(crate) fn now(&self) -> Instant {
         Instant::from_std(self.origin, std::time::Instant::now())
     }
 }
@@ -93,7 +93,7 @@ impl DropLog {
 ///
 /// # Errors
 /// A TAP read error or an uplink error other than a full buffer.
-pub async fn tx_loop(
+pub(crate) async fn tx_loop(
     tap: Arc<Tap>,
     uplink: Arc<Uplink>,
     shared: Arc<Shared>,
@@ -275,7 +275,7 @@ async fn flush(uplink: &Uplink, out: &mut Batch, g: &GlobalCounters) -> io::Resu
 ///
 /// # Errors
 /// An uplink read error or a TAP write error.
-pub async fn rx_loop(
+pub(crate) async fn rx_loop(
     tap: Arc<Tap>,
     uplink: Arc<Uplink>,
     shared: Arc<Shared>,

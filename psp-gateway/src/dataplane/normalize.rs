@@ -39,13 +39,13 @@ const RX_QUEUE_BYTES: usize = 32 * 1024;
 
 /// What the daemon knows about the uplink when it builds normalized peers.
 #[derive(Debug, Clone, Copy)]
-pub struct NormContext {
+pub(crate) struct NormContext {
     /// The largest sealed frame the uplink carries (the default frame size).
-    pub max_frame: usize,
+    pub(crate) max_frame: usize,
     /// Whether the uplink is UDP (outer frames then also pay IP, UDP and Ethernet headers).
-    pub udp: bool,
+    pub(crate) udp: bool,
     /// The clock origin (core time is microseconds since it).
-    pub origin: std::time::Instant,
+    pub(crate) origin: std::time::Instant,
 }
 
 impl NormContext {
@@ -56,13 +56,13 @@ impl NormContext {
 
 /// Counters of a normalized peer besides the endpoint's own.
 #[derive(Debug, Default)]
-pub struct NormCounters {
+pub(crate) struct NormCounters {
     /// Outer frames the uplink refused to send.
-    pub tx_error: Counter,
+    pub(crate) tx_error: Counter,
     /// Payloads that could not be sealed.
-    pub seal_error: Counter,
+    pub(crate) seal_error: Counter,
     /// Group-key frames from the peer, ignored (its broadcasts come through the endpoint).
-    pub group_ignored: Counter,
+    pub(crate) group_ignored: Counter,
 }
 
 struct State {
@@ -74,11 +74,11 @@ struct State {
 }
 
 /// One normalized peer: the endpoint, the sealer of its unicast key and the pacing state.
-pub struct NormPeer {
+pub(crate) struct NormPeer {
     /// The peer's name.
-    pub name: String,
+    pub(crate) name: String,
     /// Extra counters.
-    pub counters: NormCounters,
+    pub(crate) counters: NormCounters,
     dst: Mac,
     endpoint: Option<SocketAddr>,
     sealed_len: usize,
@@ -100,7 +100,7 @@ impl core::fmt::Debug for NormPeer {
 /// Inner frames delivered by one payload, copied out of the endpoint so the TAP write happens
 /// without the lock. The buffers keep their capacity (no allocation per frame once warm).
 #[derive(Debug, Default)]
-pub struct Delivery {
+pub(crate) struct Delivery {
     buf: Vec<u8>,
     ends: Vec<usize>,
 }
@@ -117,7 +117,7 @@ impl Delivery {
     }
 
     /// The delivered frames.
-    pub fn frames(&self) -> impl Iterator<Item = &[u8]> {
+    pub(crate) fn frames(&self) -> impl Iterator<Item = &[u8]> {
         let mut start = 0;
         self.ends.iter().map(move |&end| {
             let f = &self.buf[start..end];
@@ -232,18 +232,13 @@ impl NormPeer {
         self.state.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    /// The length of every sealed frame to this peer (Ethernet header included).
-    pub fn sealed_len(&self) -> usize {
-        self.sealed_len
-    }
-
     /// The largest inner frame this peer's endpoint accepts.
-    pub fn max_inner_len(&self) -> usize {
+    pub(crate) fn max_inner_len(&self) -> usize {
         self.lock().ep.config().max_sendable_inner_len()
     }
 
     /// Queues an inner frame for the peer (drop-tail: a full queue drops and counts it).
-    pub fn push_inner(&self, now: Instant, frame: &[u8]) {
+    pub(crate) fn push_inner(&self, now: Instant, frame: &[u8]) {
         if self.lock().ep.handle_inner(now, frame).is_ok() {
             self.peer_counters.tx_frames.add(1);
             self.peer_counters.tx_bytes.add(frame.len() as u64);
@@ -252,7 +247,7 @@ impl NormPeer {
 
     /// Processes an opened payload from the peer; the inner frames it completes land in `out`
     /// (cleared first).
-    pub fn handle_payload(&self, now: Instant, payload: &[u8], out: &mut Delivery) {
+    pub(crate) fn handle_payload(&self, now: Instant, payload: &[u8], out: &mut Delivery) {
         out.clear();
         let mut st = self.lock();
         // A malformed payload is counted by the endpoint (`malformed` in status).
@@ -270,7 +265,7 @@ impl NormPeer {
     }
 
     /// The status object (`normalize` in the peer's status entry).
-    pub fn to_json(&self) -> Value {
+    pub(crate) fn to_json(&self) -> Value {
         let s = self.lock().ep.stats();
         json!({
             "frame_bytes": self.sealed_len,
@@ -338,7 +333,7 @@ impl NormPeer {
 ///
 /// # Errors
 /// A TAP write error.
-pub async fn deliver(
+pub(crate) async fn deliver(
     np: &NormPeer,
     now: Instant,
     payload: &[u8],
@@ -358,7 +353,7 @@ pub async fn deliver(
 ///
 /// # Errors
 /// A frame size that does not fit the uplink or leaves no room for data.
-pub fn attach(
+pub(crate) fn attach(
     set: &mut PeerSet,
     previous: Option<&PeerSet>,
     ctx: &NormContext,
@@ -414,7 +409,7 @@ pub fn attach(
 }
 
 /// Starts the pacing task of every normalized peer of `set` that has none yet.
-pub fn spawn_pacers(set: &PeerSet, uplink: &Arc<Uplink>, shared: &Arc<Shared>) {
+pub(crate) fn spawn_pacers(set: &PeerSet, uplink: &Arc<Uplink>, shared: &Arc<Shared>) {
     for np in set.norm.iter().flatten() {
         if !np.started.swap(true, Ordering::Relaxed) {
             tokio::spawn(pace(Arc::clone(np), Arc::clone(uplink), Arc::clone(shared)));
@@ -424,7 +419,7 @@ pub fn spawn_pacers(set: &PeerSet, uplink: &Arc<Uplink>, shared: &Arc<Shared>) {
 
 /// The smallest TAP MTU the normalized peers of `set` need lowered to (faithful packing
 /// carries one inner frame per outer frame), if any.
-pub fn mtu_limit(set: &PeerSet) -> Option<usize> {
+pub(crate) fn mtu_limit(set: &PeerSet) -> Option<usize> {
     set.norm
         .iter()
         .flatten()

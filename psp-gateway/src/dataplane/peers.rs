@@ -18,23 +18,23 @@ use super::normalize::NormPeer;
 use crate::config::{Config, PeerSecurity};
 
 /// A MAC address.
-pub type Mac = [u8; 6];
+pub(crate) type Mac = [u8; 6];
 
 /// The peers of one configuration, with their counters: what reload publishes to the tasks
 /// and what `status` reads.
 #[derive(Debug)]
-pub struct PeerSet {
+pub(crate) struct PeerSet {
     /// The configuration.
-    pub config: Config,
+    pub(crate) config: Config,
     /// Counters, parallel to `config.peers`.
-    pub counters: Vec<Arc<PeerCounters>>,
+    pub(crate) counters: Vec<Arc<PeerCounters>>,
     /// Normalized peers, parallel to `config.peers` (filled by [`super::normalize::attach`]).
-    pub norm: Vec<Option<Arc<NormPeer>>>,
+    pub(crate) norm: Vec<Option<Arc<NormPeer>>>,
 }
 
 impl PeerSet {
     /// A set for `config`, reusing counters of same-named peers in `previous`.
-    pub fn new(config: Config, previous: Option<&Self>) -> Self {
+    pub(crate) fn new(config: Config, previous: Option<&Self>) -> Self {
         let counters = config
             .peers
             .iter()
@@ -61,7 +61,7 @@ impl PeerSet {
 
 /// Why a peer table could not be built.
 #[derive(Debug, thiserror::Error)]
-pub enum BuildError {
+pub(crate) enum BuildError {
     /// The key does not suit the suite.
     #[error("peer {peer}: key: {source}")]
     Key {
@@ -122,18 +122,16 @@ fn new_opener(name: &str, s: &PeerSecurity, max_frame: usize) -> Result<Opener, 
 
 /// One peer, transmit side.
 #[derive(Debug)]
-pub struct TxPeer {
-    /// The peer's name.
-    pub name: String,
+pub(crate) struct TxPeer {
     /// Index into [`TxPeers::sealers`] of the sealer for the peer's unicast key.
-    pub sealer: usize,
+    pub(crate) sealer: usize,
     /// The UDP endpoint, if any.
-    pub endpoint: Option<SocketAddr>,
+    pub(crate) endpoint: Option<SocketAddr>,
     /// Counters.
-    pub counters: Arc<PeerCounters>,
+    pub(crate) counters: Arc<PeerCounters>,
     /// The normalized endpoint, if the peer is normalized: its unicast frames go there and are
     /// sealed by its pacing task (with a key no one else uses), never by `sealer`.
-    pub norm: Option<Arc<NormPeer>>,
+    pub(crate) norm: Option<Arc<NormPeer>>,
 }
 
 /// The transmit half of the peer table.
@@ -143,13 +141,13 @@ pub struct TxPeer {
 /// the sealer, because nonces and IVs derive from (key, SN) and two streams under one key
 /// could repeat them (the config validation guarantees that sharers agree on the settings).
 #[derive(Debug)]
-pub struct TxPeers {
+pub(crate) struct TxPeers {
     /// Peers, in configuration order.
-    pub peers: Vec<TxPeer>,
+    pub(crate) peers: Vec<TxPeer>,
     /// Destination MAC → index into `peers`.
-    pub by_mac: HashMap<Mac, usize>,
+    pub(crate) by_mac: HashMap<Mac, usize>,
     /// The sealers; index 0 seals broadcast and multicast frames under the group key.
-    pub sealers: Vec<Sealer>,
+    pub(crate) sealers: Vec<Sealer>,
     settings: Vec<PeerSecurity>,
 }
 
@@ -159,7 +157,7 @@ impl TxPeers {
     ///
     /// # Errors
     /// A key or setting the core refuses.
-    pub fn build(set: &PeerSet, previous: Option<Self>) -> Result<Self, BuildError> {
+    pub(crate) fn build(set: &PeerSet, previous: Option<Self>) -> Result<Self, BuildError> {
         let cfg = &set.config;
         let mut old: Vec<(PeerSecurity, Sealer)> = previous
             .map(|p| p.settings.into_iter().zip(p.sealers).collect())
@@ -187,7 +185,6 @@ impl TxPeers {
                 by_mac.insert(*mac, i);
             }
             peers.push(TxPeer {
-                name: p.name.clone(),
                 sealer,
                 endpoint: p.endpoint,
                 counters: Arc::clone(&set.counters[i]),
@@ -203,39 +200,39 @@ impl TxPeers {
     }
 
     /// The sealer for broadcast and multicast frames (the group key).
-    pub fn group_mut(&mut self) -> &mut Sealer {
+    pub(crate) fn group_mut(&mut self) -> &mut Sealer {
         &mut self.sealers[0]
     }
 
     /// The largest number of bytes sealing adds to an inner frame, over all keys.
-    pub fn max_overhead(&self) -> usize {
+    pub(crate) fn max_overhead(&self) -> usize {
         self.sealers.iter().map(Sealer::overhead).max().unwrap_or(0)
     }
 }
 
 /// One peer, receive side: one opener (and so one replay window) per key it may use.
 #[derive(Debug)]
-pub struct RxPeer {
+pub(crate) struct RxPeer {
     /// The peer's name.
-    pub name: String,
+    pub(crate) name: String,
     /// Opens the peer's unicast frames.
-    pub unicast: Opener,
+    pub(crate) unicast: Opener,
     /// Opens the peer's broadcast/multicast frames (group key, the peer's own SN space).
-    pub group: Opener,
+    pub(crate) group: Opener,
     /// Counters.
-    pub counters: Arc<PeerCounters>,
+    pub(crate) counters: Arc<PeerCounters>,
     /// The normalized endpoint, if the peer is normalized.
-    pub norm: Option<Arc<NormPeer>>,
+    pub(crate) norm: Option<Arc<NormPeer>>,
     settings: (PeerSecurity, PeerSecurity),
 }
 
 /// The receive half of the peer table.
 #[derive(Debug)]
-pub struct RxPeers {
+pub(crate) struct RxPeers {
     /// Peers, in configuration order.
-    pub peers: Vec<RxPeer>,
+    pub(crate) peers: Vec<RxPeer>,
     /// Source MAC → index into `peers`.
-    pub by_mac: HashMap<Mac, usize>,
+    pub(crate) by_mac: HashMap<Mac, usize>,
 }
 
 impl RxPeers {
@@ -245,7 +242,7 @@ impl RxPeers {
     ///
     /// # Errors
     /// A key or setting the core refuses.
-    pub fn build(
+    pub(crate) fn build(
         set: &PeerSet,
         previous: Option<Self>,
         max_frame: usize,
