@@ -10,7 +10,8 @@
 //! measured the processing time of the encryption and decryption, or the scrambling and
 //! descrambling for a message with 1280 byte length"), so we compare them with our enc+dec
 //! sum. All cases are timed interleaved in one run (see [`psp_benches::Suite`]); only ratios
-//! within one run are meaningful on a shared machine. The output ends with one `RATIOS` line.
+//! within one run are meaningful on a shared machine. A last table compares psp-core's two crypto
+//! backends (ring and RustCrypto) on the same operations. The output ends with one `RATIOS` line.
 
 use core::hint::black_box;
 use std::process::ExitCode;
@@ -22,7 +23,9 @@ use psp_benches::{
     CaseId, Config, Results, Suite, cbc_decrypt, cbc_encrypt, civil_date, cpu_model, ecb_decrypt,
     ecb_encrypt, fmt_ratio, fmt_us, markdown_table, message,
 };
+use psp_core::crypto::sign::backend as sign_backend;
 use psp_core::crypto::{SuiteId, SuiteKey};
+use psp_core::primitives::aead::backend as aead_backend;
 use psp_core::scramble::{self, Kernel, Seed};
 use psp_core::session::{Opener, OpenerConfig, Sealer, SealerConfig};
 use psp_core::time::Instant;
@@ -480,6 +483,13 @@ fn run(opts: Opts) -> Result<(), String> {
     );
     println!();
     print!("{}", psp_suite_table(&cfg, &mut warnings)?);
+    println!();
+    println!(
+        "### Crypto backend: ring vs RustCrypto ({BACKEND_LEN}-byte section or message, \
+         {BACKEND_AAD_LEN}-byte AAD; ns per operation; ratio = RustCrypto time / ring time, same run)"
+    );
+    println!();
+    print!("{}", backend_table(&cfg, &mut warnings)?);
     if !opts.markdown_only {
         println!();
         println!(
@@ -754,6 +764,125 @@ fn add_psp_round_trip(
     }))
 }
 
+/// The section (AEAD) or message (Ed25519) length of the backend comparison: a full Ethernet
+/// payload.
+const BACKEND_LEN: usize = 1500;
+/// The AAD of the backend comparison: a frame's clear part (Ethernet addresses, EtherType, PSP
+/// header).
+const BACKEND_AAD_LEN: usize = 19;
+
+/// What the backend comparison times: one AEAD implementation's seal then open, in place.
+trait AeadRoundTrip {
+    /// Seals `buf` and opens it again (so `buf` ends as it began); `false` if the open failed.
+    fn round_trip(&self, aad: &[u8], buf: &mut [u8]) -> bool;
+}
+
+impl AeadRoundTrip for aead_backend::Ring {
+    fn round_trip(&self, aad: &[u8], buf: &mut [u8]) -> bool {
+        self.seal(&NONCE, aad, buf)
+            .and_then(|tag| self.open(&NONCE, aad, buf, &tag))
+            .is_ok()
+    }
+}
+
+impl AeadRoundTrip for aead_backend::RustCrypto {
+    fn round_trip(&self, aad: &[u8], buf: &mut [u8]) -> bool {
+        self.seal(&NONCE, aad, buf)
+            .and_then(|tag| self.open(&NONCE, aad, buf, &tag))
+            .is_ok()
+    }
+}
+
+/// Adds a seal + open case for one AEAD implementation after checking its round trip.
+fn add_backend_round_trip<'a>(
+    suite: &mut Suite<'a>,
+    name: String,
+    aead: impl AeadRoundTrip + 'a,
+    warnings: &mut Vec<String>,
+) -> CaseId {
+    let aad = message(BACKEND_AAD_LEN);
+    let msg = message(BACKEND_LEN);
+    let mut buf = msg.clone();
+    if !aead.round_trip(&aad, &mut buf) || buf != msg {
+        warnings.push(format!("{name}: seal/open round trip FAILED"));
+    }
+    suite.add(name, move || {
+        black_box(aead.round_trip(black_box(&aad), black_box(&mut buf[..])));
+    })
+}
+
+/// Times each AEAD suite's seal + open and Ed25519's sign and verify through ring and through
+/// RustCrypto, interleaved in a run of their own, and renders the Markdown table. Both backends
+/// must agree byte for byte first (a warning otherwise).
+fn backend_table(cfg: &Config, warnings: &mut Vec<String>) -> Result<String, String> {
+    let mut suite = Suite::new();
+    let mut rows: Vec<(String, CaseId, CaseId)> = Vec::new();
+    let aad = message(BACKEND_AAD_LEN);
+    for id in [
+        SuiteId::Aes128Gcm,
+        SuiteId::Aes256Gcm,
+        SuiteId::ChaCha20Poly1305,
+    ] {
+        let key: Vec<u8> = (0..id.key_len()).map(|i| i as u8 ^ 0x5c).collect();
+        let bad = |e: &dyn core::fmt::Display| format!("{}: {e}", id.name());
+        let ring = aead_backend::Ring::new(id, &key).map_err(|e| bad(&e))?;
+        let rc = aead_backend::RustCrypto::new(id, &key).map_err(|e| bad(&e))?;
+        let (mut a, mut b) = (message(BACKEND_LEN), message(BACKEND_LEN));
+        let ta = ring.seal(&NONCE, &aad, &mut a).map_err(|e| bad(&e))?;
+        let tb = rc.seal(&NONCE, &aad, &mut b).map_err(|e| bad(&e))?;
+        if a != b || ta != tb {
+            warnings.push(format!("{}: ring and RustCrypto DISAGREE", id.name()));
+        }
+        let r = add_backend_round_trip(&mut suite, format!("ring {id}"), ring, warnings);
+        let c = add_backend_round_trip(&mut suite, format!("rustcrypto {id}"), rc, warnings);
+        rows.push((format!("`{}` seal + open", id.name()), r, c));
+    }
+    let seed = [0x2d; 32];
+    let ring = sign_backend::Ring::from_seed(&seed).map_err(|e| format!("ed25519: {e}"))?;
+    let rc = sign_backend::RustCrypto::from_seed(&seed).map_err(|e| format!("ed25519: {e}"))?;
+    let msg = message(BACKEND_LEN);
+    let (public, sig) = (ring.public_key(), ring.sign(&msg));
+    if public != rc.public_key() || sig != rc.sign(&msg) {
+        warnings.push("ed25519: ring and RustCrypto DISAGREE".into());
+    }
+    let (m1, m2) = (msg.clone(), msg.clone());
+    let r = suite.add("ring ed25519 sign", move || {
+        black_box(ring.sign(black_box(&m1)));
+    });
+    let c = suite.add("rustcrypto ed25519 sign", move || {
+        black_box(rc.sign(black_box(&m2)));
+    });
+    rows.push(("Ed25519 sign".into(), r, c));
+    let m1 = msg.clone();
+    let r = suite.add("ring ed25519 verify", move || {
+        black_box(sign_backend::Ring::verify(&public, black_box(&m1), &sig).is_ok());
+    });
+    let c = suite.add("rustcrypto ed25519 verify", move || {
+        black_box(sign_backend::RustCrypto::verify(&public, black_box(&msg), &sig).is_ok());
+    });
+    rows.push(("Ed25519 verify".into(), r, c));
+
+    let res = suite.run(cfg, |_| {});
+    let body: Vec<Vec<String>> = rows
+        .iter()
+        .map(|(label, r, c)| backend_row(label, res.ns(*r), res.ns(*c)))
+        .collect();
+    Ok(markdown_table(
+        &["operation", "ring ns", "RustCrypto ns", "RustCrypto / ring"],
+        &body,
+    ))
+}
+
+/// One row of the backend table.
+fn backend_row(label: &str, ring_ns: f64, rc_ns: f64) -> Vec<String> {
+    vec![
+        label.to_owned(),
+        format!("{ring_ns:.0}"),
+        format!("{rc_ns:.0}"),
+        format!("{:.2}x time", rc_ns / ring_ns),
+    ]
+}
+
 /// Round-trips two messages through fresh state; records a warning on mismatch.
 fn check_scrambler(
     label: &str,
@@ -1003,6 +1132,14 @@ mod tests {
         assert_eq!(
             lines[3],
             "| x |  |  | 1.000 | 1.000 | 2.000 | 0.100 | 0.500 | 10.0 |"
+        );
+    }
+
+    #[test]
+    fn backend_row_ratio() {
+        assert_eq!(
+            backend_row("x", 400.0, 1000.0),
+            ["x", "400", "1000", "2.50x time"]
         );
     }
 

@@ -43,21 +43,23 @@
 //!
 //! | feature | default | effect |
 //! |---|---|---|
-//! | `std` | yes | [`Instant::from_std`] (a `std::time::Instant` measured from an origin); implies `alloc` |
-//! | `alloc` | via `std` | nothing on the hot path needs it |
-//! | `arbitrary` | no | exposes fuzzing helpers |
+//! | `std` | yes | [`Instant::from_std`] (a `std::time::Instant` measured from an origin) |
+//! | `ring` | yes | AES-GCM, ChaCha20-Poly1305 and Ed25519 through ring (faster; links `alloc`) |
+//! | `rustcrypto` | no | the same through RustCrypto (pure Rust, no `alloc`); if `ring` is also on, ring is used |
+//!
+//! At least one of `ring` and `rustcrypto` must be on (a `compile_error!` says so otherwise).
+//! Both backends pass the same vectors and property tests.
 //!
 //! ## no_std
 //!
-//! With `default-features = false` the crate is `#![no_std]` and allocation-free. CI proves this
-//! by linking a freestanding `#![no_std] #![no_main]` static binary (`crates/psp-nostd-proof`)
-//! that runs known-answer checks; it fails to link if anything pulls in `std`.
+//! With `default-features = false` and one backend feature the crate is `#![no_std]` and
+//! allocation-free; with `rustcrypto` alone it does not even link `alloc`, so a freestanding user
+//! needs no global allocator. CI proves this by linking a freestanding `#![no_std] #![no_main]`
+//! static binary (`crates/psp-nostd-proof`) once per backend (the rustcrypto one with no
+//! allocator at all) that runs known-answer checks; it fails to link if anything pulls in `std`.
 //!
 //! MSRV: 1.89 (edition 2024; AVX-512 intrinsics are stable since 1.89).
 #![cfg_attr(not(feature = "std"), no_std)]
-
-#[cfg(feature = "alloc")]
-extern crate alloc;
 
 pub mod crypto;
 pub mod normalize;

@@ -2,12 +2,19 @@
 //! `_start`, panic handler and mem* functions. It runs known-answer checks against psp-core with
 //! default features off and exits 0 only if all pass. If anything in the dependency graph links
 //! `std`, this fails to build (duplicate `panic_impl` lang item).
+//!
+//! It builds once per psp-core crypto backend. The `ring` build names a global allocator that
+//! refuses every allocation (ring links `alloc`). The `rustcrypto` build names none at all and
+//! links no C library: it links only because nothing in its graph needs `alloc`, which the
+//! `_no-allocator` feature's negative control (the ring build without the allocator fails to
+//! link) shows is a real check.
 #![no_std]
 #![no_main]
 
 use core::arch::{asm, global_asm};
 use core::panic::PanicInfo;
 
+use psp_core::crypto::sign::{SIGNATURE_LEN, SigningKey, VerifyingKey};
 use psp_core::crypto::{SuiteId, SuiteKey};
 use psp_core::replay::ReplayWindow;
 use psp_core::scramble::{self, Descrambler, Kernel, Scrambler, Seed};
@@ -57,6 +64,11 @@ fn check(ok: bool, what: &[u8]) -> bool {
 
 extern "C" fn rust_main() -> ! {
     let mut all = true;
+    write(if cfg!(feature = "ring") {
+        b"nostd-proof: backend ring (refusing global allocator)\n"
+    } else {
+        b"nostd-proof: backend rustcrypto (no global allocator, no C library)\n"
+    });
 
     // Scrambler: the three implementations agree and round-trip, on every available kernel.
     let seed = Seed::from_key(b"Jefe");
@@ -91,6 +103,8 @@ extern "C" fn rust_main() -> ! {
     for (suite, name, key, sealed) in PSP_VECTORS {
         all &= check(psp_vector(*suite, key, sealed), name.as_bytes());
     }
+
+    all &= check(ed25519_vector(), b"ed25519 rfc 8032 test 2");
 
     if all {
         write(b"nostd-proof: all checks passed\n");
@@ -179,25 +193,57 @@ fn psp_vector(suite: SuiteId, key_hex: &str, sealed_hex: &str) -> bool {
     opened_ok && replay_refused && flip_refused
 }
 
-/// ring 0.17 links `alloc` unconditionally (its test utilities), so the binary must name a global
-/// allocator. This one refuses every allocation: should anything on the paths checked here try
-/// to allocate, the allocation fails and the binary aborts with exit 102. The checks therefore
-/// also prove that psp-core seals, opens and scrambles with no heap at all.
-struct NoHeap;
-
-// SAFETY: `alloc` always returns null, which GlobalAlloc permits (allocation failure); `dealloc`
-// is never reached because nothing was ever allocated.
-unsafe impl core::alloc::GlobalAlloc for NoHeap {
-    unsafe fn alloc(&self, _layout: core::alloc::Layout) -> *mut u8 {
-        write(b"nostd-proof: heap allocation attempted\n");
-        exit(102)
-    }
-
-    unsafe fn dealloc(&self, _ptr: *mut u8, _layout: core::alloc::Layout) {}
+/// RFC 8032 §7.1 test 2: public key, signature, verification, and a refused altered message.
+fn ed25519_vector() -> bool {
+    let (mut seed, mut public, mut sig_want) = ([0u8; 32], [0u8; 32], [0u8; SIGNATURE_LEN]);
+    unhex(
+        "4ccd089b28ff96da9db6c346ec114e0f5b8a319f35aba624da8cf6ed4fb8a6fb",
+        &mut seed,
+    );
+    unhex(
+        "3d4017c3e843895a92b70aa74d1b7ebc9c982ccf2ec4968cc0cd55f12af4660c",
+        &mut public,
+    );
+    unhex(
+        "92a009a9f0d4cab8720e820b5f642540a2b27b5416503f8fb3762223ebdb69da085ac1e43e15996e458f3613d0f11d8c387b2eaeb4302aeeb00d291612bb0c00",
+        &mut sig_want,
+    );
+    let Ok(key) = SigningKey::from_seed(&seed) else {
+        return false;
+    };
+    let mut sig = [0u8; SIGNATURE_LEN];
+    key.sign(&[0x72], &mut sig);
+    let vk = VerifyingKey::from_bytes(public);
+    key.public_key() == vk
+        && sig == sig_want
+        && vk.verify(&[0x72], &sig).is_ok()
+        && vk.verify(&[0x73], &sig).is_err()
 }
 
-#[global_allocator]
-static HEAP: NoHeap = NoHeap;
+/// ring 0.17 links `alloc` unconditionally (its test utilities), so the ring build must name a
+/// global allocator. This one refuses every allocation: should anything on the paths checked
+/// here try to allocate, the binary aborts with exit 102. The checks therefore also prove that
+/// psp-core seals, opens and scrambles with no heap at all. The rustcrypto build has none.
+#[cfg(all(feature = "ring", not(feature = "_no-allocator")))]
+mod no_heap {
+    use super::{exit, write};
+
+    struct NoHeap;
+
+    // SAFETY: `alloc` never returns (it exits the process), so no pointer is ever handed out;
+    // `dealloc` is never reached because nothing was ever allocated.
+    unsafe impl core::alloc::GlobalAlloc for NoHeap {
+        unsafe fn alloc(&self, _layout: core::alloc::Layout) -> *mut u8 {
+            write(b"nostd-proof: heap allocation attempted\n");
+            exit(102)
+        }
+
+        unsafe fn dealloc(&self, _ptr: *mut u8, _layout: core::alloc::Layout) {}
+    }
+
+    #[global_allocator]
+    static HEAP: NoHeap = NoHeap;
+}
 
 // The precompiled `core` carries unwind tables that name this symbol; with panic = "abort"
 // nothing ever unwinds, so an empty definition satisfies the linker.
@@ -205,7 +251,8 @@ static HEAP: NoHeap = NoHeap;
 extern "C" fn rust_eh_personality() {}
 
 // The C library is linked statically but never started, so its IFUNC-resolved string functions
-// cannot be used; these plain versions are what core and ring's C code call.
+// cannot be used; these plain versions are what core and ring's C code call (the rustcrypto
+// build links no C library, so they are the only ones there).
 
 /// # Safety
 /// Standard `memcpy` contract.

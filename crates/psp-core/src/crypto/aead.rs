@@ -1,11 +1,12 @@
-//! AEAD suites through ring: AES-128-GCM, AES-256-GCM, ChaCha20-Poly1305.
+//! AEAD suites: AES-128-GCM, AES-256-GCM, ChaCha20-Poly1305, through ring (feature `ring`, the
+//! default) or RustCrypto (feature `rustcrypto`); with both on, ring. See `docs/SUITES.md`.
 //!
 //! The tag is kept apart from the ciphertext (it is the PSP ICV), so sealing and opening work in
-//! place on the section with no allocation. On a failed open ring zeroes the buffer before
-//! returning, so no unauthenticated plaintext is left behind.
+//! place on the section with no allocation. Whatever the backend, a failed open zeroes the
+//! buffer before returning, so no unauthenticated plaintext is left behind, and the tag is
+//! compared in constant time.
 
-use ring::aead::{self, Aad, LessSafeKey, Nonce, Tag, UnboundKey};
-
+use crate::crypto::backend::selected;
 use crate::crypto::{CryptoError, KeyError, SuiteId};
 
 /// Length of an AEAD tag (the ICV) in bytes.
@@ -13,12 +14,14 @@ pub const TAG_LEN: usize = 16;
 /// Length of an AEAD nonce in bytes.
 pub const NONCE_LEN: usize = 12;
 
-/// A ring AEAD key for one of the AEAD suites.
+/// An AEAD key for one of the AEAD suites.
 ///
-/// Limitation: ring exposes no way to zeroize its key schedule; the raw key is never stored.
+/// Limitation: with the ring backend the key schedule cannot be wiped on drop (ring exposes no
+/// way to); with RustCrypto the AES round keys and the ChaCha20-Poly1305 key are (not the GHASH
+/// subkey). The raw key is never stored.
 pub struct AeadKey {
     suite: SuiteId,
-    key: LessSafeKey,
+    key: selected::Aead,
 }
 
 impl AeadKey {
@@ -26,24 +29,20 @@ impl AeadKey {
     ///
     /// # Errors
     /// [`KeyError::WrongLength`] if `key` is not `suite.key_len()` bytes; [`KeyError::Rejected`]
-    /// if `suite` is not an AEAD suite or ring refuses the key.
+    /// if `suite` is not an AEAD suite or the library refuses the key.
     pub fn new(suite: SuiteId, key: &[u8]) -> Result<Self, KeyError> {
-        let alg = match suite {
-            SuiteId::Aes128Gcm => &aead::AES_128_GCM,
-            SuiteId::Aes256Gcm => &aead::AES_256_GCM,
-            SuiteId::ChaCha20Poly1305 => &aead::CHACHA20_POLY1305,
-            _ => return Err(KeyError::Rejected),
-        };
+        if !suite.is_aead() {
+            return Err(KeyError::Rejected);
+        }
         if key.len() != suite.key_len() {
             return Err(KeyError::WrongLength {
                 expected: suite.key_len(),
                 got: key.len(),
             });
         }
-        let unbound = UnboundKey::new(alg, key).map_err(|_| KeyError::Rejected)?;
         Ok(Self {
             suite,
-            key: LessSafeKey::new(unbound),
+            key: selected::Aead::new(suite, key)?,
         })
     }
 
@@ -56,7 +55,7 @@ impl AeadKey {
     ///
     /// # Errors
     /// [`CryptoError::BadLength`] if `tag` is not [`TAG_LEN`] bytes; [`CryptoError::Internal`]
-    /// if ring refuses (input too long).
+    /// if the library refuses (input too long).
     pub fn seal_in_place(
         &self,
         nonce: &[u8; NONCE_LEN],
@@ -64,22 +63,12 @@ impl AeadKey {
         in_out: &mut [u8],
         tag: &mut [u8],
     ) -> Result<(), CryptoError> {
-        if tag.len() != TAG_LEN {
-            return Err(CryptoError::BadLength);
-        }
-        let t = self
-            .key
-            .seal_in_place_separate_tag(
-                Nonce::assume_unique_for_key(*nonce),
-                Aad::from(aad),
-                in_out,
-            )
-            .map_err(|_| CryptoError::Internal)?;
-        tag.copy_from_slice(t.as_ref());
+        let tag: &mut [u8; TAG_LEN] = tag.try_into().map_err(|_| CryptoError::BadLength)?;
+        *tag = self.key.seal(nonce, aad, in_out)?;
         Ok(())
     }
 
-    /// Checks `tag` and decrypts `in_out` in place. On failure `in_out` is zeroed (by ring).
+    /// Checks `tag` and decrypts `in_out` in place. On failure `in_out` is zeroed.
     ///
     /// # Errors
     /// [`CryptoError::BadLength`] if `tag` is not [`TAG_LEN`] bytes (`in_out` untouched);
@@ -91,17 +80,14 @@ impl AeadKey {
         in_out: &mut [u8],
         tag: &[u8],
     ) -> Result<(), CryptoError> {
-        let tag = Tag::try_from(tag).map_err(|_| CryptoError::BadLength)?;
-        self.key
-            .open_in_place_separate_tag(
-                Nonce::assume_unique_for_key(*nonce),
-                Aad::from(aad),
-                tag,
-                in_out,
-                0..,
-            )
-            .map(|_| ())
-            .map_err(|_| CryptoError::BadIcv)
+        let tag: &[u8; TAG_LEN] = tag.try_into().map_err(|_| CryptoError::BadLength)?;
+        let opened = self.key.open(nonce, aad, in_out, tag);
+        if opened.is_err() {
+            // ring zeroes the buffer itself, RustCrypto leaves the ciphertext: wipe here so both
+            // backends leave the same thing behind.
+            in_out.fill(0);
+        }
+        opened
     }
 }
 
@@ -109,6 +95,19 @@ impl core::fmt::Debug for AeadKey {
     fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
         write!(f, "AeadKey({})", self.suite.name())
     }
+}
+
+/// The AEAD implementations compiled in, side by side, for benches and cross-backend tests.
+///
+/// [`AeadKey`] is the API; these are the bare library calls behind it (`new(suite, key)`,
+/// `seal(nonce, aad, in_out) -> tag`, `open(nonce, aad, in_out, &tag)`), without its length
+/// checks and, for `RustCrypto`, without wiping the buffer after a failed open.
+#[doc(hidden)]
+pub mod backend {
+    #[cfg(feature = "ring")]
+    pub use crate::crypto::backend::ring::Aead as Ring;
+    #[cfg(feature = "rustcrypto")]
+    pub use crate::crypto::backend::rust_crypto::Aead as RustCrypto;
 }
 
 /// Where the source MAC address sits in the clear part of a frame (Ethernet dst, then src).

@@ -11,6 +11,7 @@
 //! This module does not allocate and does no per-frame key expansion. It does not pick suites or
 //! refuse [`SuiteId::None`]; that policy belongs to the session.
 
+mod backend;
 mod scramble_hmac;
 mod suite;
 

@@ -1,10 +1,11 @@
-//! Ed25519 signatures (RFC 8032) through ring, for PSP's digital-signature flag.
+//! Ed25519 signatures (RFC 8032) for PSP's digital-signature flag, through ring (feature
+//! `ring`, the default) or ed25519-dalek (feature `rustcrypto`); with both on, ring. Ed25519 is
+//! deterministic, so both give the same signature bytes.
 //!
 //! ring hashes the message twice, so it needs it contiguous: [`SigningKey::sign`] and
 //! [`VerifyingKey::verify`] take one slice (in a frame, `clear || section` already is one).
 
-use ring::signature::{self, Ed25519KeyPair, KeyPair, UnparsedPublicKey};
-
+use crate::crypto::backend::selected;
 use crate::crypto::{CryptoError, KeyError};
 
 /// Length of an Ed25519 signature in bytes.
@@ -16,9 +17,10 @@ pub const PUBLIC_KEY_LEN: usize = 32;
 
 /// An Ed25519 signing key.
 ///
-/// Limitation: ring exposes no way to zeroize its expanded private key; the seed is not kept.
+/// Limitation: with the ring backend the expanded private key cannot be wiped on drop (ring
+/// exposes no way to); with RustCrypto the secret key is. The seed is not kept.
 pub struct SigningKey {
-    pair: Ed25519KeyPair,
+    pair: selected::Ed25519,
     public: VerifyingKey,
 }
 
@@ -26,15 +28,11 @@ impl SigningKey {
     /// The key pair for a 32-byte RFC 8032 seed.
     ///
     /// # Errors
-    /// [`KeyError::Rejected`] if ring refuses the seed.
+    /// [`KeyError::Rejected`] if the library refuses the seed.
     pub fn from_seed(seed: &[u8; SEED_LEN]) -> Result<Self, KeyError> {
-        let pair = Ed25519KeyPair::from_seed_unchecked(seed).map_err(|_| KeyError::Rejected)?;
-        let public = <[u8; PUBLIC_KEY_LEN]>::try_from(pair.public_key().as_ref())
-            .map_err(|_| KeyError::Rejected)?;
-        Ok(Self {
-            pair,
-            public: VerifyingKey(public),
-        })
+        let pair = selected::Ed25519::from_seed(seed)?;
+        let public = VerifyingKey(pair.public_key());
+        Ok(Self { pair, public })
     }
 
     /// The matching public key.
@@ -44,7 +42,7 @@ impl SigningKey {
 
     /// Signs `msg` into `out`.
     pub fn sign(&self, msg: &[u8], out: &mut [u8; SIGNATURE_LEN]) {
-        out.copy_from_slice(self.pair.sign(msg).as_ref());
+        *out = self.pair.sign(msg);
     }
 }
 
@@ -77,13 +75,20 @@ impl VerifyingKey {
     /// [`CryptoError::BadLength`] if `sig` is not [`SIGNATURE_LEN`] bytes; [`CryptoError::BadIcv`]
     /// if the signature (or the public key) is invalid.
     pub fn verify(&self, msg: &[u8], sig: &[u8]) -> Result<(), CryptoError> {
-        if sig.len() != SIGNATURE_LEN {
-            return Err(CryptoError::BadLength);
-        }
-        UnparsedPublicKey::new(&signature::ED25519, &self.0)
-            .verify(msg, sig)
-            .map_err(|_| CryptoError::BadIcv)
+        let sig: &[u8; SIGNATURE_LEN] = sig.try_into().map_err(|_| CryptoError::BadLength)?;
+        selected::Ed25519::verify(&self.0, msg, sig)
     }
+}
+
+/// The Ed25519 implementations compiled in, side by side, for benches and cross-backend tests:
+/// `from_seed`, `public_key`, `sign(msg) -> signature` and `verify(public, msg, &signature)`.
+/// [`SigningKey`] and [`VerifyingKey`] are the API.
+#[doc(hidden)]
+pub mod backend {
+    #[cfg(feature = "ring")]
+    pub use crate::crypto::backend::ring::Ed25519 as Ring;
+    #[cfg(feature = "rustcrypto")]
+    pub use crate::crypto::backend::rust_crypto::Ed25519 as RustCrypto;
 }
 
 #[cfg(test)]
