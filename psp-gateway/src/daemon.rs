@@ -60,6 +60,12 @@ fn runtime(what: impl core::fmt::Display, e: impl core::fmt::Display) -> DaemonE
 pub(crate) fn run(opts: &Options) -> Result<(), DaemonError> {
     let config = Config::load(&opts.config)?;
     init_logging(&config, opts);
+    let cal = crate::kernels::calibrate_scrambler();
+    tracing::info!(
+        scramble = cal.choice.scramble.name(),
+        descramble = cal.choice.descramble.name(),
+        "scrambler kernels measured on this CPU"
+    );
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()

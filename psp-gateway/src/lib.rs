@@ -13,5 +13,6 @@ pub mod config;
 pub(crate) mod daemon;
 pub(crate) mod dataplane;
 pub mod io;
+pub(crate) mod kernels;
 pub(crate) mod offload;
 pub(crate) mod status;

@@ -28,6 +28,7 @@ enum Direction {
 pub(crate) fn run(args: &Args) -> Result<(), Failure> {
     let key = args.key.load()?;
     let seed = Seed::from_key(&key);
+    crate::kernels::calibrate_scrambler();
     let mut dir = if args.descramble {
         Direction::Descramble(Descrambler::new(&seed))
     } else {
