@@ -1,5 +1,5 @@
-//! Which production kernel a new [`Scrambler`](super::Scrambler) or
-//! [`Descrambler`](super::Descrambler) runs: chosen per direction, from a measurement on this CPU
+//! Which production kernel a new [`Scrambler`] or
+//! [`Descrambler`] runs: chosen per direction, from a measurement on this CPU
 //! ([`calibrate`], then [`set_preferred`]) or, until one is made, from a per-CPU default
 //! ([`Kernel::detect_for`]).
 //!
@@ -16,9 +16,9 @@ use crate::time::{Duration, Instant};
 /// The two directions of the scrambler.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Direction {
-    /// Sending: [`Scrambler`](super::Scrambler).
+    /// Sending: [`Scrambler`].
     Scramble,
-    /// Receiving: [`Descrambler`](super::Descrambler).
+    /// Receiving: [`Descrambler`].
     Descramble,
 }
 
