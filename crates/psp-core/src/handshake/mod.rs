@@ -36,6 +36,8 @@ use core::net::IpAddr;
 pub use keyring::{InstallError, KeyRing, KeyRingConfig, RingOpenError, RingSealError, Slot};
 pub use limiter::RequestLimiter;
 pub use machine::{Handshake, Ignored};
+/// The RNG traits the constructors take (re-exported so callers need not depend on `rand_core`).
+pub use rand_core;
 pub use schedule::StaticKey;
 
 use crate::crypto::{KeyError, SuiteId, SuiteKey};
