@@ -2,7 +2,7 @@
 //! reordering, duplication), attackers on one or both paths, and the key ring across rekeys.
 #![allow(missing_docs)]
 
-use std::net::{IpAddr, Ipv4Addr};
+use core::net::{IpAddr, Ipv4Addr};
 
 use psp_core::handshake::messages::{Body, Repr};
 use psp_core::handshake::rand_core::{self, CryptoRng, RngCore};
