@@ -439,7 +439,7 @@ fn active_attacker_on_one_path_replacing_a_share_is_detected() {
 }
 
 #[test]
-fn single_path_sep_does_not_detect_a_share_replacement() {
+fn single_path_catches_only_a_naive_share_swap() {
     // Documented: without a second path the thesis' SEP (under the group key) cannot tell.
     let mut sim = Sim::new(cfg(MAC_A, 1, 1), cfg(MAC_B, 2, 1), lan(), 8);
     // Replacing only the share breaks key agreement, so the confirmation tags catch it...
