@@ -29,6 +29,7 @@
 //! | module | what it holds |
 //! |---|---|
 //! | [`session`] | [`Sealer`] / [`Opener`]: whole layer-2 frames with sequence numbers, padding, replay checks |
+//! | [`handshake`] | session establishment (SEP + SMKEX two-path key exchange), [`handshake::KeyRing`] for rekeys |
 //! | [`crypto`] | [`SuiteId`], [`SuiteKey`] (the keyed suite, batching), Ed25519 signing keys |
 //! | [`wire`] | the PSP layer-2 wire format: zero-copy views (`Frame`, `Section`) and value types |
 //! | [`replay`] | the RFC 6479-style anti-replay bitmap window |
@@ -62,6 +63,7 @@
 #![cfg_attr(not(feature = "std"), no_std)]
 
 pub mod crypto;
+pub mod handshake;
 pub mod normalize;
 pub mod primitives;
 pub mod replay;

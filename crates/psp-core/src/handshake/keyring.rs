@@ -1,0 +1,403 @@
+//! [`KeyRing`]: the data path's keys for one peer across rekeys (previous / current / next).
+//!
+//! Modelled on WireGuard's keypairs (previous, current, next): the *initiator* of a handshake
+//! seals under the new keys at once, keeping the old current as *previous* so frames in flight
+//! under it still open for a grace period; the *responder* installs the new keys as *next*
+//! (open only) and switches to sealing under them when the first frame under them arrives (the
+//! initiator has them then), or when its current session can no longer seal. Every data frame
+//! carries its session's 24-bit key id in the PSP security-number field, so the receiver picks
+//! the key without trial decryption (an AEAD open that fails zeroes the section).
+//!
+//! Nothing is ever sealed or opened under an expired session. [`KeyRing::rekey_due`] asks for a
+//! rekey once the sequence number reaches [`KeyRingConfig::rekey_seq`] or expiry is near; the
+//! [`Sealer`] itself never wraps.
+
+use core::fmt;
+
+use super::{Role, SessionId, SessionKeys};
+use crate::session::{OpenError, Opened, Opener, OpenerConfig, SealError, Sealer, SealerConfig};
+use crate::time::{Duration, Instant};
+use crate::wire::{Frame, Protocol, SecurityNumber};
+
+/// Key-ring settings.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct KeyRingConfig {
+    /// How long the previous session still opens frames after a switch (default 30 s; capped by
+    /// its expiry).
+    pub grace: Duration,
+    /// Ask for a rekey once the next sequence number reaches this (default 2^31).
+    pub rekey_seq: u32,
+    /// Ask for a rekey this long before expiry (default 60 s; the responder of the current
+    /// session waits half as long, so normally only one side starts the rekey).
+    pub rekey_margin: Duration,
+    /// Base sealer options (the security number is set to the key id).
+    pub sealer: SealerConfig,
+    /// Base opener options (the security number is set to the key id).
+    pub opener: OpenerConfig,
+}
+
+impl Default for KeyRingConfig {
+    fn default() -> Self {
+        Self {
+            grace: Duration::from_secs(30),
+            rekey_seq: 1 << 31,
+            rekey_margin: Duration::from_secs(60),
+            sealer: SealerConfig::new(),
+            opener: OpenerConfig::new(),
+        }
+    }
+}
+
+/// Why [`KeyRing::seal`] refused.
+#[non_exhaustive]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum RingSealError {
+    /// No session can seal (none yet, or expired): run a handshake.
+    NoSession,
+    /// The sealer refused.
+    Seal(SealError),
+}
+
+/// Why [`KeyRing::open`] refused.
+#[non_exhaustive]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum RingOpenError {
+    /// The frame carries no key id, or one of no live session.
+    UnknownKey,
+    /// The session's opener refused.
+    Open(OpenError),
+}
+
+/// Why [`KeyRing::install`] refused.
+#[non_exhaustive]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum InstallError {
+    /// The new key id equals a live session's (probability 2^-24): run another handshake.
+    KeyIdClash,
+    /// The keys could not be expanded or the configuration refused them.
+    Refused,
+}
+
+impl RingSealError {
+    /// The counter name.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::NoSession => "no_session",
+            Self::Seal(_) => "seal_error",
+        }
+    }
+}
+
+impl RingOpenError {
+    /// The counter name.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::UnknownKey => "unknown_key",
+            Self::Open(_) => "open_error",
+        }
+    }
+}
+
+impl fmt::Display for RingSealError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl fmt::Display for RingOpenError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl fmt::Display for InstallError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Self::KeyIdClash => "key id clash",
+            Self::Refused => "keys refused",
+        })
+    }
+}
+
+impl core::error::Error for RingSealError {}
+impl core::error::Error for RingOpenError {}
+impl core::error::Error for InstallError {}
+
+/// One session's sealer and opener.
+#[derive(Debug)]
+pub struct Slot {
+    sealer: Sealer,
+    opener: Opener,
+    key_id: SecurityNumber,
+    session_id: SessionId,
+    role: Role,
+    established_at: Instant,
+    expires_at: Instant,
+    /// When a previous session stops opening.
+    retire_at: Option<Instant>,
+}
+
+impl Slot {
+    /// The session id.
+    pub fn session_id(&self) -> SessionId {
+        self.session_id
+    }
+
+    /// The key id in the frames.
+    pub fn key_id(&self) -> SecurityNumber {
+        self.key_id
+    }
+
+    /// The next sequence number this session seals with.
+    pub fn next_seq(&self) -> Option<crate::wire::Seq> {
+        self.sealer.next_seq()
+    }
+
+    /// When the session expires.
+    pub fn expires_at(&self) -> Instant {
+        self.expires_at
+    }
+
+    fn live(&self, now: Instant) -> bool {
+        now < self.expires_at && self.retire_at.is_none_or(|t| now < t)
+    }
+}
+
+/// The keys of the data path toward one peer. Sans-I/O: `now` is an argument everywhere.
+#[derive(Debug)]
+pub struct KeyRing {
+    cfg: KeyRingConfig,
+    previous: Option<Slot>,
+    current: Option<Slot>,
+    next: Option<Slot>,
+}
+
+impl KeyRing {
+    /// An empty ring.
+    pub fn new(cfg: KeyRingConfig) -> Self {
+        Self {
+            cfg,
+            previous: None,
+            current: None,
+            next: None,
+        }
+    }
+
+    /// Installs an established session: as initiator it becomes current at once (the old
+    /// current becomes previous for the grace period); as responder it becomes next.
+    ///
+    /// # Errors
+    /// [`InstallError::KeyIdClash`] if a live session has the same key id;
+    /// [`InstallError::Refused`] if the sealer or opener refuses the keys.
+    pub fn install(&mut self, now: Instant, keys: &SessionKeys) -> Result<(), InstallError> {
+        self.expire(now);
+        let id = keys.key_id();
+        if self.slots().any(|s| s.key_id == id) {
+            return Err(InstallError::KeyIdClash);
+        }
+        let none = keys.suite() == crate::crypto::SuiteId::None;
+        let send = keys.send_key().map_err(|_| InstallError::Refused)?;
+        let recv = keys.recv_key().map_err(|_| InstallError::Refused)?;
+        let sealer = Sealer::new(
+            send,
+            keys.initial_seq(),
+            self.cfg
+                .sealer
+                .with_security_number(Some(id))
+                .with_allow_none(none),
+        )
+        .map_err(|_| InstallError::Refused)?;
+        let opener = Opener::new(
+            recv,
+            self.cfg
+                .opener
+                .with_security_number(Some(id))
+                .with_allow_none(none),
+        )
+        .map_err(|_| InstallError::Refused)?;
+        let slot = Slot {
+            sealer,
+            opener,
+            key_id: id,
+            session_id: keys.session_id(),
+            role: keys.role(),
+            established_at: keys.established_at(),
+            expires_at: keys.expires_at(),
+            retire_at: None,
+        };
+        match keys.role() {
+            Role::Initiator => self.promote(now, slot),
+            Role::Responder => self.next = Some(slot),
+        }
+        Ok(())
+    }
+
+    /// Seals an Ethernet II frame under the current session (see [`Sealer::seal`]).
+    ///
+    /// # Errors
+    /// [`RingSealError::NoSession`] if no live session can seal; [`RingSealError::Seal`].
+    pub fn seal<'b>(
+        &mut self,
+        now: Instant,
+        eth_frame: &[u8],
+        out: &'b mut [u8],
+    ) -> Result<&'b [u8], RingSealError> {
+        self.sealer(now)?
+            .seal(now, eth_frame, out)
+            .map_err(RingSealError::Seal)
+    }
+
+    /// Seals a sub-protocol message under the current session (see [`Sealer::seal_sub`]).
+    ///
+    /// # Errors
+    /// As [`seal`](Self::seal).
+    pub fn seal_sub<'b>(
+        &mut self,
+        now: Instant,
+        dst: [u8; 6],
+        src: [u8; 6],
+        proto: Protocol,
+        payload: &[u8],
+        out: &'b mut [u8],
+    ) -> Result<&'b [u8], RingSealError> {
+        self.sealer(now)?
+            .seal_sub(now, dst, src, proto, payload, out)
+            .map_err(RingSealError::Seal)
+    }
+
+    /// Opens a frame under the session its key id names; a frame opened under *next* makes it
+    /// current (the peer has the keys).
+    ///
+    /// # Errors
+    /// [`RingOpenError::UnknownKey`] if no live session has the frame's key id;
+    /// [`RingOpenError::Open`] as [`Opener::open`].
+    pub fn open<'b>(
+        &mut self,
+        now: Instant,
+        frame: &'b mut [u8],
+    ) -> Result<Opened<'b>, RingOpenError> {
+        self.expire(now);
+        let id = Frame::new_checked(&*frame, 0)
+            .ok()
+            .and_then(|f| f.security_number())
+            .ok_or(RingOpenError::UnknownKey)?;
+        let has = |s: &Option<Slot>| s.as_ref().is_some_and(|s| s.key_id == id && s.live(now));
+        if has(&self.current) {
+            let s = self.current.as_mut().ok_or(RingOpenError::UnknownKey)?;
+            return s.opener.open(now, frame).map_err(RingOpenError::Open);
+        }
+        if has(&self.previous) {
+            let s = self.previous.as_mut().ok_or(RingOpenError::UnknownKey)?;
+            return s.opener.open(now, frame).map_err(RingOpenError::Open);
+        }
+        if has(&self.next) {
+            let s = self.next.as_mut().ok_or(RingOpenError::UnknownKey)?;
+            let opened = s.opener.open(now, frame).map_err(RingOpenError::Open)?;
+            if let Some(next) = self.next.take() {
+                self.promote(now, next);
+            }
+            return Ok(opened);
+        }
+        Err(RingOpenError::UnknownKey)
+    }
+
+    /// Whether a new handshake should start now: no live session, the sequence number reached
+    /// [`KeyRingConfig::rekey_seq`], or expiry is near (the margin for the initiator of the
+    /// current session, half of it for its responder). `false` while a next session waits.
+    pub fn rekey_due(&self, now: Instant) -> bool {
+        if self.next.as_ref().is_some_and(|s| s.live(now)) {
+            return false;
+        }
+        let Some(cur) = self.current.as_ref().filter(|s| s.live(now)) else {
+            return true;
+        };
+        cur.sealer
+            .next_seq()
+            .is_none_or(|s| s.0 >= self.cfg.rekey_seq)
+            || now >= self.rekey_at(cur)
+    }
+
+    /// Drops sessions whose grace period or lifetime is over.
+    pub fn handle_timeout(&mut self, now: Instant) {
+        self.expire(now);
+    }
+
+    /// The next instant something changes by time alone (a retirement, an expiry, the rekey
+    /// time).
+    pub fn poll_timeout(&self) -> Option<Instant> {
+        let mut t: Option<Instant> = None;
+        let mut at = |x: Instant| t = Some(t.map_or(x, |t| t.min(x)));
+        for s in self.slots() {
+            at(s.expires_at);
+            if let Some(r) = s.retire_at {
+                at(r);
+            }
+        }
+        if let Some(cur) = &self.current {
+            at(self.rekey_at(cur));
+        }
+        t
+    }
+
+    /// The session that seals now, if any.
+    pub fn current(&self) -> Option<&Slot> {
+        self.current.as_ref()
+    }
+
+    /// The previous session, while it still opens.
+    pub fn previous(&self) -> Option<&Slot> {
+        self.previous.as_ref()
+    }
+
+    /// The installed session waiting for the peer's first frame (responder side).
+    pub fn next(&self) -> Option<&Slot> {
+        self.next.as_ref()
+    }
+
+    fn rekey_at(&self, s: &Slot) -> Instant {
+        let margin = match s.role {
+            Role::Initiator => self.cfg.rekey_margin,
+            Role::Responder => Duration::from_micros(self.cfg.rekey_margin.total_micros() / 2),
+        };
+        let life = s.expires_at.saturating_since(s.established_at);
+        s.established_at
+            + Duration::from_micros(life.total_micros().saturating_sub(margin.total_micros()))
+    }
+
+    fn sealer(&mut self, now: Instant) -> Result<&mut Sealer, RingSealError> {
+        self.expire(now);
+        if self.current.is_none()
+            && let Some(next) = self.next.take()
+        {
+            // The responder's current session is gone: the initiator has had the next keys
+            // since it sent Confirm, so they are safe to seal under.
+            self.promote(now, next);
+        }
+        match self.current.as_mut() {
+            Some(s) => Ok(&mut s.sealer),
+            None => Err(RingSealError::NoSession),
+        }
+    }
+
+    fn promote(&mut self, now: Instant, slot: Slot) {
+        if let Some(mut old) = self.current.take() {
+            old.retire_at = Some((now + self.cfg.grace).min(old.expires_at));
+            self.previous = Some(old);
+        }
+        self.current = Some(slot);
+    }
+
+    fn expire(&mut self, now: Instant) {
+        for s in [&mut self.previous, &mut self.current, &mut self.next] {
+            if s.as_ref().is_some_and(|x| !x.live(now)) {
+                *s = None;
+            }
+        }
+    }
+
+    fn slots(&self) -> impl Iterator<Item = &Slot> {
+        [&self.previous, &self.current, &self.next]
+            .into_iter()
+            .filter_map(Option::as_ref)
+    }
+}

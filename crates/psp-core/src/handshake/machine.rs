@@ -1,0 +1,857 @@
+//! [`Handshake`]: one run of SEP (+ SMKEX) as initiator or responder.
+
+use core::fmt;
+use core::net::IpAddr;
+
+use rand_core::CryptoRngCore;
+
+use super::messages::{
+    AcceptRepr, Body, Flags, HASH_LEN, HandshakeId, MAX_MESSAGE_LEN, MessageType, RejectCode, Repr,
+    RequestRepr, suite_code, suite_from_code,
+};
+use super::schedule::{self, Ephemeral, NonceBytes, Secrets, Transcript};
+use super::{
+    Config, Event, FailReason, PathId, Peer, Role, SessionId, SessionKeys, SmkexMode, Transmit,
+};
+use crate::crypto::SuiteId;
+use crate::time::{Duration, Instant};
+use crate::wire::{Protocol, SecurityNumber};
+
+/// Why [`Handshake::handle_message`] set a message aside without changing state. Local detail
+/// for counters; none of these ends the handshake.
+#[non_exhaustive]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Ignored {
+    /// Not a well-formed handshake message.
+    Malformed(super::messages::Error),
+    /// Carries other handshake ids (another handshake's message, or a stale one).
+    WrongIds,
+    /// Arrived on a path the protocol does not send it on.
+    WrongPath,
+    /// Not expected in the current state (or different from the copy already received).
+    Unexpected,
+    /// A copy of a message already processed (answered again if the peer may have lost ours).
+    Duplicate,
+    /// The handshake is over.
+    Closed,
+}
+
+impl Ignored {
+    /// The counter name.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Malformed(_) => "malformed",
+            Self::WrongIds => "wrong_ids",
+            Self::WrongPath => "wrong_path",
+            Self::Unexpected => "unexpected",
+            Self::Duplicate => "duplicate",
+            Self::Closed => "closed",
+        }
+    }
+}
+
+impl fmt::Display for Ignored {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl core::error::Error for Ignored {}
+
+/// Where the handshake is. The crypto state moves by value from one variant to the next.
+enum State {
+    /// Initiator: request sent, waiting for Accept.
+    SentRequest { eph: Ephemeral, nonce: NonceBytes },
+    /// Initiator: share and nonce sent, waiting for ShareReply and NonceReply.
+    SentShare { eph: Ephemeral },
+    /// Initiator: SMKEX hash verified, Confirm sent, waiting for ConfirmAck.
+    SentConfirm { secrets: Secrets },
+    /// Responder: Accept sent, waiting for Share and Nonce.
+    Accepted { eph: Ephemeral, nonce: NonceBytes },
+    /// Responder: ShareReply and NonceReply sent, waiting for Confirm.
+    Replied { secrets: Secrets },
+    /// Established. A responder lingers until the deadline to answer a repeated Confirm.
+    Done,
+    /// Failed (a Reject may still be queued).
+    Failed,
+}
+
+/// One handshake, sans-I/O.
+///
+/// Call order (quinn-proto style): create with [`initiate`](Self::initiate) or
+/// [`respond`](Self::respond); then, whenever something happens, feed
+/// [`handle_message`](Self::handle_message) (a payload opened from a session-establishment or
+/// key-exchange sub-protocol frame, with the path it came on) or
+/// [`handle_timeout`](Self::handle_timeout) (at [`poll_timeout`](Self::poll_timeout)), and
+/// after each call drain [`poll_transmit`](Self::poll_transmit) and
+/// [`poll_event`](Self::poll_event). Drop it once [`is_closed`](Self::is_closed).
+///
+/// Randomness (ephemeral key, nonce, handshake id, retransmission jitter) is drawn from the
+/// caller's RNG once, at creation.
+pub struct Handshake {
+    role: Role,
+    cfg: Config,
+    peer: Peer,
+    ids: SessionId,
+    state: State,
+    two_path: bool,
+    suite: SuiteId,
+    lifetime_secs: u32,
+    peer_static: Option<[u8; 32]>,
+    /// Transcript parts in order: Request, Accept, Share, Nonce, ShareReply, NonceReply.
+    parts: [Option<Repr>; 6],
+    flight: [Option<(Repr, PathId)>; 2],
+    pending: [bool; 2],
+    rto: Duration,
+    retransmit_at: Option<Instant>,
+    deadline: Instant,
+    event: Option<Event>,
+    jitter: u64,
+}
+
+const REQUEST: usize = 0;
+const ACCEPT: usize = 1;
+const SHARE: usize = 2;
+const NONCE: usize = 3;
+const SHARE_REPLY: usize = 4;
+const NONCE_REPLY: usize = 5;
+
+/// Fresh randomness for one handshake.
+struct Draw {
+    eph: Ephemeral,
+    nonce: NonceBytes,
+    id: HandshakeId,
+    jitter: u64,
+}
+
+impl Draw {
+    fn new(rng: &mut dyn CryptoRngCore) -> Self {
+        let mut secret = [0u8; 32];
+        rng.fill_bytes(&mut secret);
+        let eph = Ephemeral::from_bytes(secret);
+        zeroize::Zeroize::zeroize(&mut secret);
+        let mut nonce = NonceBytes([0; 32]);
+        rng.fill_bytes(&mut nonce.0);
+        let mut id = [0u8; 8];
+        // An all-zero id means "no responder id yet" on the wire.
+        while id == [0; 8] {
+            rng.fill_bytes(&mut id);
+        }
+        Self {
+            eph,
+            nonce,
+            id: HandshakeId(id),
+            jitter: rng.next_u64() | 1,
+        }
+    }
+}
+
+impl Handshake {
+    /// Starts a handshake as initiator: queues the request (stage 1 and the stage 2 offer).
+    ///
+    /// If SMKEX is required and `cfg.paths < 2`, the handshake is born failed: no message, one
+    /// [`Event::Failed`]`(`[`FailReason::TooFewPaths`]`)`.
+    pub fn initiate(now: Instant, cfg: Config, peer: Peer, rng: &mut dyn CryptoRngCore) -> Self {
+        let d = Draw::new(rng);
+        let two_path = cfg.smkex != SmkexMode::Off && cfg.paths >= 2;
+        let request = Repr {
+            initiator_id: d.id,
+            responder_id: HandshakeId::default(),
+            body: Body::Request(RequestRepr {
+                flags: Flags {
+                    two_path,
+                    smkex_required: cfg.smkex == SmkexMode::Required,
+                },
+                paths: cfg.paths.max(1),
+                initiator_mac: cfg.local_mac,
+                responder_mac: peer.mac,
+                initiator_addr: cfg.local_addr,
+                responder_addr: peer.addr,
+                suites: cfg.suites,
+                static_key: cfg.static_key.as_ref().map(|k| k.public_key()),
+            }),
+        };
+        let required_fails = cfg.smkex == SmkexMode::Required && cfg.paths < 2;
+        let mut hs = Self::new(Role::Initiator, now, cfg, peer, d.id, d.jitter);
+        hs.state = State::SentRequest {
+            eph: d.eph,
+            nonce: d.nonce,
+        };
+        hs.parts[REQUEST] = Some(request);
+        if required_fails {
+            hs.fail(FailReason::TooFewPaths);
+        } else {
+            hs.send_flight(now, [Some((request, PathId::FIRST)), None]);
+        }
+        hs
+    }
+
+    /// Answers a request as responder: runs the thesis' stage 1 checks (the request is for this
+    /// host's MAC and address, from `peer.mac`, and the initiator is on this host's subnet),
+    /// picks the suite and the mode, and queues Accept, or Reject (then the handshake reports
+    /// [`Event::Failed`] and sends nothing else).
+    ///
+    /// # Errors
+    /// [`FailReason::NotForUs`] if stage 1 refuses the request (the thesis drops it without a
+    /// reply: no handshake is created); [`FailReason::BadMessage`] if `bytes` is not a request
+    /// on path 1.
+    pub fn respond(
+        now: Instant,
+        cfg: Config,
+        peer: Peer,
+        path: PathId,
+        bytes: &[u8],
+        rng: &mut dyn CryptoRngCore,
+    ) -> Result<Self, FailReason> {
+        let request = Repr::parse_bytes(bytes).map_err(|_| FailReason::BadMessage)?;
+        let Body::Request(req) = request.body else {
+            return Err(FailReason::BadMessage);
+        };
+        if path != PathId::FIRST {
+            return Err(FailReason::BadMessage);
+        }
+        if req.responder_mac != cfg.local_mac
+            || req.initiator_mac != peer.mac
+            || req.responder_addr != cfg.local_addr
+            || !same_subnet(req.initiator_addr, cfg.local_addr, cfg.prefix_len)
+        {
+            return Err(FailReason::NotForUs);
+        }
+        let d = Draw::new(rng);
+        let mut hs = Self::new(
+            Role::Responder,
+            now,
+            cfg,
+            peer,
+            request.initiator_id,
+            d.jitter,
+        );
+        hs.ids.responder = d.id;
+        hs.parts[REQUEST] = Some(request);
+        hs.peer_static = req.static_key;
+        if let Some(pinned) = peer.pinned_static
+            && req.static_key != Some(pinned)
+        {
+            hs.reject(now, FailReason::IdentityMismatch);
+            return Ok(hs);
+        }
+        let both_two_path = req.flags.two_path
+            && req.paths >= 2
+            && hs.cfg.paths >= 2
+            && hs.cfg.smkex != SmkexMode::Off;
+        let required = req.flags.smkex_required || hs.cfg.smkex == SmkexMode::Required;
+        if required && !both_two_path {
+            hs.reject(now, FailReason::TooFewPaths);
+            return Ok(hs);
+        }
+        // Stage 2: the first suite of the initiator's list that this host allows.
+        let Some(suite) = req.suites.suites().find(|s| hs.cfg.suites.contains(*s)) else {
+            hs.reject(now, FailReason::NoCommonSuite);
+            return Ok(hs);
+        };
+        hs.two_path = both_two_path;
+        hs.suite = suite;
+        let accept = hs.repr(Body::Accept(AcceptRepr {
+            two_path: both_two_path,
+            suite: suite_code(suite),
+            static_key: hs.cfg.static_key.as_ref().map(|k| k.public_key()),
+        }));
+        hs.parts[ACCEPT] = Some(accept);
+        hs.state = State::Accepted {
+            eph: d.eph,
+            nonce: d.nonce,
+        };
+        hs.send_flight(now, [Some((accept, PathId::FIRST)), None]);
+        // The responder does not retransmit; it answers repeats.
+        hs.retransmit_at = None;
+        Ok(hs)
+    }
+
+    fn new(
+        role: Role,
+        now: Instant,
+        cfg: Config,
+        peer: Peer,
+        initiator: HandshakeId,
+        jitter: u64,
+    ) -> Self {
+        let lifetime_secs =
+            u32::try_from(cfg.lifetime.total_micros() / 1_000_000).map_or(u32::MAX, |s| s.max(1));
+        Self {
+            role,
+            rto: cfg.rto,
+            deadline: now + cfg.timeout,
+            cfg,
+            peer,
+            ids: SessionId {
+                initiator,
+                responder: HandshakeId::default(),
+            },
+            state: State::Failed,
+            two_path: false,
+            suite: SuiteId::None,
+            lifetime_secs,
+            peer_static: None,
+            parts: [None; 6],
+            flight: [None; 2],
+            pending: [false; 2],
+            retransmit_at: None,
+            event: None,
+            jitter,
+        }
+    }
+
+    /// This side's role.
+    pub fn role(&self) -> Role {
+        self.role
+    }
+
+    /// The session id (the responder half is zero until the initiator gets Accept).
+    pub fn session_id(&self) -> SessionId {
+        self.ids
+    }
+
+    /// Whether the handshake is over and may be dropped (established or failed, nothing left to
+    /// send, and a responder's linger time is up).
+    pub fn is_closed(&self) -> bool {
+        let idle = !self.pending.iter().any(|p| *p);
+        match self.state {
+            State::Failed => idle,
+            State::Done => idle && (self.role == Role::Initiator || self.retransmit_at.is_none()),
+            _ => false,
+        }
+    }
+
+    /// Feeds one message payload that arrived on `path`.
+    ///
+    /// # Errors
+    /// [`Ignored`] when the message changed nothing (for counters). Protocol failures are not
+    /// errors here: they end the handshake with [`Event::Failed`].
+    pub fn handle_message(
+        &mut self,
+        now: Instant,
+        path: PathId,
+        bytes: &[u8],
+    ) -> Result<(), Ignored> {
+        let repr = Repr::parse_bytes(bytes).map_err(Ignored::Malformed)?;
+        if repr.initiator_id != self.ids.initiator {
+            return Err(Ignored::WrongIds);
+        }
+        let learning =
+            self.role == Role::Initiator && matches!(self.state, State::SentRequest { .. });
+        if !learning && repr.responder_id != self.ids.responder {
+            return Err(Ignored::WrongIds);
+        }
+        let ty = repr.body.message_type();
+        if path != self.expected_path(ty) {
+            return Err(Ignored::WrongPath);
+        }
+        match self.role {
+            Role::Initiator => self.initiator_message(now, repr),
+            Role::Responder => self.responder_message(now, repr),
+        }
+    }
+
+    fn initiator_message(&mut self, now: Instant, repr: Repr) -> Result<(), Ignored> {
+        match (&self.state, repr.body) {
+            (State::SentRequest { .. }, Body::Reject(code)) => {
+                self.ids.responder = repr.responder_id;
+                self.fail(match code {
+                    RejectCode::NoCommonSuite => FailReason::NoCommonSuite,
+                    RejectCode::TooFewPaths => FailReason::TooFewPaths,
+                    RejectCode::ExpiryRefused => FailReason::ExpiryRefused,
+                    RejectCode::IdentityMismatch => FailReason::IdentityMismatch,
+                    RejectCode::Unknown(_) => FailReason::BadMessage,
+                });
+                Ok(())
+            }
+            (State::SentRequest { .. }, Body::Accept(a)) => {
+                self.on_accept(now, repr, a);
+                Ok(())
+            }
+            (State::SentShare { .. }, Body::ShareReply { .. }) => {
+                self.store(SHARE_REPLY, repr)?;
+                self.initiator_try_finish(now);
+                Ok(())
+            }
+            (State::SentShare { .. }, Body::NonceReply { .. }) => {
+                self.store(NONCE_REPLY, repr)?;
+                self.initiator_try_finish(now);
+                Ok(())
+            }
+            (State::SentConfirm { secrets }, Body::ConfirmAck(tag)) => {
+                if !secrets.check_tag(Role::Responder, &tag) {
+                    self.fail(FailReason::ConfirmMismatch);
+                    return Ok(());
+                }
+                self.establish(now);
+                Ok(())
+            }
+            (State::Done | State::Failed, _) => Err(Ignored::Closed),
+            _ => Err(self.duplicate_or_unexpected(&repr)),
+        }
+    }
+
+    fn on_accept(&mut self, now: Instant, repr: Repr, a: AcceptRepr) {
+        self.ids.responder = repr.responder_id;
+        let offered_two_path = matches!(
+            self.parts[REQUEST].map(|r| r.body),
+            Some(Body::Request(RequestRepr {
+                flags: Flags { two_path: true, .. },
+                ..
+            }))
+        );
+        let Some(suite) = suite_from_code(a.suite).filter(|s| self.cfg.suites.contains(*s)) else {
+            return self.fail(FailReason::BadMessage);
+        };
+        if a.two_path && !offered_two_path {
+            return self.fail(FailReason::BadMessage);
+        }
+        if !a.two_path && self.cfg.smkex == SmkexMode::Required {
+            return self.fail(FailReason::TooFewPaths);
+        }
+        if let Some(pinned) = self.peer.pinned_static
+            && a.static_key != Some(pinned)
+        {
+            return self.fail(FailReason::IdentityMismatch);
+        }
+        self.suite = suite;
+        self.two_path = a.two_path;
+        self.peer_static = a.static_key;
+        self.parts[ACCEPT] = Some(repr);
+        let State::SentRequest { eph, nonce } = core::mem::replace(&mut self.state, State::Failed)
+        else {
+            return self.fail(FailReason::BadMessage);
+        };
+        let share = self.repr(Body::Share {
+            expiry_secs: self.lifetime_secs,
+            share: eph.public_share(),
+        });
+        let nonce_msg = self.repr(Body::Nonce(nonce.0));
+        self.parts[SHARE] = Some(share);
+        self.parts[NONCE] = Some(nonce_msg);
+        self.state = State::SentShare { eph };
+        let p2 = self.path2();
+        self.rto = self.cfg.rto;
+        self.send_flight(now, [Some((share, PathId::FIRST)), Some((nonce_msg, p2))]);
+    }
+
+    fn initiator_try_finish(&mut self, now: Instant) {
+        let (Some(reply), Some(nonce_reply)) = (self.parts[SHARE_REPLY], self.parts[NONCE_REPLY])
+        else {
+            return;
+        };
+        let (Body::ShareReply { expiry_secs, share }, Body::NonceReply { hash, .. }) =
+            (reply.body, nonce_reply.body)
+        else {
+            return self.fail(FailReason::BadMessage);
+        };
+        let Some(th) = self.transcript_hash() else {
+            return self.fail(FailReason::BadMessage);
+        };
+        // SMKEX (seed 002 §4): the hash that came on path 2 must match what path 1 showed us.
+        if !schedule::smkex_hash_eq(&schedule::smkex_hash(&th), &hash) {
+            return self.fail(FailReason::SmkexMismatch);
+        }
+        if expiry_secs > self.lifetime_secs || !self.lifetime_ok(expiry_secs) {
+            return self.fail(FailReason::ExpiryRefused);
+        }
+        self.lifetime_secs = expiry_secs;
+        let State::SentShare { eph, .. } = core::mem::replace(&mut self.state, State::Failed)
+        else {
+            return self.fail(FailReason::BadMessage);
+        };
+        let peer_static = self.peer_static;
+        let shared = match eph.complete(
+            Role::Initiator,
+            &share,
+            self.cfg.static_key.as_ref(),
+            peer_static.as_ref(),
+        ) {
+            Ok(s) => s,
+            Err(r) => return self.fail(r),
+        };
+        let secrets = shared.derive(&th, self.suite.key_len());
+        let confirm = self.repr(Body::Confirm(secrets.tag(Role::Initiator)));
+        self.state = State::SentConfirm { secrets };
+        self.rto = self.cfg.rto;
+        let p2 = self.path2();
+        self.send_flight(now, [Some((confirm, p2)), None]);
+    }
+
+    fn responder_message(&mut self, now: Instant, repr: Repr) -> Result<(), Ignored> {
+        match (&self.state, repr.body) {
+            (State::Accepted { .. }, Body::Share { expiry_secs, .. }) => {
+                self.store(SHARE, repr)?;
+                let accepted = expiry_secs.min(self.lifetime_secs);
+                if !self.lifetime_ok(accepted) {
+                    self.reject(now, FailReason::ExpiryRefused);
+                    return Ok(());
+                }
+                self.lifetime_secs = accepted;
+                self.responder_try_reply(now);
+                Ok(())
+            }
+            (State::Accepted { .. }, Body::Nonce(_)) => {
+                self.store(NONCE, repr)?;
+                self.responder_try_reply(now);
+                Ok(())
+            }
+            (State::Replied { secrets }, Body::Confirm(tag)) => {
+                if !secrets.check_tag(Role::Initiator, &tag) {
+                    self.fail(FailReason::ConfirmMismatch);
+                    return Ok(());
+                }
+                let ack = self.repr(Body::ConfirmAck(secrets.tag(Role::Responder)));
+                self.establish(now);
+                self.send_flight(now, [Some((ack, PathId::FIRST)), None]);
+                // Linger until the deadline to answer a repeated Confirm (our ack was lost).
+                self.retransmit_at = Some(now + self.cfg.timeout);
+                self.deadline = now + self.cfg.timeout;
+                Ok(())
+            }
+            (State::Failed, _) => Err(Ignored::Closed),
+            _ => Err(self.duplicate_or_unexpected(&repr)),
+        }
+    }
+
+    fn responder_try_reply(&mut self, now: Instant) {
+        let Some(Body::Share {
+            share: peer_share, ..
+        }) = self.parts[SHARE].map(|r| r.body)
+        else {
+            return;
+        };
+        if self.parts[NONCE].is_none() {
+            return;
+        }
+        let State::Accepted { eph, nonce } = core::mem::replace(&mut self.state, State::Failed)
+        else {
+            return self.fail(FailReason::BadMessage);
+        };
+        let reply = self.repr(Body::ShareReply {
+            expiry_secs: self.lifetime_secs,
+            share: eph.public_share(),
+        });
+        self.parts[SHARE_REPLY] = Some(reply);
+        self.parts[NONCE_REPLY] = Some(self.repr(Body::NonceReply {
+            nonce: nonce.0,
+            hash: [0; HASH_LEN],
+        }));
+        let Some(th) = self.transcript_hash() else {
+            return self.fail(FailReason::BadMessage);
+        };
+        let nonce_reply = self.repr(Body::NonceReply {
+            nonce: nonce.0,
+            hash: schedule::smkex_hash(&th),
+        });
+        self.parts[NONCE_REPLY] = Some(nonce_reply);
+        let peer_static = self.peer_static;
+        let shared = match eph.complete(
+            Role::Responder,
+            &peer_share,
+            self.cfg.static_key.as_ref(),
+            peer_static.as_ref(),
+        ) {
+            Ok(s) => s,
+            Err(r) => return self.fail(r),
+        };
+        self.state = State::Replied {
+            secrets: shared.derive(&th, self.suite.key_len()),
+        };
+        let p2 = self.path2();
+        self.send_flight(now, [Some((reply, PathId::FIRST)), Some((nonce_reply, p2))]);
+        self.retransmit_at = None;
+    }
+
+    /// Handles the timers: retransmission (initiator), the overall deadline, the responder's
+    /// linger time.
+    pub fn handle_timeout(&mut self, now: Instant) {
+        match self.state {
+            State::Failed => {}
+            State::Done => {
+                if self.retransmit_at.is_some_and(|t| now >= t) {
+                    self.retransmit_at = None;
+                }
+            }
+            _ if now >= self.deadline => self.fail(FailReason::Timeout),
+            _ => {
+                if self.retransmit_at.is_some_and(|t| now >= t) {
+                    for (p, f) in self.pending.iter_mut().zip(&self.flight) {
+                        *p = f.is_some();
+                    }
+                    self.rto = Duration::from_micros(self.rto.total_micros().saturating_mul(2))
+                        .min(self.cfg.max_rto);
+                    self.arm_retransmit(now);
+                }
+            }
+        }
+    }
+
+    /// The next instant [`handle_timeout`](Self::handle_timeout) must be called at.
+    pub fn poll_timeout(&self) -> Option<Instant> {
+        match self.state {
+            State::Failed => None,
+            State::Done => self.retransmit_at,
+            _ => Some(
+                self.retransmit_at
+                    .map_or(self.deadline, |t| t.min(self.deadline)),
+            ),
+        }
+    }
+
+    /// Writes the next message to send into `buf` (at least
+    /// [`MAX_MESSAGE_LEN`](super::messages::MAX_MESSAGE_LEN) bytes; a shorter buffer gets
+    /// `None` and the message stays queued).
+    #[must_use]
+    pub fn poll_transmit(&mut self, _now: Instant, buf: &mut [u8]) -> Option<Transmit> {
+        if buf.len() < MAX_MESSAGE_LEN {
+            return None;
+        }
+        let i = self.pending.iter().position(|p| *p)?;
+        self.pending[i] = false;
+        let (repr, path) = self.flight[i]?;
+        let len = repr.emit(buf);
+        let protocol = match repr.body.message_type() {
+            MessageType::Nonce | MessageType::NonceReply => Protocol::KeyExchange,
+            _ => Protocol::SessionEstablishment,
+        };
+        Some(Transmit {
+            path,
+            len,
+            protocol,
+        })
+    }
+
+    /// The next event (at most one per handshake: established or failed).
+    #[must_use]
+    pub fn poll_event(&mut self) -> Option<Event> {
+        self.event.take()
+    }
+
+    fn repr(&self, body: Body) -> Repr {
+        Repr {
+            initiator_id: self.ids.initiator,
+            responder_id: self.ids.responder,
+            body,
+        }
+    }
+
+    fn path2(&self) -> PathId {
+        if self.two_path {
+            PathId::SECOND
+        } else {
+            PathId::FIRST
+        }
+    }
+
+    fn expected_path(&self, ty: MessageType) -> PathId {
+        match ty {
+            MessageType::Nonce | MessageType::NonceReply | MessageType::Confirm => self.path2(),
+            _ => PathId::FIRST,
+        }
+    }
+
+    fn lifetime_ok(&self, secs: u32) -> bool {
+        u64::from(secs) * 1_000_000 >= self.cfg.min_lifetime.total_micros()
+    }
+
+    /// Stores a transcript part; a different second copy is refused (first wins).
+    fn store(&mut self, i: usize, repr: Repr) -> Result<(), Ignored> {
+        match self.parts[i] {
+            Some(have) if have == repr => Err(Ignored::Duplicate),
+            Some(_) => Err(Ignored::Unexpected),
+            None => {
+                self.parts[i] = Some(repr);
+                Ok(())
+            }
+        }
+    }
+
+    /// For a message that does not advance the state: if it repeats one we already answered
+    /// (a responder's peer lost our answer), queue the answer again.
+    fn duplicate_or_unexpected(&mut self, repr: &Repr) -> Ignored {
+        if !self.parts.iter().flatten().any(|p| p == repr) {
+            // A repeated Confirm reaches a finished responder whose ack was lost.
+            let is_confirm_repeat = self.role == Role::Responder
+                && matches!(self.state, State::Done)
+                && matches!(repr.body, Body::Confirm(_));
+            if !is_confirm_repeat {
+                return Ignored::Unexpected;
+            }
+        }
+        if self.role == Role::Responder {
+            for (p, f) in self.pending.iter_mut().zip(&self.flight) {
+                *p = f.is_some();
+            }
+        }
+        Ignored::Duplicate
+    }
+
+    fn transcript_hash(&self) -> Option<[u8; HASH_LEN]> {
+        let p2 = self.path2();
+        let paths = [
+            PathId::FIRST,
+            PathId::FIRST,
+            PathId::FIRST,
+            p2,
+            PathId::FIRST,
+            p2,
+        ];
+        let mut parts = [(self.parts[REQUEST]?, PathId::FIRST); 6];
+        for (i, part) in parts.iter_mut().enumerate() {
+            *part = (self.parts[i]?, paths[i]);
+        }
+        Some(Transcript { parts }.hash())
+    }
+
+    fn send_flight(&mut self, now: Instant, flight: [Option<(Repr, PathId)>; 2]) {
+        self.flight = flight;
+        self.pending = [flight[0].is_some(), flight[1].is_some()];
+        self.arm_retransmit(now);
+    }
+
+    fn arm_retransmit(&mut self, now: Instant) {
+        // xorshift64: jitter needs no cryptographic quality, only independence between hosts.
+        self.jitter ^= self.jitter << 13;
+        self.jitter ^= self.jitter >> 7;
+        self.jitter ^= self.jitter << 17;
+        let rto = self.rto.total_micros();
+        let spread = (rto / 4).max(1);
+        let t = rto - rto / 8 + self.jitter % spread;
+        self.retransmit_at = Some(now + Duration::from_micros(t));
+    }
+
+    fn reject(&mut self, now: Instant, reason: FailReason) {
+        let code = match reason {
+            FailReason::NoCommonSuite => RejectCode::NoCommonSuite,
+            FailReason::TooFewPaths => RejectCode::TooFewPaths,
+            FailReason::ExpiryRefused => RejectCode::ExpiryRefused,
+            _ => RejectCode::IdentityMismatch,
+        };
+        let reject = self.repr(Body::Reject(code));
+        self.fail(reason);
+        self.send_flight(now, [Some((reject, PathId::FIRST)), None]);
+        self.retransmit_at = None;
+    }
+
+    fn fail(&mut self, reason: FailReason) {
+        if matches!(self.state, State::Failed | State::Done) && self.event.is_some() {
+            return;
+        }
+        self.state = State::Failed;
+        self.flight = [None; 2];
+        self.pending = [false; 2];
+        self.retransmit_at = None;
+        self.event = Some(Event::Failed(reason));
+    }
+
+    fn establish(&mut self, now: Instant) {
+        let state = core::mem::replace(&mut self.state, State::Done);
+        let (State::SentConfirm { secrets } | State::Replied { secrets }) = state else {
+            return self.fail(FailReason::BadMessage);
+        };
+        let (send, recv) = match self.role {
+            Role::Initiator => (secrets.i2r(), secrets.r2i()),
+            Role::Responder => (secrets.r2i(), secrets.i2r()),
+        };
+        let mut keys = SessionKeys {
+            role: self.role,
+            suite: self.suite,
+            send: [0; schedule::MAX_KEY_LEN],
+            recv: [0; schedule::MAX_KEY_LEN],
+            // key_id is at most 24 bits by construction.
+            key_id: SecurityNumber::new(secrets.key_id() & SecurityNumber::MAX)
+                .unwrap_or(KEY_ID_ONE),
+            session_id: self.ids,
+            established_at: now,
+            lifetime: Duration::from_secs(u64::from(self.lifetime_secs)),
+            two_path: self.two_path,
+            peer_static: self.peer_static,
+        };
+        keys.send[..send.len()].copy_from_slice(send);
+        keys.recv[..recv.len()].copy_from_slice(recv);
+        self.flight = [None; 2];
+        self.pending = [false; 2];
+        self.retransmit_at = None;
+        self.event = Some(Event::Established(keys));
+    }
+}
+
+/// The key schedule's ids are 24-bit and non-zero; this fallback is never used.
+const KEY_ID_ONE: SecurityNumber = match SecurityNumber::new(1) {
+    Ok(n) => n,
+    Err(_) => panic!("1 fits in 24 bits"),
+};
+
+impl fmt::Debug for Handshake {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let state = match self.state {
+            State::SentRequest { .. } => "sent_request",
+            State::SentShare { .. } => "sent_share",
+            State::SentConfirm { .. } => "sent_confirm",
+            State::Accepted { .. } => "accepted",
+            State::Replied { .. } => "replied",
+            State::Done => "done",
+            State::Failed => "failed",
+        };
+        f.debug_struct("Handshake")
+            .field("role", &self.role)
+            .field("state", &state)
+            .field("session_id", &self.ids)
+            .field("two_path", &self.two_path)
+            .finish_non_exhaustive()
+    }
+}
+
+/// Whether `a` is in `local`'s subnet of `prefix_len` bits (same family required).
+fn same_subnet(a: IpAddr, local: IpAddr, prefix_len: u8) -> bool {
+    let (a, b, bits): ([u8; 16], [u8; 16], u32) = match (a, local) {
+        (IpAddr::V4(a), IpAddr::V4(b)) => {
+            let (mut x, mut y) = ([0; 16], [0; 16]);
+            x[..4].copy_from_slice(&a.octets());
+            y[..4].copy_from_slice(&b.octets());
+            (x, y, 32)
+        }
+        (IpAddr::V6(a), IpAddr::V6(b)) => (a.octets(), b.octets(), 128),
+        _ => return false,
+    };
+    let prefix = u32::from(prefix_len).min(bits);
+    let x = u128::from_be_bytes(a);
+    let y = u128::from_be_bytes(b);
+    let mask = if prefix == 0 {
+        0
+    } else {
+        u128::MAX << (128 - prefix)
+    };
+    x & mask == y & mask
+}
+
+#[cfg(test)]
+mod tests {
+    use core::net::Ipv4Addr;
+
+    use super::*;
+
+    #[test]
+    fn subnet_check() {
+        let a = |x| IpAddr::V4(Ipv4Addr::new(10, 77, 0, x));
+        assert!(same_subnet(a(1), a(2), 24));
+        assert!(!same_subnet(
+            IpAddr::V4(Ipv4Addr::new(10, 78, 0, 1)),
+            a(2),
+            24
+        ));
+        assert!(same_subnet(
+            IpAddr::V4(Ipv4Addr::new(10, 78, 0, 1)),
+            a(2),
+            8
+        ));
+        assert!(!same_subnet(
+            IpAddr::V6(core::net::Ipv6Addr::LOCALHOST),
+            a(2),
+            0
+        ));
+        assert!(same_subnet(a(200), a(2), 0));
+    }
+}
