@@ -1,7 +1,9 @@
 //! `psp-gateway inspect`: decode PSP frames given as hex lines on stdin or from a pcap file.
 //!
-//! For each frame it prints the Ethernet and PSP clear-header fields, the ICV verdict under the
-//! given key and suite, and the inner EtherType with a one-line payload summary. The replay and
+//! For each frame it prints the Ethernet and PSP clear-header fields (the signature too when
+//! flagged), the ICV verdict under the given key and suite, the opened section's sub-header
+//! (protocol type, pad size, data length) and the inner EtherType with a one-line payload
+//! summary. `contrib/wireshark/psp.lua` is tested against this output (`tests/dissector.rs`). The replay and
 //! timestamp checks are switched off (an offline capture has no clock and may repeat frames); the
 //! security number is reported, not checked. Exit status: 0 when every frame verified, 1 when any
 //! frame did not (or the input was bad), 2 for bad arguments.
@@ -166,6 +168,10 @@ fn inspect_one(
         },
         hex::encode(view.icv())
     );
+    if let Some(sig) = view.signature() {
+        println!("  signature  {}", hex::encode(sig));
+    }
+    let section_len = view.section().len();
 
     // Offline: no replay or clock. Accept the frame's own security number and timestamp.
     let cfg = OpenerConfig::new()
@@ -200,6 +206,13 @@ fn inspect_one(
                 } else {
                     ""
                 }
+            );
+            // The section as opened: 3-byte sub-header, data, padding (PROTOCOL.md §1.2).
+            let data_len = opened.payload().len();
+            println!(
+                "  subheader  protocol {:#06x}  pad {}  data {data_len} bytes",
+                u16::from(opened.protocol()),
+                section_len.saturating_sub(3 + data_len)
             );
             println!(
                 "  inner      {}",
