@@ -28,6 +28,8 @@ declare -A PKG=(
     [sha256sum]=coreutils
     [timeout]=coreutils
     [jq]=jq
+    # psp-gateway/tests/dissector.rs runs the Wireshark dissector under Debian's tshark.
+    [tshark]=tshark
 )
 
 have() {
@@ -57,6 +59,12 @@ if ((${#missing[@]})); then
         trap 'rm -f "$policy"' EXIT
     fi
     export DEBIAN_FRONTEND=noninteractive
+    # wireshark-common (pulled in by tshark) asks whether non-root users may capture: answer
+    # "no" up front (no setuid dumpcap, no wireshark group); noninteractive would pick it too.
+    if printf '%s\n' "${missing[@]}" | grep -qx tshark && command -v debconf-set-selections >/dev/null; then
+        echo "wireshark-common wireshark-common/install-setuid boolean false" |
+            debconf-set-selections
+    fi
     apt-get update -qq >&2 || die "apt-get update failed"
     apt-get install -y -qq --no-install-recommends "${missing[@]}" >&2 ||
         die "apt-get install ${missing[*]} failed"
