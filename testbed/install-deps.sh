@@ -61,7 +61,8 @@ if ((${#missing[@]})); then
     export DEBIAN_FRONTEND=noninteractive
     # wireshark-common (pulled in by tshark) asks whether non-root users may capture: answer
     # "no" up front (no setuid dumpcap, no wireshark group); noninteractive would pick it too.
-    if printf '%s\n' "${missing[@]}" | grep -qx tshark && command -v debconf-set-selections >/dev/null; then
+    if printf '%s\n' "${missing[@]}" | grep -qx tshark &&
+        command -v debconf-set-selections >/dev/null; then
         echo "wireshark-common wireshark-common/install-setuid boolean false" |
             debconf-set-selections
     fi

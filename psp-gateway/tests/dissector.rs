@@ -1,10 +1,11 @@
 //! The Wireshark dissector (`psp-gateway/contrib/wireshark/psp.lua`) under Debian's `tshark`,
 //! checked field by field, frame by frame against `psp-gateway inspect` on the same frames.
 //!
-//! * Real captures: two real gateways in the netns testbed (`tests/common`), `tcpdump` in eve (on
-//!   the hub: both directions) while pinging through the tunnel: the raw uplink with `null-hmac-sha1` (section in
-//!   clear, so the sub-header is compared too) plus a security number and timestamps, the raw
-//!   uplink with `aes128-gcm`, and the UDP uplink with the default `bf-cbc-hmac-sha1`.
+//! * Real captures: two real gateways in the netns testbed (`tests/common`), `tcpdump` in eve
+//!   (on the hub, so both directions) while pinging through the tunnel: the raw uplink with
+//!   `null-hmac-sha1` (section in clear, so the sub-header is compared too) plus a security
+//!   number and timestamps, the raw uplink with `aes128-gcm`, and the UDP uplink with the
+//!   default `bf-cbc-hmac-sha1`.
 //! * The known-answer frames of `docs/PROTOCOL.md` (every suite, signatures, padding), and
 //!   session-establishment / key-exchange frames sealed here with `psp-core`.
 //! * Malformed and truncated frames: tshark must exit 0 with an expert-info mark, no Lua error.

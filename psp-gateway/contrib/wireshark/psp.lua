@@ -272,7 +272,8 @@ local function dissect_psp(tvb, pinfo, root, tree)
     tree:add(f.icv_len, icv):set_generated():append_text(" (" .. suite .. ")")
     if section_len < 3 then
         tree:add_proto_expert_info(ex.truncated, string.format(
-            "%d bytes after the Ethernet header cannot hold the PSP header (%d), a 3-byte section header, the ICV (%d)%s",
+            "%d bytes after the Ethernet header cannot hold the PSP header (%d), " ..
+            "a 3-byte section header, the ICV (%d)%s",
             len, off, icv, signed and " and the signature (64)" or ""))
         pinfo.cols.info = string.format("PSP seq %d, truncated", seq)
         return len
