@@ -180,11 +180,14 @@ fn snapshot(shared: &Shared, set: &PeerSet) -> Vec<Family> {
     out.push(drops);
     out.push(
         Family::new(
-            "psp_not_for_us_frames",
+            "psp_ignored_frames",
             Counter,
-            "PSP frames addressed to another unicast MAC on the segment (ignored).",
+            "Frames ignored, by reason (not_for_us: a PSP frame for another MAC on the segment).",
         )
-        .with(Vec::new(), int(g.not_for_us.get())),
+        .with(
+            vec![("reason", "not_for_us".into())],
+            int(g.not_for_us.get()),
+        ),
     );
 
     let mut tx_frames = Family::new(
@@ -241,28 +244,29 @@ fn snapshot(shared: &Shared, set: &PeerSet) -> Vec<Family> {
 /// The families of normalized peers (empty families are left out).
 fn normalizer(set: &PeerSet) -> Vec<Family> {
     use Kind::{Counter, Gauge};
-    // (name, kind, help, status key, scale into the metric's unit)
+    // (name, kind, help, status key, scale into the metric's unit: kbit/s to bytes/s is 125,
+    // as promtool wants base units)
     const GAUGES: [(&str, Kind, &str, &str, f64); 6] = [
         (
-            "psp_peer_norm_rate_bits_per_second",
+            "psp_peer_norm_rate_bytes_per_second",
             Gauge,
-            "Normalized sending rate S_current (outer frame bits per second).",
+            "Normalized sending rate S_current (outer frame bytes per second).",
             "s_current_kbps",
-            1000.0,
+            125.0,
         ),
         (
-            "psp_peer_norm_goal_bits_per_second",
+            "psp_peer_norm_goal_bytes_per_second",
             Gauge,
-            "Configured normalization goal S_goal (bits per second).",
+            "Configured normalization goal S_goal (bytes per second).",
             "s_goal_kbps",
-            1000.0,
+            125.0,
         ),
         (
-            "psp_peer_norm_peer_suggested_bits_per_second",
+            "psp_peer_norm_peer_suggested_bytes_per_second",
             Gauge,
-            "Rate the peer last suggested to us (bits per second).",
+            "Rate the peer last suggested to us (bytes per second).",
             "peer_suggested_kbps",
-            1000.0,
+            125.0,
         ),
         (
             "psp_peer_norm_loss_ratio",
