@@ -28,6 +28,9 @@ declare -A PKG=(
     [sha256sum]=coreutils
     [timeout]=coreutils
     [jq]=jq
+    # `promtool check metrics` in psp-gateway/tests/metrics.rs (Debian ships it with the server;
+    # the policy-rc.d below keeps that from starting).
+    [promtool]=prometheus
 )
 
 have() {
