@@ -355,30 +355,36 @@ fn normalizer(set: &PeerSet) -> Vec<Family> {
 }
 
 impl Collector for Source {
-    fn encode(&self, mut encoder: DescriptorEncoder<'_>) -> Result<(), fmt::Error> {
-        for f in self.families() {
-            let ty = match f.kind {
-                Kind::Counter => MetricType::Counter,
-                Kind::Gauge => MetricType::Gauge,
-                Kind::Info => MetricType::Info,
-            };
-            let mut m = encoder.encode_descriptor(f.name, f.help, None, ty)?;
-            for s in &f.samples {
-                let labels: Vec<(&str, &str)> =
-                    s.labels.iter().map(|(k, v)| (*k, v.as_str())).collect();
-                if f.kind == Kind::Info {
-                    m.encode_info(&labels)?;
-                    continue;
-                }
-                if labels.is_empty() {
-                    encode_value(&mut m, f.kind, s.value)?;
-                } else {
-                    encode_value(&mut m.encode_family(&labels)?, f.kind, s.value)?;
-                }
+    fn encode(&self, encoder: DescriptorEncoder<'_>) -> Result<(), fmt::Error> {
+        encode_openmetrics(&self.families(), encoder)
+    }
+}
+
+/// Encodes `families` through `prometheus-client` (OpenMetrics).
+fn encode_openmetrics(
+    families: &[Family],
+    mut encoder: DescriptorEncoder<'_>,
+) -> Result<(), fmt::Error> {
+    for f in families {
+        let ty = match f.kind {
+            Kind::Counter => MetricType::Counter,
+            Kind::Gauge => MetricType::Gauge,
+            Kind::Info => MetricType::Info,
+        };
+        let mut m = encoder.encode_descriptor(f.name, f.help, None, ty)?;
+        for s in &f.samples {
+            let labels: Vec<(&str, &str)> =
+                s.labels.iter().map(|(k, v)| (*k, v.as_str())).collect();
+            if f.kind == Kind::Info {
+                m.encode_info(&labels)?;
+            } else if labels.is_empty() {
+                encode_value(&mut m, f.kind, s.value)?;
+            } else {
+                encode_value(&mut m.encode_family(&labels)?, f.kind, s.value)?;
             }
         }
-        Ok(())
     }
+    Ok(())
 }
 
 /// Encodes one counter or gauge value.
@@ -632,21 +638,50 @@ fn plain(code: u16, reason: &str) -> Vec<u8> {
 mod tests {
     use super::*;
 
+    fn families() -> Vec<Family> {
+        vec![
+            Family::new("psp_build", Kind::Info, "Build.")
+                .with(vec![("version", "0.1.0".into())], Num::Int(1)),
+            Family::new("psp_peer_rx_bytes", Kind::Counter, "Bytes.")
+                .with(vec![("peer", "b\"\\\n".into())], Num::Int(7)),
+            Family::new("psp_uptime_seconds", Kind::Gauge, "Up.").with(Vec::new(), Num::Float(1.5)),
+        ]
+    }
+
+    /// A fixed collector, encoded as the daemon's is.
+    #[derive(Debug)]
+    struct Fixed;
+
+    impl Collector for Fixed {
+        fn encode(&self, encoder: DescriptorEncoder<'_>) -> Result<(), fmt::Error> {
+            encode_openmetrics(&families(), encoder)
+        }
+    }
+
     fn render() -> Render {
-        Arc::new(|format| {
-            let fams = vec![
-                Family::new("psp_build", Kind::Info, "Build.")
-                    .with(vec![("version", "0.1.0".into())], Num::Int(1)),
-                Family::new("psp_peer_rx_bytes", Kind::Counter, "Bytes.")
-                    .with(vec![("peer", "b\"\\\n".into())], Num::Int(7)),
-                Family::new("psp_uptime_seconds", Kind::Gauge, "Up.")
-                    .with(Vec::new(), Num::Float(1.5)),
-            ];
-            match format {
-                Format::Text => encode_text(&fams),
-                Format::OpenMetrics => "# EOF\n".into(),
+        let mut registry = Registry::default();
+        registry.register_collector(Box::new(Fixed));
+        Arc::new(move |format| match format {
+            Format::Text => encode_text(&families()),
+            Format::OpenMetrics => {
+                let mut s = String::new();
+                prometheus_client::encoding::text::encode(&mut s, &registry).unwrap();
+                s
             }
         })
+    }
+
+    #[test]
+    fn openmetrics_names_families_without_suffixes() {
+        assert_eq!(
+            render()(Format::OpenMetrics),
+            "# HELP psp_build Build.\n# TYPE psp_build info\n\
+             psp_build_info{version=\"0.1.0\"} 1\n\
+             # HELP psp_peer_rx_bytes Bytes.\n# TYPE psp_peer_rx_bytes counter\n\
+             psp_peer_rx_bytes_total{peer=\"b\\\"\\\\\\n\"} 7\n\
+             # HELP psp_uptime_seconds Up.\n# TYPE psp_uptime_seconds gauge\n\
+             psp_uptime_seconds 1.5\n# EOF\n"
+        );
     }
 
     const TEST_LIMITS: Limits = Limits {
@@ -703,7 +738,7 @@ mod tests {
             a.contains(&format!("Content-Type: {OPENMETRICS}\r\n")),
             "{a}"
         );
-        assert!(a.ends_with("\r\n\r\n# EOF\n"), "{a}");
+        assert!(a.ends_with("psp_uptime_seconds 1.5\n# EOF\n"), "{a}");
         let a = exchange(b"HEAD /metrics HTTP/1.0\n\n", false).await;
         assert!(
             a.starts_with("HTTP/1.1 200 OK\r\n") && a.ends_with("\r\n\r\n"),
@@ -769,6 +804,41 @@ mod tests {
         // Half a request, then silence (slowloris): 408 after the read timeout.
         let a = exchange(b"GET /metrics HTTP/1.1\r\nHost:", false).await;
         assert!(a.starts_with("HTTP/1.1 408 Request Timeout\r\n"), "{a}");
+    }
+
+    #[tokio::test]
+    async fn connections_beyond_the_cap_are_closed_unanswered() {
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        // A read timeout far above the wait for the third client's close, so a loaded machine
+        // cannot free a slot in between.
+        let limits = Limits {
+            read_timeout: Duration::from_secs(3),
+            ..TEST_LIMITS
+        };
+        let server = tokio::spawn(serve(listener, render(), limits));
+        let connect = || tokio::net::TcpStream::connect(addr);
+        // Two silent clients take both slots until the read timeout answers them (408).
+        let mut idle = [connect().await.unwrap(), connect().await.unwrap()];
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        let mut third = connect().await.unwrap();
+        let mut out = Vec::new();
+        let n = tokio::time::timeout(Duration::from_secs(1), third.read_to_end(&mut out))
+            .await
+            .expect("closed at once, before the idle ones time out");
+        assert!(n.is_err() || out.is_empty(), "{out:?}");
+        for c in &mut idle {
+            let mut out = Vec::new();
+            c.read_to_end(&mut out).await.unwrap();
+            assert!(out.starts_with(b"HTTP/1.1 408 "), "{out:?}");
+        }
+        // Slots free again: a real scrape is served.
+        let mut c = connect().await.unwrap();
+        c.write_all(b"GET /metrics HTTP/1.1\r\n\r\n").await.unwrap();
+        let mut out = Vec::new();
+        c.read_to_end(&mut out).await.unwrap();
+        assert!(out.starts_with(b"HTTP/1.1 200 OK\r\n"), "{out:?}");
+        server.abort();
     }
 
     #[test]
