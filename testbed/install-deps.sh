@@ -30,6 +30,9 @@ declare -A PKG=(
     [jq]=jq
     # psp-gateway/tests/dissector.rs runs the Wireshark dissector under Debian's tshark.
     [tshark]=tshark
+    # `promtool check metrics` in psp-gateway/tests/metrics.rs (Debian ships it with the server;
+    # the policy-rc.d below keeps that from starting).
+    [promtool]=prometheus
 )
 
 have() {

@@ -1,5 +1,5 @@
-//! The daemon: opens the uplink and the TAP, computes the TAP MTU, serves the status socket,
-//! drops privileges, runs the two dataplane tasks, and handles signals (SIGHUP reloads peers
+//! The daemon: opens the uplink and the TAP, computes the TAP MTU, serves the status socket
+//! (and the Prometheus endpoint when `[metrics]` is set), drops privileges, runs the two dataplane tasks, and handles signals (SIGHUP reloads peers
 //! and keys, SIGINT/SIGTERM stop gracefully). The one place that reads the clock is
 //! [`Shared::now`](crate::dataplane::Shared::now).
 
@@ -23,6 +23,7 @@ use crate::io::sys::drop_privileges;
 use crate::io::tap::Tap;
 use crate::io::udp::UdpLink;
 use crate::io::{ETHERNET_HEADER_LEN, SLOT_LEN, Uplink};
+use crate::metrics;
 use crate::status::{self, Info};
 
 /// Options given on the command line (override the config file).
@@ -190,6 +191,15 @@ async fn serve(config: Config, opts: &Options) -> Result<(), DaemonError> {
     let notifier = Notifier::from_env().map_err(|e| runtime("systemd notification", e))?;
     let sock_path = config.daemon.status_socket.clone();
     let listener = bind_status(&sock_path)?;
+    // Bound before the privilege drop, so a port below 1024 works with `--user`.
+    let metrics_listener = match config.metrics {
+        Some(m) => Some(
+            tokio::net::TcpListener::bind(m.listen)
+                .await
+                .map_err(|e| runtime(format_args!("metrics listen {}", m.listen), e))?,
+        ),
+        None => None,
+    };
     let user = opts.user.clone().or_else(|| config.daemon.user.clone());
     if let Some(user) = &user {
         crate::io::sys::chown_path(&sock_path, user)
@@ -233,6 +243,14 @@ async fn serve(config: Config, opts: &Options) -> Result<(), DaemonError> {
         Arc::clone(&shared),
         set_rx.clone(),
     ));
+    let metrics_task = metrics_listener.map(|l| {
+        let source = metrics::Source::new(Arc::clone(&shared), set_rx.clone());
+        tokio::spawn(metrics::serve(
+            l,
+            metrics::renderer(source),
+            metrics::Limits::DEFAULT,
+        ))
+    });
     normalize::spawn_pacers(&set, &uplink, &shared);
     let pacing = (norm_ctx, Arc::clone(&uplink), Arc::clone(&shared));
     drop(tap);
@@ -248,6 +266,7 @@ async fn serve(config: Config, opts: &Options) -> Result<(), DaemonError> {
         mtu,
         peers = config.peers.len(),
         user = user.as_deref().unwrap_or("root"),
+        metrics = %config.metrics.map_or_else(|| "off".to_string(), |m| m.listen.to_string()),
         "ready"
     );
     let _ = notifier.notify("READY=1");
@@ -267,10 +286,16 @@ async fn serve(config: Config, opts: &Options) -> Result<(), DaemonError> {
         t.abort();
     }
     status_task.abort();
+    if let Some(t) = &metrics_task {
+        t.abort();
+    }
     // Wait for the tasks to drop their handles on the TAP, so it is gone when we return.
     let _ = tx_task.await;
     let _ = rx_task.await;
     let _ = status_task.await;
+    if let Some(t) = metrics_task {
+        let _ = t.await;
+    }
     let _ = std::fs::remove_file(&sock_path);
     let doc = status::document(&info, &shared, &set_rx.borrow());
     tracing::info!(counters = %doc, "stopped");
@@ -306,9 +331,10 @@ fn reload(
             if new.interface != current.interface
                 || new.uplink != current.uplink
                 || new.daemon != current.daemon
+                || new.metrics != current.metrics
             {
                 tracing::warn!(
-                    "reload: [interface], [uplink] and [daemon] changes need a restart; applying peers and keys only"
+                    "reload: [interface], [uplink], [daemon] and [metrics] changes need a restart; applying peers and keys only"
                 );
             }
             let previous = set_tx.borrow().clone();

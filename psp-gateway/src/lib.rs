@@ -14,5 +14,6 @@ pub(crate) mod daemon;
 pub(crate) mod dataplane;
 pub mod io;
 pub(crate) mod kernels;
+pub(crate) mod metrics;
 pub(crate) mod offload;
 pub(crate) mod status;

@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 
 use psp_core::crypto::SuiteId;
 use psp_core::replay::MAX_WINDOW;
-use psp_gateway::config::{Config, LogFormat, UplinkConfig, format_mac, parse_mac};
+use psp_gateway::config::{Config, LogFormat, MetricsConfig, UplinkConfig, format_mac, parse_mac};
 
 /// A unique temp directory, removed with everything in it on drop.
 struct Dir(PathBuf);
@@ -214,6 +214,7 @@ fn minimal_config_gets_the_documented_defaults() {
     assert_eq!(c.group.max_skew_ms, 30_000);
     assert_eq!(c.group.pad_to, 8);
     assert!(c.peers.is_empty());
+    assert_eq!(c.metrics, None, "metrics are off by default");
 }
 
 #[test]
@@ -329,7 +330,7 @@ fn error_unknown_key() {
     assert_eq!(
         dir.error(&format!("{RAW_HEAD}[deamon]\nuser = \"nobody\"\n")),
         "deamon: unknown key `deamon` (valid keys: interface, uplink, daemon, defaults, group, \
-         peer, normalize)"
+         peer, normalize, metrics)"
     );
 }
 
@@ -647,4 +648,54 @@ fn error_shared_key_with_other_sealing_settings_or_normalization() {
 
 fn sn(value: u32) -> Option<psp_core::SecurityNumber> {
     psp_core::SecurityNumber::new(value).ok()
+}
+
+#[test]
+fn metrics_listen_on_loopback_and_remote_only_when_allowed() {
+    let dir = base_dir();
+    let c = dir
+        .load(&format!(
+            "{RAW_HEAD}[metrics]\nlisten = \"127.0.0.1:9582\"\n"
+        ))
+        .unwrap();
+    assert_eq!(
+        c.metrics,
+        Some(MetricsConfig {
+            listen: "127.0.0.1:9582".parse::<SocketAddr>().unwrap(),
+            allow_remote: false,
+        })
+    );
+    let c = dir
+        .load(&format!("{RAW_HEAD}[metrics]\nlisten = \"[::1]:9582\"\n"))
+        .unwrap();
+    assert!(c.metrics.is_some_and(|m| m.listen.ip().is_loopback()));
+    let c = dir
+        .load(&format!(
+            "{RAW_HEAD}[metrics]\nlisten = \"0.0.0.0:9582\"\nallow_remote = true\n"
+        ))
+        .unwrap();
+    assert!(c.metrics.is_some_and(|m| m.allow_remote));
+}
+
+#[test]
+fn error_metrics() {
+    let dir = base_dir();
+    let err = |m: &str| dir.error(&format!("{RAW_HEAD}[metrics]\n{m}"));
+    assert_eq!(
+        err("listen = \"0.0.0.0:9582\"\n"),
+        "metrics.listen: 0.0.0.0:9582 is not a loopback address; the counters show every peer's \
+         traffic volume, so serving them beyond this host needs allow_remote = true"
+    );
+    assert!(
+        err("listen = \"192.0.2.1:9582\"\nallow_remote = false\n")
+            .starts_with("metrics.listen: 192.0.2.1:9582 is not a loopback address")
+    );
+    assert!(err("").starts_with("metrics.listen: missing;"));
+    assert!(err("allow_remote = true\n").starts_with("metrics.listen: missing;"));
+    assert_eq!(
+        err("listen = \"127.0.0.1:0\"\n"),
+        "metrics.listen: 127.0.0.1:0 has port 0; a scraper needs a fixed port"
+    );
+    assert!(err("listen = \"localhost:9582\"\n").starts_with("metrics.listen: "));
+    assert!(err("port = 9582\n").starts_with("metrics.port: unknown key `port`"));
 }

@@ -42,6 +42,8 @@ pub struct Config {
     pub group: PeerSecurity,
     /// The peers.
     pub peers: Vec<PeerConfig>,
+    /// The Prometheus metrics endpoint (`[metrics]`); `None` (the default) serves nothing.
+    pub metrics: Option<MetricsConfig>,
 }
 
 /// `[interface]`.
@@ -97,6 +99,17 @@ pub struct DaemonConfig {
     pub log_format: LogFormat,
     /// Log filter (`log_level`, an `EnvFilter` directive, default `info`).
     pub log_level: String,
+}
+
+/// `[metrics]`: the Prometheus scrape endpoint (`GET /metrics` over HTTP).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct MetricsConfig {
+    /// The TCP address to serve on (`listen = "127.0.0.1:9582"`). Validation refuses a
+    /// non-loopback address unless [`allow_remote`](Self::allow_remote) is set: the counters
+    /// tell anyone who can reach them how much traffic each peer exchanges, and when.
+    pub listen: SocketAddr,
+    /// Serve on a non-loopback address (`allow_remote`, default false).
+    pub allow_remote: bool,
 }
 
 /// A key read from a key file: hex (as `psp-gateway keygen` prints), whitespace trimmed.

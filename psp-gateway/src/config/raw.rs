@@ -30,6 +30,7 @@ pub(super) struct RawConfig {
     pub(super) peer: Vec<RawPeer>,
     #[serde(default)]
     pub(super) normalize: RawNormalize,
+    pub(super) metrics: Option<RawMetrics>,
 }
 
 /// `[interface]`.
@@ -61,6 +62,14 @@ pub(super) struct RawDaemon {
     pub(super) user: Option<String>,
     pub(super) log_format: Option<String>,
     pub(super) log_level: Option<String>,
+}
+
+/// `[metrics]`.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawMetrics {
+    pub(super) listen: Option<String>,
+    pub(super) allow_remote: Option<bool>,
 }
 
 /// `[defaults]`, and the overrides in `[group]` and `[[peer]]`.

@@ -11,10 +11,10 @@ use psp_core::replay::{DEFAULT_WINDOW, MAX_WINDOW};
 use psp_core::wire::{MAX_PADDING, SecurityNumber};
 
 use super::normalize::NormSettings;
-use super::raw::{RawConfig, RawDaemon, RawInterface, RawPeer, RawSecurity, RawUplink};
+use super::raw::{RawConfig, RawDaemon, RawInterface, RawMetrics, RawPeer, RawSecurity, RawUplink};
 use super::{
-    Config, ConfigError, DaemonConfig, InterfaceConfig, KeyMaterial, LogFormat, PeerConfig,
-    PeerSecurity, UplinkConfig, format_mac, keyfile, parse_mac,
+    Config, ConfigError, DaemonConfig, InterfaceConfig, KeyMaterial, LogFormat, MetricsConfig,
+    PeerConfig, PeerSecurity, UplinkConfig, format_mac, keyfile, parse_mac,
 };
 
 /// The default TAP name.
@@ -63,6 +63,7 @@ pub(super) fn build(file: &Path, raw: RawConfig) -> Result<Config, ConfigError> 
     let interface = interface(&ctx, raw.interface)?;
     let uplink = uplink(&ctx, raw.uplink)?;
     let daemon = daemon(&ctx, raw.daemon, &interface.name)?;
+    let metrics = raw.metrics.map(|m| metrics(&ctx, m)).transpose()?;
 
     let mut defaults = Settings::builtin();
     defaults.apply(&ctx, "defaults", &raw.defaults)?;
@@ -141,6 +142,7 @@ pub(super) fn build(file: &Path, raw: RawConfig) -> Result<Config, ConfigError> 
         daemon,
         group,
         peers,
+        metrics,
     })
 }
 
@@ -311,6 +313,39 @@ fn daemon(ctx: &Ctx<'_>, raw: RawDaemon, ifname: &str) -> Result<DaemonConfig, C
         user,
         log_format,
         log_level,
+    })
+}
+
+fn metrics(ctx: &Ctx<'_>, raw: RawMetrics) -> Result<MetricsConfig, ConfigError> {
+    let Some(listen) = raw.listen else {
+        return Err(ctx.err(
+            "metrics.listen",
+            "missing; [metrics] needs the address to serve on (e.g. \"127.0.0.1:9582\"), or \
+             remove the section",
+        ));
+    };
+    let listen = listen
+        .parse::<SocketAddr>()
+        .map_err(|_| ctx.err("metrics.listen", not_socket_addr(&listen)))?;
+    if listen.port() == 0 {
+        return Err(ctx.err(
+            "metrics.listen",
+            format_args!("{listen} has port 0; a scraper needs a fixed port"),
+        ));
+    }
+    let allow_remote = raw.allow_remote.unwrap_or(false);
+    if !allow_remote && !listen.ip().is_loopback() {
+        return Err(ctx.err(
+            "metrics.listen",
+            format_args!(
+                "{listen} is not a loopback address; the counters show every peer's traffic \
+                 volume, so serving them beyond this host needs allow_remote = true"
+            ),
+        ));
+    }
+    Ok(MetricsConfig {
+        listen,
+        allow_remote,
     })
 }
 
