@@ -14,8 +14,8 @@ use tokio::task::JoinHandle;
 
 use crate::config::{Config, ConfigError, LogFormat, UplinkConfig};
 use crate::dataplane::counters::GlobalCounters;
-use crate::dataplane::normalize::{self, NormContext};
-use crate::dataplane::peers::{PeerSet, RxPeers, TxPeers};
+use crate::dataplane::normalize::NormContext;
+use crate::dataplane::set::{BuildError, PeerSet};
 use crate::dataplane::{Shared, rx_loop, tx_loop};
 use crate::io::notify::Notifier;
 use crate::io::raw_eth::RawSocket;
@@ -132,12 +132,15 @@ async fn serve(config: Config, opts: &Options) -> Result<(), DaemonError> {
         udp: matches!(uplink, Uplink::Udp(_)),
         origin,
     };
-    let mut set = PeerSet::new(config.clone(), None);
-    normalize::attach(&mut set, None, &norm_ctx)?;
-    let set = Arc::new(set);
-    let tx_peers = TxPeers::build(&set, None).map_err(|e| runtime("peers", e))?;
-    let rx_peers = RxPeers::build(&set, None, max_frame).map_err(|e| runtime("peers", e))?;
-    let overhead = tx_peers.max_overhead();
+    let set = match PeerSet::build(config.clone(), None, &norm_ctx, None) {
+        Ok(staged) => Arc::new(staged.commit()),
+        Err(BuildError::Normalize(e)) => return Err(e.into()),
+        Err(e) => return Err(runtime("peers", e)),
+    };
+    let (Some(tx_peers), Some(rx_peers)) = (set.take_tx(), set.take_rx()) else {
+        return Err(runtime("peers", "the new set has no dataplane halves"));
+    };
+    let overhead = set.max_overhead();
     let fit = tap_mtu(max_frame, overhead).ok_or_else(|| {
         runtime(
             "uplink MTU",
@@ -162,7 +165,7 @@ async fn serve(config: Config, opts: &Options) -> Result<(), DaemonError> {
         None => fit,
     };
     // Faithful packing carries one inner frame per outer frame: the paper's smaller MTU.
-    let mtu = match normalize::mtu_limit(&set) {
+    let mtu = match set.mtu_limit() {
         Some(limit) if limit < mtu => {
             tracing::info!(mtu = limit, "TAP MTU lowered to fit normalized frames");
             limit
@@ -234,7 +237,6 @@ async fn serve(config: Config, opts: &Options) -> Result<(), DaemonError> {
             Arc::clone(&shared),
             set_rx.clone(),
             rx_peers,
-            max_frame,
         )),
     ];
     let status_task = tokio::spawn(status::serve(
@@ -251,7 +253,7 @@ async fn serve(config: Config, opts: &Options) -> Result<(), DaemonError> {
             metrics::Limits::DEFAULT,
         ))
     });
-    normalize::spawn_pacers(&set, &uplink, &shared);
+    set.spawn_pacers(&uplink, &shared);
     let pacing = (norm_ctx, Arc::clone(&uplink), Arc::clone(&shared));
     drop(tap);
     drop(uplink);
@@ -315,8 +317,10 @@ fn task_error(which: &str, r: Result<std::io::Result<()>, tokio::task::JoinError
     }
 }
 
-/// SIGHUP: reread the file; publish the new peers and keys (the tasks keep the state of
-/// unchanged peers). Anything else that changed is reported and ignored until a restart.
+/// SIGHUP: reread the file; build the new peer set in one fallible step and, only if that
+/// succeeds, commit and publish it (the tasks keep the state of unchanged peers). A failure
+/// anywhere leaves the running set untouched. Anything else that changed is reported and
+/// ignored until a restart.
 fn reload(
     current: &Config,
     set_tx: &watch::Sender<Arc<PeerSet>>,
@@ -338,31 +342,15 @@ fn reload(
                 );
             }
             let previous = set_tx.borrow().clone();
-            let mut set = PeerSet::new(new, Some(&previous));
-            match TxPeers::build(&set, None) {
+            match PeerSet::build(new, Some(&previous), norm_ctx, Some(max_overhead)) {
                 Err(e) => {
-                    tracing::error!(error = %e, "reload failed; keeping the running configuration")
+                    tracing::error!(error = %e, "reload failed; keeping the running configuration");
                 }
-                Ok(t) if t.max_overhead() > max_overhead => tracing::error!(
-                    overhead = t.max_overhead(),
-                    max_overhead,
-                    "reload failed: the new suites need more overhead than the TAP MTU leaves; restart instead"
-                ),
-                Ok(_) => {
-                    if let Err(e) = normalize::attach(&mut set, Some(&previous), norm_ctx) {
-                        tracing::error!(error = %e, "reload failed; keeping the running configuration");
-                        let _ = notifier.notify("READY=1");
-                        return;
-                    }
-                    let changed = set
-                        .config
-                        .peers
-                        .iter()
-                        .filter(|p| !previous.config.peers.contains(p))
-                        .count();
+                Ok(staged) => {
+                    let set = Arc::new(staged.commit());
+                    let changed = set.changed_since(&previous);
                     tracing::info!(peers = set.config.peers.len(), changed, "reloaded");
-                    let set = Arc::new(set);
-                    normalize::spawn_pacers(&set, uplink, shared);
+                    set.spawn_pacers(uplink, shared);
                     set_tx.send_replace(set);
                 }
             }

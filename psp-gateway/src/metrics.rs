@@ -29,7 +29,7 @@ use tokio::net::TcpListener;
 use tokio::sync::{Semaphore, watch};
 
 use crate::dataplane::Shared;
-use crate::dataplane::peers::PeerSet;
+use crate::dataplane::set::PeerSet;
 
 /// The content type of the OpenMetrics answer.
 const OPENMETRICS: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";
@@ -174,6 +174,7 @@ fn snapshot(shared: &Shared, set: &PeerSet) -> Vec<Family> {
         ("no_route", &g.no_route),
         ("tx_unsupported", &g.tx_unsupported),
         ("tx_error", &g.tx_error),
+        ("spoofed_src", &g.spoofed_src),
     ] {
         drops.push(vec![("reason", reason.into())], int(c.get()));
     }
@@ -329,6 +330,11 @@ fn normalizer(set: &PeerSet) -> Vec<Family> {
         Counter,
         "Normalized frames sent to the peer (real and dummy).",
     );
+    let mut rx_drops = Family::new(
+        "psp_peer_norm_rx_drops",
+        Counter,
+        "Reassembled inner frames from the peer dropped before the TAP, by reason.",
+    );
     for np in set.norm.iter().flatten() {
         let j = np.to_json();
         let peer = || vec![("peer", np.name.clone())];
@@ -345,11 +351,23 @@ fn normalizer(set: &PeerSet) -> Vec<Family> {
         if let Some(v) = j["frames_sent"].as_u64() {
             sent.push(peer(), Num::Int(v));
         }
+        for reason in [
+            "rx_short",
+            "rx_not_for_us",
+            "rx_foreign_src",
+            "rx_tap_error",
+        ] {
+            if let Some(v) = j[reason].as_u64() {
+                let mut labels = peer();
+                labels.push(("reason", reason.trim_start_matches("rx_").into()));
+                rx_drops.push(labels, Num::Int(v));
+            }
+        }
     }
     gauges
         .into_iter()
         .chain(counters)
-        .chain([sent])
+        .chain([sent, rx_drops])
         .filter(|f| !f.samples.is_empty())
         .collect()
 }

@@ -15,7 +15,7 @@ use tokio::sync::watch;
 
 use crate::config::format_mac;
 use crate::dataplane::Shared;
-use crate::dataplane::peers::PeerSet;
+use crate::dataplane::set::PeerSet;
 
 /// Static facts about the running daemon, for the status document.
 #[derive(Debug, Clone)]
@@ -51,6 +51,7 @@ pub(crate) fn document(info: &Info, shared: &Shared, set: &PeerSet) -> Value {
             }
             m.extend(c.to_json());
             if let Some(np) = set.norm.get(i).and_then(Option::as_deref) {
+                total += np.counters.rx_drops_total();
                 m.insert("normalize".into(), np.to_json());
             }
             Value::Object(m)

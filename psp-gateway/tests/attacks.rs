@@ -525,3 +525,247 @@ fn eve_attacks_are_dropped_and_counted() {
         drop_delta(&start1, &end1)
     );
 }
+
+/// An inner frame from vm1's protected side: IPv4-typed filler from `src` to `dst`.
+fn tap_frame(dst: [u8; 6], src: [u8; 6], seed: u64) -> Vec<u8> {
+    let mut f = Vec::with_capacity(100);
+    f.extend_from_slice(&dst);
+    f.extend_from_slice(&src);
+    f.extend_from_slice(&0x0800u16.to_be_bytes());
+    f.extend_from_slice(&garbage(86, seed));
+    f
+}
+
+/// A frame the kernel hands the gateway through the TAP with a source MAC that is not the
+/// host's (a bridged or spoofing sender behind the TAP) is never sealed: dropped before
+/// sealing and counted `spoofed_src`, unicast and broadcast alike, while a frame from the
+/// host's own MAC, injected the same way, goes out.
+#[test]
+fn tap_frames_from_a_foreign_source_mac_are_not_sealed() {
+    let tb = Testbed::up(TestbedOptions::default());
+    let vm1 = tb.start(1);
+    let vm2 = tb.start(2);
+    tb.ping_until_up(1, 2, Duration::from_secs(5));
+    let eve = PacketSocket::open(&tb.ns("eve"), "up0", ETH_P_PSP);
+    // Writing to psp0 with an AF_PACKET socket in vm1 puts the frame on the TAP's queue: the
+    // gateway reads it as if the host's stack had sent it.
+    let tap = PacketSocket::open(&tb.ns("vm1"), "psp0", ETH_P_ALL);
+    let foreign = [0x02, 0x50, 0x53, 0x00, 0x00, 0x77];
+    let (mac1, mac2) = (Testbed::mac(1), Testbed::mac(2));
+    let spoofed: Vec<Vec<u8>> = (0..5)
+        .map(|i| tap_frame(mac2, foreign, i + 1))
+        .chain((0..3).map(|i| tap_frame([0xff; 6], foreign, i + 11)))
+        .chain([tap_frame(mac2, Testbed::EVE_MAC, 21)])
+        .collect();
+    let n = spoofed.len() as u64;
+
+    let before1 = vm1.status_json();
+    let before2 = vm2.status_json();
+    eve.drain();
+    for f in &spoofed {
+        tap.send(f);
+    }
+    let want = counter(&before1, "drops.spoofed_src") + n;
+    let after1 = wait_status(&vm1, Duration::from_secs(5), |s| {
+        counter(s, "drops.spoofed_src") >= want
+    });
+    let caps = eve.recv_for(Duration::from_millis(300));
+    let after1 = {
+        let late = vm1.status_json();
+        assert_eq!(
+            counter(&late, "drops.spoofed_src"),
+            counter(&after1, "drops.spoofed_src"),
+            "spoofed_src still moving"
+        );
+        late
+    };
+    let after2 = vm2.status_json();
+    let moved = delta(&before1, &after1);
+    let spoofed_src =
+        counter(&after1, "drops.spoofed_src") - counter(&before1, "drops.spoofed_src");
+    assert_eq!(spoofed_src, n, "vm1's counters moved by {moved:?}");
+    assert_eq!(
+        counter(&after1, "drops_total") - counter(&before1, "drops_total"),
+        n,
+        "{moved:?}"
+    );
+    // Nothing was sealed or sent for them: no PSP frame with a foreign source on the wire,
+    // no frame to vm2 or to the group counted, nothing new at vm2.
+    let on_wire = caps
+        .iter()
+        .filter(|c| {
+            c.data.len() >= 12 && (c.data[6..12] == foreign || c.data[6..12] == Testbed::EVE_MAC)
+        })
+        .count();
+    assert_eq!(
+        on_wire, 0,
+        "{on_wire} frames with a foreign source reached the wire"
+    );
+    assert_eq!(
+        counter(&after1, "peer:vm2.tx_frames"),
+        counter(&before1, "peer:vm2.tx_frames"),
+        "{moved:?}"
+    );
+    assert_eq!(
+        counter(&after1, "group.tx_frames"),
+        counter(&before1, "group.tx_frames"),
+        "{moved:?}"
+    );
+    assert_eq!(
+        counter(&after2, "peer:vm1.rx_frames"),
+        counter(&before2, "peer:vm1.rx_frames")
+    );
+    assert_eq!(
+        counter(&after2, "drops_total"),
+        counter(&before2, "drops_total")
+    );
+
+    // The control: the same kind of frame from vm1's own MAC is sealed and goes out.
+    eve.drain();
+    tap.send(&tap_frame(mac2, mac1, 31));
+    let sent = wait_status(&vm1, Duration::from_secs(5), |s| {
+        counter(s, "peer:vm2.tx_frames") > counter(&after1, "peer:vm2.tx_frames")
+    });
+    let caps = eve.recv_for(Duration::from_millis(300));
+    assert!(
+        counter(&sent, "peer:vm2.tx_frames") > counter(&after1, "peer:vm2.tx_frames"),
+        "the host's own frame was not sealed"
+    );
+    assert!(
+        caps.iter()
+            .any(|c| c.data.len() >= 12 && c.data[0..6] == mac2 && c.data[6..12] == mac1),
+        "the host's own frame did not reach the wire"
+    );
+    assert_eq!(
+        counter(&sent, "drops.spoofed_src"),
+        counter(&after1, "drops.spoofed_src")
+    );
+    assert_eq!(tb.ping(1, 2, 3).received, 3);
+    eprintln!("spoofed_src: {n} injected, counter moved by {spoofed_src}; vm1 moved by {moved:?}");
+}
+
+/// Normalized payloads (as vm2's endpoint would send them) carrying `inner`, sealed with the
+/// vm1-vm2 key as vm2 → vm1 `Normalized` frames, starting at sequence number `seq`.
+fn normalized_frames(tb: &Testbed, seq: u32, inner: &[Vec<u8>]) -> Vec<Vec<u8>> {
+    use psp_core::normalize::{self, Endpoint};
+    use psp_core::wire::Protocol;
+
+    let key = SuiteKey::new(SUITE, &tb.key("vm1-vm2")).expect("the pair key");
+    let mut sealer = Sealer::new(key, Seq(seq), SealerConfig::default()).expect("sealer");
+    let mut c = normalize::Config::default();
+    c.frame_len = 1000;
+    c.max_inner_len = 2048;
+    c.rx_queue_bytes = 32 * 1024;
+    let mut ep =
+        Endpoint::new(PspInstant::from_millis(0), c, vec![0; c.storage_len()]).expect("endpoint");
+    for f in inner {
+        ep.handle_inner(PspInstant::from_millis(0), f)
+            .expect("queue an inner frame");
+    }
+    let want: usize = inner.iter().map(Vec::len).sum();
+    let (mut carried, mut out) = (0, Vec::new());
+    let mut payload = vec![0u8; 2048];
+    for ms in 0..10_000 {
+        if carried >= want {
+            break;
+        }
+        let now = PspInstant::from_millis(ms);
+        while let Some(t) = ep.poll_transmit(now, &mut payload) {
+            if t.is_dummy() {
+                continue;
+            }
+            carried += t.inner_bytes;
+            let mut buf = vec![0u8; 2048];
+            let n = sealer
+                .seal_sub(
+                    now,
+                    Testbed::mac(1),
+                    Testbed::mac(2),
+                    Protocol::Normalized,
+                    t.payload,
+                    &mut buf,
+                )
+                .expect("seal a normalized payload")
+                .len();
+            buf.truncate(n);
+            out.push(buf);
+        }
+    }
+    assert_eq!(carried, want, "the endpoint sent every inner frame");
+    out
+}
+
+/// The normalized receive path checks the inner frames the peer's endpoint delivers like the
+/// ordinary path checks opened frames, and a frame the TAP refuses is a counted drop, not the
+/// end of the receive task: vm2 (authentic, holding the pair key; played by the test once the
+/// real vm2 has stopped) sends vm1 a 1-byte and a 13-byte inner frame (which the TAP refuses),
+/// one from a foreign source MAC, one to another host's MAC, and one good frame after them.
+#[test]
+fn normalized_inner_frames_are_checked_before_the_tap() {
+    let tb = Testbed::up(TestbedOptions {
+        config_extra: "[normalize]\nenabled = true\ns_goal_kbps = 2000\n".into(),
+        ..TestbedOptions::default()
+    });
+    let mut vm1 = tb.start(1);
+    let vm2 = tb.start(2);
+    tb.ping_until_up(1, 2, Duration::from_secs(5));
+    let (mac1, mac2) = (Testbed::mac(1), Testbed::mac(2));
+    let eve = PacketSocket::open(&tb.ns("eve"), "up0", ETH_P_PSP);
+    eve.drain();
+    let caps = eve.recv_for(Duration::from_millis(300));
+    let seq = psp_frames(&caps, mac2, mac1)
+        .iter()
+        .map(|f| seq_of(f))
+        .max()
+        .expect("eve saw vm2's normalized frames");
+    assert!(vm2.stop().success());
+
+    let good = tap_frame(mac1, mac2, 41);
+    let inner = vec![
+        vec![0x5a],
+        good[..13].to_vec(),
+        tap_frame(mac1, [0x02, 0x50, 0x53, 0x00, 0x00, 0x77], 42),
+        tap_frame(Testbed::mac(3), mac2, 43),
+        good.clone(),
+    ];
+    // Far ahead of what vm2 sent, so vm1's replay window accepts them.
+    let frames = normalized_frames(&tb, seq + 100_000, &inner);
+    let tap = PacketSocket::open(&tb.ns("vm1"), "psp0", ETH_P_ALL);
+    tap.drain();
+    let before = vm1.status_json();
+    for f in &frames {
+        eve.send(f);
+    }
+    let rx = |s: &serde_json::Value| counter(s, "peer:vm2.rx_frames");
+    wait_status(&vm1, Duration::from_secs(5), |s| rx(s) > rx(&before));
+    sleep(Duration::from_millis(200));
+    let seen = tap.recv_for(Duration::from_millis(100));
+    let after = vm1.status_json();
+    let d = |path: &str| counter(&after, path) - counter(&before, path);
+    let moved = drop_delta(&before, &after);
+    assert_eq!(d("peer:vm2.normalize.rx_short"), 2, "{moved:?}");
+    assert_eq!(d("peer:vm2.normalize.rx_foreign_src"), 1, "{moved:?}");
+    assert_eq!(d("peer:vm2.normalize.rx_not_for_us"), 1, "{moved:?}");
+    assert_eq!(d("peer:vm2.normalize.rx_tap_error"), 0, "{moved:?}");
+    assert_eq!(
+        d("peer:vm2.rx_frames"),
+        1,
+        "only the good frame was delivered"
+    );
+    assert_eq!(d("drops_total"), 4, "{moved:?}");
+    assert!(
+        seen.iter().any(|c| !c.outgoing && c.data == good),
+        "the good frame after the bad ones reached vm1's TAP ({} frames seen)",
+        seen.len()
+    );
+    // The receive task, and the daemon, are still running.
+    assert!(vm1.try_wait().is_none(), "vm1 exited:\n{}", vm1.log());
+    eprintln!(
+        "normalized inner drops: short {}, foreign_src {}, not_for_us {}, tap_error {}; delivered {}",
+        d("peer:vm2.normalize.rx_short"),
+        d("peer:vm2.normalize.rx_foreign_src"),
+        d("peer:vm2.normalize.rx_not_for_us"),
+        d("peer:vm2.normalize.rx_tap_error"),
+        d("peer:vm2.rx_frames")
+    );
+}

@@ -9,7 +9,7 @@ use std::os::unix::fs::PermissionsExt as _;
 use std::os::unix::net::UnixDatagram;
 use std::process::Stdio;
 
-use common::{Testbed, TestbedOptions, Uplink};
+use common::{Testbed, TestbedOptions, Uplink, counter};
 
 fn write_key(tb: &Testbed, name: &str) {
     let mut key = [0u8; 32];
@@ -110,6 +110,132 @@ fn sighup_reload_changes_keys_without_dropping_unchanged_peers() {
         "{}",
         vm1.status_table()
     );
+}
+
+/// A reload that fails after some peers' new state was built changes nothing: vm1 has vm2
+/// (plain, unchanged) and vm3 (normalized); the new file changes vm3's normalization (S_goal
+/// and O_min: a new endpoint, which would take over vm3's sealer) and then adds a normalized
+/// peer whose frame does not fit the uplink. The reload must be refused as a whole: vm3 keeps
+/// pacing with its old endpoint and S_goal, vm2's traffic never stops, and the log says so.
+#[test]
+fn a_reload_that_fails_half_way_keeps_the_running_configuration() {
+    let tb = Testbed::up(TestbedOptions {
+        hosts: 3,
+        ..TestbedOptions::default()
+    });
+    // Normalize the vm1 <-> vm3 pair only (vm3 is vm1's last peer, vm1 is vm3's first).
+    let norm = "\n[peer.normalize]\nenabled = true\ns_goal_kbps = 1000\n";
+    let cfg1 = tb.config_path(1);
+    let base = std::fs::read_to_string(&cfg1).expect("read vm1.toml");
+    let base = format!("{}{norm}", base.trim_end());
+    std::fs::write(&cfg1, &base).expect("write vm1.toml");
+    let cfg3 = tb.config_path(3);
+    let text3 = std::fs::read_to_string(&cfg3).expect("read vm3.toml");
+    let at = text3
+        .find("\n[[peer]]\nname = \"vm2\"")
+        .expect("vm3's peer vm2");
+    std::fs::write(&cfg3, format!("{}{norm}{}", &text3[..at], &text3[at..])).expect("vm3.toml");
+
+    let vm1 = tb.start(1);
+    let _vm2 = tb.start(2);
+    let vm3 = tb.start(3);
+    tb.ping_until_up(1, 2, Duration::from_secs(5));
+    tb.ping_until_up(1, 3, Duration::from_secs(5));
+    let sent = |s: &serde_json::Value| counter(s, "peer:vm3.normalize.frames_sent");
+    assert_eq!(
+        counter(&vm1.status_json(), "peer:vm3.normalize.s_goal_kbps"),
+        1000
+    );
+
+    // A steady ping vm1 -> vm2 runs across the reload; it must not lose a reply.
+    let steady = tb
+        .ns_cmd(
+            "vm1",
+            &[
+                "ping",
+                "-n",
+                "-q",
+                "-c",
+                "30",
+                "-i",
+                "0.05",
+                &Testbed::ip(2),
+            ],
+        )
+        .stdout(Stdio::piped())
+        .spawn()
+        .expect("spawn ping");
+    std::thread::sleep(Duration::from_millis(200));
+
+    write_key(&tb, "ghost.key");
+    let broken = base.replace(
+        "s_goal_kbps = 1000\n",
+        "s_goal_kbps = 2000\no_min_ms = 50\n\n\
+         [[peer]]\nname = \"ghost\"\nmac = \"02:50:53:00:00:09\"\nkey_file = \"ghost.key\"\n\n\
+         [peer.normalize]\nenabled = true\nframe_size = 2048\n",
+    );
+    assert_ne!(broken, base);
+    std::fs::write(&cfg1, &broken).expect("write the failing vm1.toml");
+    let before1 = vm1.status_json();
+    let before3 = vm3.status_json();
+    vm1.reload();
+    wait_for_log(&vm1, "reload failed");
+    let log = vm1.log();
+    let line = log
+        .lines()
+        .find(|l| l.contains("reload failed"))
+        .unwrap_or_default();
+    assert!(
+        line.contains("keeping the running configuration")
+            && line.contains("peer[2].normalize.frame_size"),
+        "{line}"
+    );
+    assert!(!log.contains("reloaded"), "{log}");
+
+    // Nothing changed: the same peers, vm3's old S_goal, its endpoint still pacing.
+    std::thread::sleep(Duration::from_millis(1000));
+    let after1 = vm1.status_json();
+    let names: Vec<_> = after1["peers"]
+        .as_array()
+        .map(|ps| ps.iter().map(|p| p["name"].clone()).collect())
+        .unwrap_or_default();
+    assert_eq!(names, ["vm2", "vm3"]);
+    assert_eq!(counter(&after1, "peer:vm3.normalize.s_goal_kbps"), 1000);
+    let paced = sent(&after1) - sent(&before1);
+    // 1000 kbit/s of 1514-byte frames: about 80 a second.
+    assert!(paced > 40, "vm3's endpoint sent {paced} frames in a second");
+    assert_eq!(
+        tb.ping(1, 3, 5).received,
+        5,
+        "vm1 -> vm3 after the failed reload"
+    );
+    let out = steady.wait_with_output().expect("ping result");
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        text.contains("30 received"),
+        "vm1 -> vm2 lost replies:\n{text}"
+    );
+    // vm1's sealers went on: vm3 opened everything vm1 sent (no replay or too-old drops).
+    let after3 = vm3.status_json();
+    assert_eq!(
+        counter(&after3, "peer:vm1.drops_total"),
+        counter(&before3, "peer:vm1.drops_total"),
+        "{}",
+        vm3.status_table()
+    );
+    assert_eq!(counter(&after1, "drops_total"), 0, "{}", vm1.status_table());
+    eprintln!(
+        "failed reload: vm3 endpoint sent {paced} frames in the second after it, S_goal {} kbit/s",
+        counter(&after1, "peer:vm3.normalize.s_goal_kbps")
+    );
+
+    // The same file without the bad peer applies: vm3 gets a new endpoint at 2000 kbit/s.
+    let good = broken.replace("\nframe_size = 2048\n", "\n");
+    std::fs::write(&cfg1, good).expect("write the good vm1.toml");
+    vm1.reload();
+    wait_for_log(&vm1, "reloaded");
+    let s = vm1.status_json();
+    assert_eq!(counter(&s, "peer:vm3.normalize.s_goal_kbps"), 2000);
 }
 
 #[test]

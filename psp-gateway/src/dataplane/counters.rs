@@ -116,6 +116,8 @@ pub(crate) struct GlobalCounters {
     pub(crate) tx_unsupported: Counter,
     /// Sealed frames the uplink refused to send.
     pub(crate) tx_error: Counter,
+    /// TAP frames whose source MAC is not this host's (dropped before sealing).
+    pub(crate) spoofed_src: Counter,
     /// Received PSP frames addressed to another unicast MAC on the segment (ignored).
     pub(crate) not_for_us: Counter,
 }
@@ -128,6 +130,7 @@ impl GlobalCounters {
             + self.no_route.get()
             + self.tx_unsupported.get()
             + self.tx_error.get()
+            + self.spoofed_src.get()
     }
 
     /// `drops` and `ignored` objects for the status JSON.
@@ -139,6 +142,7 @@ impl GlobalCounters {
                 "no_route": self.no_route.get(),
                 "tx_unsupported": self.tx_unsupported.get(),
                 "tx_error": self.tx_error.get(),
+                "spoofed_src": self.spoofed_src.get(),
             }),
             json!({ "not_for_us": self.not_for_us.get() }),
         )

@@ -1,12 +1,14 @@
 //! The dataplane: two tasks per gateway, one per direction, each owning its half of the peer
 //! table. TAP → seal → uplink, and uplink → open → TAP, a batch per wake-up (at most
 //! [`BATCH`] frames, so neither direction starves the other), no allocation
-//! and no lock per frame. Reloads arrive through a `watch` channel and are applied between
-//! batches.
+//! and no lock per frame. Reloads arrive through a `watch` channel as a complete [`set::PeerSet`];
+//! each task takes its half between batches (see [`set`] for the build and commit steps).
 
 pub(crate) mod counters;
+pub(crate) mod keys;
 pub(crate) mod normalize;
 pub(crate) mod peers;
+pub(crate) mod set;
 
 use std::io;
 use std::sync::Arc;
@@ -17,9 +19,13 @@ use psp_core::wire::Protocol;
 use tokio::sync::watch;
 
 use self::counters::GlobalCounters;
-use self::peers::{Mac, PeerSet, RxPeers, TxPeer, TxPeers};
+use self::peers::{RxPeers, TxPeer, TxPeers};
+use self::set::PeerSet;
 use crate::io::{BATCH, Batch, SLOT_LEN, Uplink, tap::Tap};
 use crate::offload::Gro;
+
+/// A MAC address.
+pub(crate) type Mac = [u8; 6];
 
 /// What both directions share: counters not tied to a peer, our MAC, the clock origin.
 #[derive(Debug)]
@@ -112,23 +118,29 @@ pub(crate) async fn tx_loop(
         g.malformed.add(reader.take_dropped());
         if set.has_changed().unwrap_or(false) {
             let next = Arc::clone(&set.borrow_and_update());
-            peers = match TxPeers::build(&next, Some(peers)) {
-                Ok(p) => p,
-                // The daemon validated the set before publishing it; a failure here means a key
-                // the core refuses, and the old sealers are gone: stop rather than leak.
-                Err(e) => return Err(io::Error::other(e.to_string())),
-            };
+            // Every published set holds a complete transmit half that only this task takes.
+            if let Some(fresh) = next.take_tx() {
+                peers = fresh.carry_over(peers);
+            }
         }
         let now = shared.now();
+        let ours = |f: &[u8]| mac_at(f, 6) == Some(shared.mac);
         out.clear();
         let mut i = 0;
         while i < n {
             let frame = inb.frame(i);
-            let Some(dst) = mac_at(frame, 0) else {
+            let (Some(dst), Some(src)) = (mac_at(frame, 0), mac_at(frame, 6)) else {
                 g.malformed.add(1);
                 i += 1;
                 continue;
             };
+            // Only this host's frames are sealed: a frame from another source MAC (a bridged
+            // or spoofing sender behind the TAP) would leave as ours.
+            if src != shared.mac {
+                g.spoofed_src.add(1);
+                i += 1;
+                continue;
+            }
             if out.capacity() - out.len() < peers.peers.len().max(RUN) {
                 flush(&uplink, &mut out, g).await?;
             }
@@ -153,7 +165,11 @@ pub(crate) async fn tx_loop(
             let sealer = &mut peers.sealers[peer.sealer];
             let run = sealer.batch_len();
             let mut end = i + 1;
-            while end < n && end - i < run && mac_at(inb.frame(end), 0) == Some(dst) {
+            while end < n
+                && end - i < run
+                && mac_at(inb.frame(end), 0) == Some(dst)
+                && ours(inb.frame(end))
+            {
                 end += 1;
             }
             seal_run(peer, sealer, now, &inb, i..end, &mut out, g);
@@ -274,14 +290,14 @@ async fn flush(uplink: &Uplink, out: &mut Batch, g: &GlobalCounters) -> io::Resu
 /// writes the inner frame to the TAP. Returns only on an I/O error.
 ///
 /// # Errors
-/// An uplink read error or a TAP write error.
+/// An uplink read error or a TAP write error (ordinary path; a normalized peer's inner frame
+/// the TAP refuses is dropped and counted).
 pub(crate) async fn rx_loop(
     tap: Arc<Tap>,
     uplink: Arc<Uplink>,
     shared: Arc<Shared>,
     mut set: watch::Receiver<Arc<PeerSet>>,
     mut peers: RxPeers,
-    max_frame: usize,
 ) -> io::Result<()> {
     let mut inb = Batch::new(BATCH);
     let mut log = DropLog::new();
@@ -296,10 +312,10 @@ pub(crate) async fn rx_loop(
         let n = uplink.recv_batch(&mut inb).await?;
         if set.has_changed().unwrap_or(false) {
             let next = Arc::clone(&set.borrow_and_update());
-            peers = match RxPeers::build(&next, Some(peers), max_frame) {
-                Ok(p) => p,
-                Err(e) => return Err(io::Error::other(e.to_string())),
-            };
+            // Every published set holds a complete receive half that only this task takes.
+            if let Some(fresh) = next.take_rx() {
+                peers = fresh.carry_over(peers);
+            }
         }
         let now = shared.now();
         gro.clear();
@@ -337,7 +353,9 @@ pub(crate) async fn rx_loop(
                 Ok(opened) if opened.protocol() == Protocol::Normalized && peer.norm.is_some() => {
                     if let Some(np) = peer.norm.as_deref() {
                         let payload = opened.payload();
-                        normalize::deliver(np, now, payload, &mut delivery, &tap).await?;
+                        let ours = shared.mac;
+                        normalize::deliver(np, now, payload, &mut delivery, &tap, ours, &mut log)
+                            .await;
                     }
                 }
                 Ok(opened) if opened.protocol().is_sub_protocol() => peer.counters.rx_sub.add(1),

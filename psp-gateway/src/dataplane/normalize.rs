@@ -5,31 +5,36 @@
 //!  tx_loop: TAP frame to the peer (or a broadcast) ──push_inner──► Endpoint tx queue (drop-tail)
 //!  pacing task (one per peer): sleep_until(poll_timeout) ─► poll_transmit ─► seal_sub(Normalized)
 //!                              ─► uplink (every frame the same length, real or dummy)
-//!  rx_loop: opened frame, protocol Normalized ──handle_payload──► Endpoint ─► poll_event ─► TAP
+//!  rx_loop: opened frame, protocol Normalized ──handle_payload──► Endpoint ─► poll_event
+//!           ─► check_inner (length, our MAC or a group, the peer's MAC) ─► TAP
 //! ```
 //!
 //! The non-normalized fast path is unchanged: the transmit and receive tasks only divert frames
 //! of normalized peers here. The endpoint sits behind a mutex shared by the three tasks (taken
 //! once per inner frame, per received payload and per pacing wake-up; never across an await).
 //! The peer's unicast frames are sealed only by the pacing task, with the sealer kept in that
-//! mutex, so one key never has two sequence-number streams. What this module does not do:
-//! choose rates (the core's controller does) or touch non-normalized peers.
+//! mutex, so one key never has two sequence-number streams; on reload a replacement endpoint
+//! takes the sealer over in the peer set's commit step ([`super::set`]). The inner frames the
+//! endpoint reassembles are checked like the ordinary path's opened frames before the TAP
+//! write, and a frame that fails (or that the TAP refuses) is a counted drop, never an error
+//! of the receive task. What this module does not do: choose rates (the core's controller
+//! does), build or replace endpoints on reload ([`super::set`] decides), or touch
+//! non-normalized peers.
 
 use core::net::SocketAddr;
 use core::sync::atomic::{AtomicBool, Ordering};
 use std::io;
+use std::path::Path;
 use std::sync::{Arc, Mutex, MutexGuard};
 
-use psp_core::crypto::SuiteKey;
 use psp_core::normalize::{self as norm, Endpoint, Event};
 use psp_core::session::Sealer;
 use psp_core::time::{Duration, Instant};
 use psp_core::wire::Protocol;
 use serde_json::{Value, json};
 
-use super::Shared;
 use super::counters::{Counter, PeerCounters};
-use super::peers::{Mac, PeerSet};
+use super::{DropLog, Mac, Shared, is_group, mac_at};
 use crate::config::{ConfigError, NormalizeConfig, PeerConfig, PeerSecurity};
 use crate::io::tap::Tap;
 use crate::io::{BATCH, Batch, ETHERNET_HEADER_LEN, SLOT_LEN, Uplink};
@@ -63,13 +68,87 @@ pub(crate) struct NormCounters {
     pub(crate) seal_error: Counter,
     /// Group-key frames from the peer, ignored (its broadcasts come through the endpoint).
     pub(crate) group_ignored: Counter,
+    /// Delivered inner frames shorter than an Ethernet header.
+    pub(crate) rx_short: Counter,
+    /// Delivered inner frames to a unicast MAC other than ours.
+    pub(crate) rx_not_for_us: Counter,
+    /// Delivered inner frames whose source MAC is not one of the peer's.
+    pub(crate) rx_foreign_src: Counter,
+    /// Inner frames the TAP refused.
+    pub(crate) rx_tap_error: Counter,
+}
+
+impl NormCounters {
+    fn count(&self, drop: InnerDrop) {
+        match drop {
+            InnerDrop::Short => self.rx_short.add(1),
+            InnerDrop::NotForUs => self.rx_not_for_us.add(1),
+            InnerDrop::ForeignSource => self.rx_foreign_src.add(1),
+            InnerDrop::TapWrite => self.rx_tap_error.add(1),
+        }
+    }
+
+    /// Inner frames dropped on the way to the TAP, all reasons.
+    pub(crate) fn rx_drops_total(&self) -> u64 {
+        self.rx_short.get()
+            + self.rx_not_for_us.get()
+            + self.rx_foreign_src.get()
+            + self.rx_tap_error.get()
+    }
+}
+
+/// Why a delivered inner frame did not reach the TAP.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum InnerDrop {
+    /// Shorter than an Ethernet header (the TAP would refuse it).
+    Short,
+    /// To a unicast MAC other than ours.
+    NotForUs,
+    /// From a MAC that is not one of the peer's.
+    ForeignSource,
+    /// The TAP write failed.
+    TapWrite,
+}
+
+impl InnerDrop {
+    /// The reason as logged.
+    pub(crate) fn as_str(self) -> &'static str {
+        match self {
+            Self::Short => "inner-short",
+            Self::NotForUs => "inner-not-for-us",
+            Self::ForeignSource => "inner-foreign-src",
+            Self::TapWrite => "inner-tap-error",
+        }
+    }
+}
+
+/// Checks an inner frame the peer's endpoint delivered as the ordinary receive path checks an
+/// opened frame (which the outer header and the key vouch for): a whole Ethernet header, a
+/// destination that is our MAC or a group address, a source that is one of the peer's MACs.
+///
+/// # Errors
+/// The first check that fails.
+pub(crate) fn check_inner(frame: &[u8], ours: Mac, peer: &[Mac]) -> Result<(), InnerDrop> {
+    let (Some(dst), Some(src)) = (mac_at(frame, 0), mac_at(frame, 6)) else {
+        return Err(InnerDrop::Short);
+    };
+    if frame.len() < ETHERNET_HEADER_LEN {
+        return Err(InnerDrop::Short);
+    }
+    if !is_group(&dst) && dst != ours {
+        return Err(InnerDrop::NotForUs);
+    }
+    if !peer.contains(&src) {
+        return Err(InnerDrop::ForeignSource);
+    }
+    Ok(())
 }
 
 struct State {
     // The peer's configuration and the uplink's largest frame this endpoint was built for.
     settings: (PeerConfig, usize),
     ep: Endpoint<Vec<u8>>,
-    // Taken by a successor on reload (same key: one sequence-number stream per key).
+    // Handed to a successor on reload (same key: one sequence-number stream per key).
     sealer: Option<Sealer>,
 }
 
@@ -79,7 +158,8 @@ pub(crate) struct NormPeer {
     pub(crate) name: String,
     /// Extra counters.
     pub(crate) counters: NormCounters,
-    dst: Mac,
+    // The peer's MACs; the first is the destination of our outer frames.
+    macs: Vec<Mac>,
     endpoint: Option<SocketAddr>,
     sealed_len: usize,
     peer_counters: Arc<PeerCounters>,
@@ -134,27 +214,23 @@ fn payload_len(sealer: &Sealer, frame_size: usize) -> Option<usize> {
         .checked_sub(ETHERNET_HEADER_LEN)
 }
 
-fn new_sealer(s: &PeerSecurity) -> Result<Sealer, String> {
-    let key = SuiteKey::new(s.suite, &s.key.bytes).map_err(|e| e.to_string())?;
-    let mut seed = [0u8; 4];
-    // A failing OS RNG leaves 0: still a valid start (see peers.rs).
-    let _ = getrandom::fill(&mut seed);
-    Sealer::new(key, Sealer::random_initial_seq(seed), s.sealer_config()).map_err(|e| e.to_string())
-}
-
 impl NormPeer {
-    /// Builds the normalized peer `index` of `set` (whose `normalize` is `cfg`), taking over the
-    /// sealer of `previous` when the key settings are unchanged.
-    fn new(
+    /// Builds the normalized endpoint for peer `index` (`p`, whose `normalize` is `cfg`) of the
+    /// configuration in `file`, sealing with `sealer`.
+    ///
+    /// # Errors
+    /// A frame size that does not fit the uplink or leaves no room for data, or settings the
+    /// core's endpoint refuses (named as `peer[index].normalize.KEY`).
+    pub(crate) fn new(
         ctx: &NormContext,
-        set: &PeerSet,
+        file: &Path,
         index: usize,
+        p: &PeerConfig,
         cfg: NormalizeConfig,
-        previous: Option<&Self>,
+        peer_counters: Arc<PeerCounters>,
+        sealer: Sealer,
     ) -> Result<Self, ConfigError> {
-        let p = &set.config.peers[index];
         let key = |k: &str| format!("peer[{index}].normalize.{k}");
-        let file = &set.config.path;
         let err = |k: &str, problem: String| ConfigError::new(file, key(k), problem);
         let frame_size = cfg.frame_size.unwrap_or(ctx.max_frame);
         if frame_size > ctx.max_frame {
@@ -166,18 +242,6 @@ impl NormPeer {
                 ),
             ));
         }
-        let inherited = previous.and_then(|o| {
-            let mut st = o.lock();
-            if st.settings.0.security == p.security {
-                st.sealer.take()
-            } else {
-                None
-            }
-        });
-        let sealer = match inherited {
-            Some(s) => s,
-            None => new_sealer(&p.security).map_err(|e| err("enabled", e))?,
-        };
         let frame_len = payload_len(&sealer, frame_size).ok_or_else(|| {
             err(
                 "frame_size",
@@ -211,11 +275,10 @@ impl NormPeer {
         Ok(Self {
             name: p.name.clone(),
             counters: NormCounters::default(),
-            // Validation guarantees at least one MAC per peer.
-            dst: p.macs.first().copied().unwrap_or_default(),
+            macs: p.macs.clone(),
             endpoint: p.endpoint,
             sealed_len,
-            peer_counters: Arc::clone(&set.counters[index]),
+            peer_counters,
             state: Mutex::new(State {
                 settings: (p.clone(), ctx.max_frame),
                 ep,
@@ -257,11 +320,6 @@ impl NormPeer {
                 out.push(f);
             }
         }
-        drop(st);
-        for f in out.frames() {
-            self.peer_counters.rx_frames.add(1);
-            self.peer_counters.rx_bytes.add(f.len() as u64);
-        }
     }
 
     /// The status object (`normalize` in the peer's status entry).
@@ -295,141 +353,134 @@ impl NormPeer {
             "tx_error": self.counters.tx_error.get(),
             "seal_error": self.counters.seal_error.get(),
             "group_ignored": self.counters.group_ignored.get(),
+            "rx_short": self.counters.rx_short.get(),
+            "rx_not_for_us": self.counters.rx_not_for_us.get(),
+            "rx_foreign_src": self.counters.rx_foreign_src.get(),
+            "rx_tap_error": self.counters.rx_tap_error.get(),
         })
     }
 
-    /// Whether this endpoint can serve `p`, applying a new S_goal in place (the endpoint keeps
-    /// its sequence numbers, rounds and queue). Any other change needs a new endpoint.
-    fn try_update(&self, p: &PeerConfig, max_frame: usize) -> bool {
-        let mut st = self.lock();
+    /// Whether this endpoint can serve `p` (with an uplink carrying `max_frame`): as it is,
+    /// after [`Self::update`] (only S_goal changed: the endpoint keeps its sequence numbers,
+    /// rounds and queue), or not at all. Changes nothing.
+    pub(crate) fn reuse(&self, p: &PeerConfig, max_frame: usize) -> Reuse {
+        let st = self.lock();
         if st.settings.1 != max_frame {
-            return false;
+            return Reuse::Replace;
         }
         if st.settings.0 == *p {
-            return true;
+            return Reuse::Same;
         }
         let (Some(mut a), Some(b)) = (st.settings.0.normalize, p.normalize) else {
-            return false;
+            return Reuse::Replace;
         };
         a.s_goal = b.s_goal;
         let mut same = st.settings.0.clone();
         same.normalize = Some(a);
-        if same != *p {
-            return false;
+        if same == *p {
+            Reuse::Update
+        } else {
+            Reuse::Replace
         }
-        st.ep.set_s_goal(b.s_goal);
-        st.settings.0 = p.clone();
-        true
     }
 
-    /// Stops the pacing task at its next wake-up (the peer left the configuration).
-    fn retire(&self) {
+    /// Takes the settings of `p`, for which [`Self::reuse`] said [`Reuse::Update`]: applies
+    /// its S_goal to the running endpoint.
+    pub(crate) fn update(&self, p: &PeerConfig) {
+        let mut st = self.lock();
+        if let Some(n) = p.normalize {
+            st.ep.set_s_goal(n.s_goal);
+        }
+        st.settings.0 = p.clone();
+    }
+
+    /// Whether this endpoint seals with key settings `s`.
+    pub(crate) fn has_key_settings(&self, s: &PeerSecurity) -> bool {
+        self.lock().settings.0.security == *s
+    }
+
+    /// Takes over the sealer of `old` (its predecessor, same key settings), so the key keeps
+    /// one sequence-number stream; `old`'s pacing task ends at its next wake-up. Keeps this
+    /// endpoint's own sealer if `old` has none left.
+    pub(crate) fn take_sealer_from(&self, old: &Self) {
+        let Some(sealer) = old.lock().sealer.take() else {
+            return;
+        };
+        self.lock().sealer = Some(sealer);
+    }
+
+    /// Stops the pacing task at its next wake-up (the peer left the configuration, or got a
+    /// new endpoint).
+    pub(crate) fn retire(&self) {
         self.retired.store(true, Ordering::Relaxed);
     }
-}
 
-/// Passes an opened `Normalized` payload from `np` to its endpoint and writes the inner frames
-/// it completes to the TAP (the receive task's hook).
-///
-/// # Errors
-/// A TAP write error.
-pub(crate) async fn deliver(
-    np: &NormPeer,
-    now: Instant,
-    payload: &[u8],
-    scratch: &mut Delivery,
-    tap: &Tap,
-) -> io::Result<()> {
-    np.handle_payload(now, payload, scratch);
-    for f in scratch.frames() {
-        tap.send(f).await?;
-    }
-    Ok(())
-}
-
-/// Builds the normalized peers of `set` (`set.norm`), reusing those of `previous` whose
-/// configuration is unchanged; the others of `previous` are retired. Call
-/// [`spawn_pacers`] once the set is published.
-///
-/// # Errors
-/// A frame size that does not fit the uplink or leaves no room for data.
-pub(crate) fn attach(
-    set: &mut PeerSet,
-    previous: Option<&PeerSet>,
-    ctx: &NormContext,
-) -> Result<(), ConfigError> {
-    // Check every frame size first: a failure must not leave sealers taken from `previous`.
-    for (i, p) in set.config.peers.iter().enumerate() {
-        if let Some(f) = p.normalize.and_then(|c| c.frame_size)
-            && f > ctx.max_frame
-        {
-            return Err(ConfigError::new(
-                &set.config.path,
-                format!("peer[{i}].normalize.frame_size"),
-                format!("{f} does not fit the uplink: at most {}", ctx.max_frame),
-            ));
-        }
-    }
-    let mut norm = Vec::with_capacity(set.config.peers.len());
-    let mut kept = Vec::new();
-    for (i, p) in set.config.peers.iter().enumerate() {
-        let Some(cfg) = p.normalize else {
-            norm.push(None);
-            continue;
-        };
-        let old = previous.and_then(|prev| {
-            prev.norm
-                .iter()
-                .flatten()
-                .find(|o| o.name == p.name)
-                .map(Arc::clone)
-        });
-        if let Some(o) = old.as_ref().filter(|o| o.try_update(p, ctx.max_frame)) {
-            kept.push(Arc::as_ptr(o));
-            norm.push(Some(Arc::clone(o)));
-            continue;
-        }
-        norm.push(Some(Arc::new(NormPeer::new(
-            ctx,
-            set,
-            i,
-            cfg,
-            old.as_deref(),
-        )?)));
-    }
-    set.norm = norm;
-    if let Some(prev) = previous {
-        for o in prev.norm.iter().flatten() {
-            if !kept.contains(&Arc::as_ptr(o)) {
-                o.retire();
-            }
-        }
-    }
-    Ok(())
-}
-
-/// Starts the pacing task of every normalized peer of `set` that has none yet.
-pub(crate) fn spawn_pacers(set: &PeerSet, uplink: &Arc<Uplink>, shared: &Arc<Shared>) {
-    for np in set.norm.iter().flatten() {
+    /// Starts the pacing task of `np`, unless it has one.
+    pub(crate) fn start(np: &Arc<Self>, uplink: &Arc<Uplink>, shared: &Arc<Shared>) {
         if !np.started.swap(true, Ordering::Relaxed) {
             tokio::spawn(pace(Arc::clone(np), Arc::clone(uplink), Arc::clone(shared)));
         }
     }
 }
 
-/// The smallest TAP MTU the normalized peers of `set` need lowered to (faithful packing
-/// carries one inner frame per outer frame), if any.
-pub(crate) fn mtu_limit(set: &PeerSet) -> Option<usize> {
-    set.norm
-        .iter()
-        .flatten()
-        .map(|np| np.max_inner_len().saturating_sub(ETHERNET_HEADER_LEN))
-        .min()
+#[cfg(test)]
+impl NormPeer {
+    /// The next sequence number of the sealer this endpoint holds, if it holds one.
+    pub(crate) fn sealer_seq(&self) -> Option<psp_core::Seq> {
+        self.lock().sealer.as_ref().and_then(Sealer::next_seq)
+    }
+
+    /// Whether the pacing task was told to stop.
+    pub(crate) fn is_retired(&self) -> bool {
+        self.retired.load(Ordering::Relaxed)
+    }
+}
+
+/// What a running endpoint can do for a peer's new settings ([`NormPeer::reuse`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Reuse {
+    /// Serve them unchanged.
+    Same,
+    /// Serve them after [`NormPeer::update`] (a new S_goal).
+    Update,
+    /// Nothing: the peer needs a new endpoint.
+    Replace,
+}
+
+/// Passes an opened `Normalized` payload from `np` to its endpoint and writes the inner frames
+/// it completes to the TAP (the receive task's hook). Each frame is checked first
+/// ([`check_inner`], `ours` is our MAC); a frame that fails a check or that the TAP refuses is
+/// dropped, counted and logged (`log`), and the next one goes on.
+pub(super) async fn deliver(
+    np: &NormPeer,
+    now: Instant,
+    payload: &[u8],
+    scratch: &mut Delivery,
+    tap: &Tap,
+    ours: Mac,
+    log: &mut DropLog,
+) {
+    np.handle_payload(now, payload, scratch);
+    for f in scratch.frames() {
+        let drop = match check_inner(f, ours, &np.macs) {
+            Ok(()) => match tap.send(f).await {
+                Ok(()) => {
+                    np.peer_counters.rx_frames.add(1);
+                    np.peer_counters.rx_bytes.add(f.len() as u64);
+                    continue;
+                }
+                Err(_) => InnerDrop::TapWrite,
+            },
+            Err(d) => d,
+        };
+        np.counters.count(drop);
+        log.log(&np.name, drop.as_str(), f.len());
+    }
 }
 
 /// The pacing task of one peer: at each slot of the endpoint's pacer, seals and sends every
 /// payload it emits (real or dummy, all of one length). Ends when the peer is retired or its
-/// sealer taken over, or on an uplink error (logged).
+/// sealer handed over, or on an uplink error (logged).
 async fn pace(np: Arc<NormPeer>, uplink: Arc<Uplink>, shared: Arc<Shared>) {
     if let Err(e) = pace_inner(&np, &uplink, &shared).await {
         tracing::error!(peer = %np.name, error = %e, "normalized pacing stopped");
@@ -440,6 +491,8 @@ async fn pace_inner(np: &NormPeer, uplink: &Uplink, shared: &Shared) -> io::Resu
     let mut payload = vec![0u8; SLOT_LEN];
     let mut out = Batch::new(BATCH);
     let src = shared.mac;
+    // Validation guarantees at least one MAC per peer.
+    let dst = np.macs.first().copied().unwrap_or_default();
     loop {
         if np.retired.load(Ordering::Relaxed) {
             return Ok(());
@@ -464,8 +517,7 @@ async fn pace_inner(np: &NormPeer, uplink: &Uplink, shared: &Shared) -> io::Resu
                 };
                 let mut sealed = false;
                 out.push_with(np.endpoint, |slot| {
-                    let r =
-                        sealer.seal_sub(now, np.dst, src, Protocol::Normalized, t.payload, slot);
+                    let r = sealer.seal_sub(now, dst, src, Protocol::Normalized, t.payload, slot);
                     sealed = r.is_ok();
                     r.ok().map(<[u8]>::len)
                 });
@@ -486,7 +538,7 @@ async fn pace_inner(np: &NormPeer, uplink: &Uplink, shared: &Shared) -> io::Resu
 #[cfg(test)]
 mod tests {
     use super::*;
-    use psp_core::crypto::SuiteId;
+    use psp_core::crypto::{SuiteId, SuiteKey};
 
     fn sealer(suite: SuiteId) -> Sealer {
         let key = SuiteKey::new(suite, &vec![7u8; suite.key_len().max(16)]).unwrap();
@@ -515,6 +567,70 @@ mod tests {
                 assert!(s.sealed_len(ETHERNET_HEADER_LEN + n + 1).unwrap() > size);
             }
         }
+    }
+
+    #[test]
+    fn inner_frames_are_checked_like_opened_frames() {
+        let ours = [0x02, 0, 0, 0, 0, 0x01];
+        let peer = [[0x02, 0, 0, 0, 0, 0x02], [0x02, 0, 0, 0, 0, 0x12]];
+        let frame = |dst: Mac, src: Mac, len: usize| {
+            let mut f = vec![0u8; len];
+            f[..6].copy_from_slice(&dst);
+            f[6..12].copy_from_slice(&src);
+            f
+        };
+        let ok = frame(ours, peer[0], 60);
+        assert_eq!(check_inner(&ok, ours, &peer), Ok(()));
+        // Any of the peer's MACs; broadcast and multicast destinations.
+        assert_eq!(check_inner(&frame(ours, peer[1], 14), ours, &peer), Ok(()));
+        assert_eq!(
+            check_inner(&frame([0xff; 6], peer[0], 42), ours, &peer),
+            Ok(())
+        );
+        let mcast = [0x33, 0x33, 0, 0, 0, 1];
+        assert_eq!(check_inner(&frame(mcast, peer[0], 86), ours, &peer), Ok(()));
+        // 1..=13 bytes: the TAP would refuse them.
+        for len in 0..ETHERNET_HEADER_LEN {
+            assert_eq!(
+                check_inner(&ok[..len], ours, &peer),
+                Err(InnerDrop::Short),
+                "{len}"
+            );
+        }
+        let other = [0x02, 0, 0, 0, 0, 0x09];
+        assert_eq!(
+            check_inner(&frame(other, peer[0], 60), ours, &peer),
+            Err(InnerDrop::NotForUs)
+        );
+        for src in [other, ours, [0xff; 6]] {
+            assert_eq!(
+                check_inner(&frame(ours, src, 60), ours, &peer),
+                Err(InnerDrop::ForeignSource)
+            );
+        }
+    }
+
+    #[test]
+    fn inner_drops_are_counted_by_reason() {
+        let c = NormCounters::default();
+        for (i, d) in [
+            InnerDrop::Short,
+            InnerDrop::NotForUs,
+            InnerDrop::ForeignSource,
+            InnerDrop::TapWrite,
+        ]
+        .into_iter()
+        .enumerate()
+        {
+            for _ in 0..=i {
+                c.count(d);
+            }
+        }
+        assert_eq!(c.rx_short.get(), 1);
+        assert_eq!(c.rx_not_for_us.get(), 2);
+        assert_eq!(c.rx_foreign_src.get(), 3);
+        assert_eq!(c.rx_tap_error.get(), 4);
+        assert_eq!(c.rx_drops_total(), 10);
     }
 
     #[test]

@@ -1,124 +1,24 @@
-//! The peer table: which key seals a frame for a destination MAC, which opener checks a frame
-//! from a source MAC (thesis §4.4.3, session key mapping), rebuilt on reload while keeping the
-//! state (sequence numbers, replay windows, counters) of peers whose settings did not change.
+//! The two halves of the peer table the dataplane tasks own: which sealer seals a frame for a
+//! destination MAC ([`TxPeers`]) and which opener checks a frame from a source MAC ([`RxPeers`])
+//! (thesis §4.4.3, session key mapping).
 //!
-//! The transmit and receive tasks each own their half ([`TxPeers`], [`RxPeers`]); neither takes
-//! a lock per frame.
+//! Each half is built complete, with fresh sealers and openers, by the peer set's fallible
+//! build step ([`super::set`]). The task that owns a half then takes over, from the half it ran
+//! with, the sealers (sequence numbers) and openers (replay windows) of keys whose settings did
+//! not change: `carry_over`, a step that cannot fail. Neither task takes a lock per frame.
 
 use std::collections::HashMap;
 use std::sync::Arc;
 
 use core::net::SocketAddr;
 
-use psp_core::crypto::{KeyError, SuiteKey};
-use psp_core::session::{ConfigError, Opener, Sealer};
+use psp_core::session::{Opener, Sealer};
 
+use super::Mac;
 use super::counters::PeerCounters;
+use super::keys::{self, new_opener, new_sealer};
 use super::normalize::NormPeer;
 use crate::config::{Config, PeerSecurity};
-
-/// A MAC address.
-pub(crate) type Mac = [u8; 6];
-
-/// The peers of one configuration, with their counters: what reload publishes to the tasks
-/// and what `status` reads.
-#[derive(Debug)]
-pub(crate) struct PeerSet {
-    /// The configuration.
-    pub(crate) config: Config,
-    /// Counters, parallel to `config.peers`.
-    pub(crate) counters: Vec<Arc<PeerCounters>>,
-    /// Normalized peers, parallel to `config.peers` (filled by [`super::normalize::attach`]).
-    pub(crate) norm: Vec<Option<Arc<NormPeer>>>,
-}
-
-impl PeerSet {
-    /// A set for `config`, reusing counters of same-named peers in `previous`.
-    pub(crate) fn new(config: Config, previous: Option<&Self>) -> Self {
-        let counters = config
-            .peers
-            .iter()
-            .map(|p| {
-                previous
-                    .and_then(|prev| {
-                        prev.config
-                            .peers
-                            .iter()
-                            .position(|q| q.name == p.name)
-                            .map(|i| Arc::clone(&prev.counters[i]))
-                    })
-                    .unwrap_or_default()
-            })
-            .collect();
-        let norm = vec![None; config.peers.len()];
-        Self {
-            config,
-            counters,
-            norm,
-        }
-    }
-}
-
-/// Why a peer table could not be built.
-#[derive(Debug, thiserror::Error)]
-pub(crate) enum BuildError {
-    /// The key does not suit the suite.
-    #[error("peer {peer}: key: {source}")]
-    Key {
-        /// Peer name (`group` for the group key).
-        peer: String,
-        /// The cause.
-        source: KeyError,
-    },
-    /// The sealer refused the settings.
-    #[error("peer {peer}: {source}")]
-    Seal {
-        /// Peer name.
-        peer: String,
-        /// The cause.
-        source: ConfigError,
-    },
-    /// The opener refused the settings.
-    #[error("peer {peer}: {source}")]
-    Open {
-        /// Peer name.
-        peer: String,
-        /// The cause.
-        source: ConfigError,
-    },
-}
-
-fn suite_key(name: &str, s: &PeerSecurity) -> Result<SuiteKey, BuildError> {
-    SuiteKey::new(s.suite, &s.key.bytes).map_err(|source| BuildError::Key {
-        peer: name.into(),
-        source,
-    })
-}
-
-fn new_sealer(name: &str, s: &PeerSecurity) -> Result<Sealer, BuildError> {
-    let mut seed = [0u8; 4];
-    // A failing OS RNG leaves 0: still a valid (if predictable) start; the thesis only asks
-    // for a random start to make SN prediction harder, not for secrecy.
-    let _ = getrandom::fill(&mut seed);
-    Sealer::new(
-        suite_key(name, s)?,
-        Sealer::random_initial_seq(seed),
-        s.sealer_config(),
-    )
-    .map_err(|source| BuildError::Seal {
-        peer: name.into(),
-        source,
-    })
-}
-
-fn new_opener(name: &str, s: &PeerSecurity, max_frame: usize) -> Result<Opener, BuildError> {
-    Opener::new(suite_key(name, s)?, s.opener_config(max_frame)).map_err(|source| {
-        BuildError::Open {
-            peer: name.into(),
-            source,
-        }
-    })
-}
 
 /// One peer, transmit side.
 #[derive(Debug)]
@@ -152,34 +52,30 @@ pub(crate) struct TxPeers {
 }
 
 impl TxPeers {
-    /// Builds the table for `set`, keeping the sealers (and so the sequence numbers) of keys
-    /// in `previous` whose settings are unchanged.
+    /// Builds the table for `config` with a fresh sealer per distinct key; `counters` and
+    /// `norm` are parallel to `config.peers`.
     ///
     /// # Errors
     /// A key or setting the core refuses.
-    pub(crate) fn build(set: &PeerSet, previous: Option<Self>) -> Result<Self, BuildError> {
-        let cfg = &set.config;
-        let mut old: Vec<(PeerSecurity, Sealer)> = previous
-            .map(|p| p.settings.into_iter().zip(p.sealers).collect())
-            .unwrap_or_default();
+    pub(crate) fn build(
+        config: &Config,
+        counters: &[Arc<PeerCounters>],
+        norm: &[Option<Arc<NormPeer>>],
+    ) -> Result<Self, keys::Error> {
         let mut sealers = Vec::new();
         let mut settings: Vec<PeerSecurity> = Vec::new();
-        let mut sealer_for = |name: &str, s: &PeerSecurity| -> Result<usize, BuildError> {
+        let mut sealer_for = |name: &str, s: &PeerSecurity| -> Result<usize, keys::Error> {
             if let Some(i) = settings.iter().position(|t| *t.key.bytes == *s.key.bytes) {
                 return Ok(i);
             }
-            let sealer = match old.iter().position(|(t, _)| t == s) {
-                Some(i) => old.swap_remove(i).1,
-                None => new_sealer(name, s)?,
-            };
-            sealers.push(sealer);
+            sealers.push(new_sealer(name, s)?);
             settings.push(s.clone());
             Ok(sealers.len() - 1)
         };
-        sealer_for("group", &cfg.group)?;
-        let mut peers = Vec::with_capacity(cfg.peers.len());
+        sealer_for("group", &config.group)?;
+        let mut peers = Vec::with_capacity(config.peers.len());
         let mut by_mac = HashMap::new();
-        for (i, p) in cfg.peers.iter().enumerate() {
+        for (i, p) in config.peers.iter().enumerate() {
             let sealer = sealer_for(&p.name, &p.security)?;
             for mac in &p.macs {
                 by_mac.insert(*mac, i);
@@ -187,8 +83,8 @@ impl TxPeers {
             peers.push(TxPeer {
                 sealer,
                 endpoint: p.endpoint,
-                counters: Arc::clone(&set.counters[i]),
-                norm: set.norm.get(i).cloned().flatten(),
+                counters: Arc::clone(&counters[i]),
+                norm: norm.get(i).cloned().flatten(),
             });
         }
         Ok(Self {
@@ -197,6 +93,24 @@ impl TxPeers {
             sealers,
             settings,
         })
+    }
+
+    /// Takes over from `previous` (the table the transmit task ran with) the sealer of every
+    /// key whose settings are unchanged, so its sequence numbers go on; keys that are new or
+    /// changed keep their fresh sealer.
+    #[must_use]
+    pub(crate) fn carry_over(mut self, previous: Self) -> Self {
+        let mut old: Vec<(PeerSecurity, Sealer)> = previous
+            .settings
+            .into_iter()
+            .zip(previous.sealers)
+            .collect();
+        for (s, sealer) in self.settings.iter().zip(&mut self.sealers) {
+            if let Some(i) = old.iter().position(|(t, _)| t == s) {
+                *sealer = old.swap_remove(i).1;
+            }
+        }
+        self
     }
 
     /// The sealer for broadcast and multicast frames (the group key).
@@ -236,50 +150,57 @@ pub(crate) struct RxPeers {
 }
 
 impl RxPeers {
-    /// Builds the table for `set`, keeping the openers (and so the replay windows) of peers in
-    /// `previous` whose name and settings are unchanged. `max_frame` is the largest frame the
-    /// uplink carries.
+    /// Builds the table for `config` with fresh openers (empty replay windows); `counters` and
+    /// `norm` are parallel to `config.peers`, `max_frame` is the largest frame the uplink
+    /// carries.
     ///
     /// # Errors
     /// A key or setting the core refuses.
     pub(crate) fn build(
-        set: &PeerSet,
-        previous: Option<Self>,
+        config: &Config,
+        counters: &[Arc<PeerCounters>],
+        norm: &[Option<Arc<NormPeer>>],
         max_frame: usize,
-    ) -> Result<Self, BuildError> {
-        let cfg = &set.config;
-        let mut old: HashMap<String, RxPeer> = previous
-            .map(|p| p.peers.into_iter().map(|q| (q.name.clone(), q)).collect())
-            .unwrap_or_default();
-        let mut peers = Vec::with_capacity(cfg.peers.len());
+    ) -> Result<Self, keys::Error> {
+        let mut peers = Vec::with_capacity(config.peers.len());
         let mut by_mac = HashMap::new();
-        for (i, p) in cfg.peers.iter().enumerate() {
-            let settings = (p.security.clone(), cfg.group.clone());
-            let (unicast, group) = match old.remove(&p.name) {
-                Some(o) if o.settings == settings => (o.unicast, o.group),
-                Some(o) if o.settings.1 == settings.1 => {
-                    (new_opener(&p.name, &p.security, max_frame)?, o.group)
-                }
-                Some(o) if o.settings.0 == settings.0 => {
-                    (o.unicast, new_opener("group", &cfg.group, max_frame)?)
-                }
-                _ => (
-                    new_opener(&p.name, &p.security, max_frame)?,
-                    new_opener("group", &cfg.group, max_frame)?,
-                ),
-            };
+        for (i, p) in config.peers.iter().enumerate() {
             for mac in &p.macs {
                 by_mac.insert(*mac, i);
             }
             peers.push(RxPeer {
                 name: p.name.clone(),
-                unicast,
-                group,
-                counters: Arc::clone(&set.counters[i]),
-                norm: set.norm.get(i).cloned().flatten(),
-                settings,
+                unicast: new_opener(&p.name, &p.security, max_frame)?,
+                group: new_opener("group", &config.group, max_frame)?,
+                counters: Arc::clone(&counters[i]),
+                norm: norm.get(i).cloned().flatten(),
+                settings: (p.security.clone(), config.group.clone()),
             });
         }
         Ok(Self { peers, by_mac })
+    }
+
+    /// Takes over from `previous` (the table the receive task ran with) the openers, and so
+    /// the replay windows, of same-named peers whose unicast or group key settings are
+    /// unchanged; the others keep their fresh opener.
+    #[must_use]
+    pub(crate) fn carry_over(mut self, previous: Self) -> Self {
+        let mut old: HashMap<String, RxPeer> = previous
+            .peers
+            .into_iter()
+            .map(|q| (q.name.clone(), q))
+            .collect();
+        for p in &mut self.peers {
+            let Some(o) = old.remove(&p.name) else {
+                continue;
+            };
+            if o.settings.0 == p.settings.0 {
+                p.unicast = o.unicast;
+            }
+            if o.settings.1 == p.settings.1 {
+                p.group = o.group;
+            }
+        }
+        self
     }
 }
