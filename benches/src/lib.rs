@@ -293,6 +293,32 @@ pub fn cpu_model(cpuinfo: &str) -> Option<&str> {
     })
 }
 
+/// The CPU's model name with its family, model and widest vector extension, e.g.
+/// `AMD EPYC (family 25, model 1; AVX2)`: virtual machines often report only a vendor-level
+/// model name, and the family tells Zen 3 from Zen 4 or one Xeon generation from the next.
+pub fn cpu_description(cpuinfo: &str) -> Option<String> {
+    let field = |name: &str| {
+        cpuinfo.lines().find_map(|line| {
+            let (key, value) = line.split_once(':')?;
+            (key.trim() == name).then(|| value.trim())
+        })
+    };
+    let flags: Vec<&str> = field("flags").unwrap_or("").split_whitespace().collect();
+    let simd = if flags.contains(&"avx512f") {
+        "AVX-512"
+    } else if flags.contains(&"avx2") {
+        "AVX2"
+    } else {
+        "no AVX2"
+    };
+    Some(format!(
+        "{} (family {}, model {}; {simd})",
+        cpu_model(cpuinfo)?,
+        field("cpu family").unwrap_or("?"),
+        field("model").unwrap_or("?"),
+    ))
+}
+
 /// The UTC civil date `(year, month, day)` of a Unix time in seconds
 /// (Howard Hinnant's `civil_from_days`).
 pub fn civil_date(unix_secs: u64) -> (i64, u32, u32) {
@@ -311,6 +337,16 @@ pub fn civil_date(unix_secs: u64) -> (i64, u32, u32) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn cpu_description_names_family_and_simd() {
+        let info = "vendor_id\t: AuthenticAMD\ncpu family\t: 25\nmodel\t\t: 1\nmodel name\t: AMD EPYC\nflags\t\t: fpu sse2 avx2 sha_ni\n";
+        assert_eq!(
+            cpu_description(info).as_deref(),
+            Some("AMD EPYC (family 25, model 1; AVX2)")
+        );
+        assert_eq!(cpu_description(""), None);
+    }
 
     #[test]
     fn median_odd_even_empty() {

@@ -20,8 +20,8 @@ use std::time::{SystemTime, UNIX_EPOCH};
 use cipher::{KeyInit, KeyIvInit};
 use hmac::{Hmac, Mac};
 use psp_benches::{
-    CaseId, Config, Results, Suite, cbc_decrypt, cbc_encrypt, civil_date, cpu_model, ecb_decrypt,
-    ecb_encrypt, fmt_ratio, fmt_us, markdown_table, message,
+    CaseId, Config, Results, Suite, cbc_decrypt, cbc_encrypt, civil_date, cpu_description,
+    ecb_decrypt, ecb_encrypt, fmt_ratio, fmt_us, markdown_table, message,
 };
 use psp_core::crypto::sign::backend as sign_backend;
 use psp_core::crypto::{SuiteId, SuiteKey};
@@ -907,7 +907,7 @@ fn gbps_of(d: psp_core::time::Duration) -> f64 {
 fn header_line(opts: Opts) -> String {
     let cpu = std::fs::read_to_string("/proc/cpuinfo")
         .ok()
-        .and_then(|s| cpu_model(&s).map(str::to_owned))
+        .and_then(|s| cpu_description(&s))
         .unwrap_or_else(|| "unknown CPU".to_owned());
     let cores = std::thread::available_parallelism().map_or(0, |n| n.get());
     let rustc = rustc_version();
