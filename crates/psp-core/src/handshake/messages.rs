@@ -23,48 +23,7 @@ use core::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 
 use crate::crypto::SuiteId;
 
-// A copy of `crate::wire`'s `enum_with_unknown!` (macro_rules scoping keeps that one private to
-// `wire`; a copy avoids touching `lib.rs` beyond the module declaration).
-macro_rules! enum_with_unknown {
-    (
-        $( #[$enum_attr:meta] )*
-        pub enum $name:ident($ty:ty) {
-            $(
-              $( #[$variant_attr:meta] )*
-              $variant:ident = $value:expr
-            ),+ $(,)?
-        }
-    ) => {
-        #[derive(Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Clone, Copy)]
-        $( #[$enum_attr] )*
-        pub enum $name {
-            $(
-              $( #[$variant_attr] )*
-              $variant
-            ),*,
-            /// A value this implementation does not know.
-            Unknown($ty),
-        }
-
-        impl ::core::convert::From<$ty> for $name {
-            fn from(value: $ty) -> Self {
-                match value {
-                    $( value if value == $value => $name::$variant ),*,
-                    other => $name::Unknown(other),
-                }
-            }
-        }
-
-        impl ::core::convert::From<$name> for $ty {
-            fn from(value: $name) -> Self {
-                match value {
-                    $( $name::$variant => $value ),*,
-                    $name::Unknown(other) => other,
-                }
-            }
-        }
-    };
-}
+use crate::wire::enum_with_unknown;
 
 /// The handshake protocol version this implementation speaks.
 pub const VERSION: u8 = 1;

@@ -67,6 +67,7 @@ macro_rules! enum_with_unknown {
         }
     };
 }
+pub(crate) use enum_with_unknown;
 
 pub mod psp;
 
