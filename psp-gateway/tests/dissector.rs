@@ -29,7 +29,7 @@ use std::time::Instant as StdInstant;
 use psp_core::session::{Sealer, SealerConfig};
 use psp_core::{Instant, Protocol, SecurityNumber, Seq, SigningKey, SuiteId, SuiteKey};
 
-use common::{BIN, Testbed, TestbedOptions, Uplink, output_within, repo_root};
+use common::{BIN, Testbed, TestbedOptions, Uplink, ensure_tools, output_within, repo_root};
 
 /// The fields the test reads, in this order (`-e` arguments).
 const FIELDS: &[&str] = &[
@@ -63,34 +63,9 @@ fn dissector() -> PathBuf {
     repo_root().join("psp-gateway/contrib/wireshark/psp.lua")
 }
 
-fn have(tool: &str) -> bool {
-    Command::new("sh")
-        .args(["-c", &format!("command -v {tool}")])
-        .stdout(Stdio::null())
-        .status()
-        .is_ok_and(|s| s.success())
-}
-
 /// Installs tshark with `testbed/install-deps.sh` when it is missing; panics if that fails.
 fn ensure_tshark() {
-    TSHARK.get_or_init(|| {
-        if have("tshark") && have("tcpdump") {
-            return;
-        }
-        let script = repo_root().join("testbed/install-deps.sh");
-        let out = output_within(
-            &mut Command::new(&script),
-            Duration::from_secs(900),
-            "testbed/install-deps.sh",
-        );
-        assert!(
-            out.status.success() && have("tshark"),
-            "tshark is missing and {} did not install it:\n{}{}",
-            script.display(),
-            String::from_utf8_lossy(&out.stdout),
-            String::from_utf8_lossy(&out.stderr)
-        );
-    });
+    TSHARK.get_or_init(|| ensure_tools(&["tshark", "tcpdump"]));
 }
 
 /// What one frame's clear header, section and trailer hold, as either tool reports it.

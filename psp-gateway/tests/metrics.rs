@@ -12,7 +12,7 @@ use std::io::{Read as _, Write as _};
 use std::net::TcpStream;
 use std::process::{Command, Stdio};
 
-use common::{Testbed, TestbedOptions, counter, output_within, repo_root};
+use common::{Testbed, TestbedOptions, counter, ensure_tools};
 
 const PORT: u16 = 9582;
 
@@ -56,32 +56,9 @@ fn sample(text: &str, name: &str) -> u64 {
         .unwrap_or_else(|e| panic!("sample {name}: {e}"))
 }
 
-/// Makes sure `promtool` is there: runs `testbed/install-deps.sh` (which installs Debian's
-/// `prometheus` package for it) when it is not, and fails loudly if that does not help.
+/// Makes sure `promtool` is there (Debian's `prometheus` package, from install-deps.sh).
 fn ensure_promtool() {
-    let have = || {
-        Command::new("sh")
-            .args(["-c", "command -v promtool"])
-            .stdout(Stdio::null())
-            .status()
-            .is_ok_and(|s| s.success())
-    };
-    if have() {
-        return;
-    }
-    let script = repo_root().join("testbed/install-deps.sh");
-    let out = output_within(
-        &mut Command::new(&script),
-        Duration::from_secs(600),
-        "testbed/install-deps.sh",
-    );
-    assert!(
-        out.status.success() && have(),
-        "promtool is missing and {} did not install it:\n{}{}",
-        script.display(),
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
+    ensure_tools(&["promtool"]);
 }
 
 /// `promtool check metrics` on `text`: (exit code, output).

@@ -132,31 +132,38 @@ pub(crate) struct Testbed {
 
 /// Installs the testbed's tools once per test binary if iperf3 or ping is missing.
 pub(crate) fn ensure_deps() {
-    DEPS.get_or_init(|| {
-        let have = |tool: &str| {
-            Command::new("sh")
-                .args(["-c", &format!("command -v {tool}")])
-                .stdout(Stdio::null())
-                .status()
-                .is_ok_and(|s| s.success())
-        };
-        if ["ip", "iperf3", "ping"].iter().all(|t| have(t)) {
-            return;
-        }
-        let script = repo_root().join("testbed/install-deps.sh");
-        let out = output_within(
-            &mut Command::new(&script),
-            Duration::from_secs(600),
-            "testbed/install-deps.sh",
-        );
-        assert!(
-            out.status.success(),
-            "{} failed (the network tests need iperf3 and ping):\n{}{}",
-            script.display(),
-            String::from_utf8_lossy(&out.stdout),
-            String::from_utf8_lossy(&out.stderr)
-        );
-    });
+    DEPS.get_or_init(|| ensure_tools(&["ip", "iperf3", "ping"]));
+}
+
+/// Whether `tool` is on the PATH.
+pub(crate) fn have(tool: &str) -> bool {
+    Command::new("sh")
+        .args(["-c", &format!("command -v {tool}")])
+        .stdout(Stdio::null())
+        .status()
+        .is_ok_and(|s| s.success())
+}
+
+/// Runs `testbed/install-deps.sh` (it installs every tool the tests use) if one of `tools` is
+/// missing, and panics, naming them, if they are still missing afterwards: a test never skips
+/// for want of a tool.
+pub(crate) fn ensure_tools(tools: &[&str]) {
+    if tools.iter().all(|t| have(t)) {
+        return;
+    }
+    let script = repo_root().join("testbed/install-deps.sh");
+    let out = output_within(
+        &mut Command::new(&script),
+        Duration::from_secs(900),
+        "testbed/install-deps.sh",
+    );
+    assert!(
+        out.status.success() && tools.iter().all(|t| have(t)),
+        "{tools:?} missing and {} did not install them:\n{}{}",
+        script.display(),
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
 }
 
 /// Runs `cmd` to completion with its output captured, like [`Command::output`], but kills it
