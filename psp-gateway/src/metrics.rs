@@ -175,6 +175,7 @@ fn snapshot(shared: &Shared, set: &PeerSet) -> Vec<Family> {
         ("tx_unsupported", &g.tx_unsupported),
         ("tx_error", &g.tx_error),
         ("spoofed_src", &g.spoofed_src),
+        ("rx_tap_error", &g.rx_tap_error),
     ] {
         drops.push(vec![("reason", reason.into())], int(c.get()));
     }

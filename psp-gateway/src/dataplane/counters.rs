@@ -118,6 +118,9 @@ pub(crate) struct GlobalCounters {
     pub(crate) tx_error: Counter,
     /// TAP frames whose source MAC is not this host's (dropped before sealing).
     pub(crate) spoofed_src: Counter,
+    /// Writes to the TAP that failed on the receive path; each loses one opened frame (or one
+    /// coalesced group with offloads), and the receive task goes on.
+    pub(crate) rx_tap_error: Counter,
     /// Received PSP frames addressed to another unicast MAC on the segment (ignored).
     pub(crate) not_for_us: Counter,
 }
@@ -131,6 +134,7 @@ impl GlobalCounters {
             + self.tx_unsupported.get()
             + self.tx_error.get()
             + self.spoofed_src.get()
+            + self.rx_tap_error.get()
     }
 
     /// `drops` and `ignored` objects for the status JSON.
@@ -143,6 +147,7 @@ impl GlobalCounters {
                 "tx_unsupported": self.tx_unsupported.get(),
                 "tx_error": self.tx_error.get(),
                 "spoofed_src": self.spoofed_src.get(),
+                "rx_tap_error": self.rx_tap_error.get(),
             }),
             json!({ "not_for_us": self.not_for_us.get() }),
         )

@@ -367,8 +367,10 @@ pub(crate) async fn rx_loop(
                         let at = opened.range();
                         spans[gro.len()] = (i, at.start, at.end);
                         gro.push(inner, trusted);
-                    } else {
-                        tap.send(inner).await?;
+                    } else if let Err(e) = tap.send(inner).await {
+                        // A frame the TAP refuses is one lost frame, not the end of the task.
+                        g.rx_tap_error.add(1);
+                        tracing::debug!(error = %e, len = inner.len(), "TAP write failed");
                     }
                 }
                 Err(e) => {
@@ -383,7 +385,10 @@ pub(crate) async fn rx_loop(
                 let (slot, start, end) = spans[j];
                 &inb.frame(slot)[start..end]
             };
-            tap.send_gro(&gro, frame).await?;
+            if let Err(e) = tap.send_gro(&gro, frame).await {
+                g.rx_tap_error.add(1);
+                tracing::debug!(error = %e, "TAP write failed");
+            }
         }
     }
 }
