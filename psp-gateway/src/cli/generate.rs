@@ -1,4 +1,4 @@
-//! Man pages and shell completions, generated from the clap definitions in [`super::Cli`].
+//! Man pages and shell completions, generated from the clap definitions (`Cli` in `cli/mod.rs`).
 //!
 //! `psp-gateway-gen DIR` (src/bin/psp-gateway-gen.rs) writes them for the Debian package
 //! (testbed/package.sh runs it right before `cargo deb`), and `tests/package.rs` regenerates
