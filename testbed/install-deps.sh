@@ -33,6 +33,12 @@ declare -A PKG=(
     # `promtool check metrics` in psp-gateway/tests/metrics.rs (Debian ships it with the server;
     # the policy-rc.d below keeps that from starting).
     [promtool]=prometheus
+    # psp-gateway/tests/package.rs: `systemd-analyze verify` and `security --offline` on the
+    # packaged unit (systemd need not be PID 1), the daemon under `setpriv` as the unit runs it,
+    # `man -w` on the installed pages.
+    [systemd-analyze]=systemd
+    [setpriv]=util-linux
+    [man]=man-db
 )
 
 have() {

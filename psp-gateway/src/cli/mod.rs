@@ -10,6 +10,7 @@ use std::process::ExitCode;
 use clap::{Parser, Subcommand};
 use zeroize::Zeroizing;
 
+pub mod generate;
 mod inspect;
 mod keygen;
 pub mod pcap;

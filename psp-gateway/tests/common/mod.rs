@@ -436,6 +436,19 @@ impl Testbed {
 
     /// Spawns vmN's gateway without waiting for readiness.
     pub(crate) fn spawn(&self, n: u8, args: &[&str], envs: &[(&str, &str)]) -> Gateway {
+        self.spawn_program(n, &[BIN], args, envs)
+    }
+
+    /// [`spawn`](Self::spawn) with another program than the debug binary: `program` is the
+    /// command before `run --config …`, e.g. `["setpriv", …, "/usr/bin/psp-gateway"]`. It must
+    /// exec the gateway (same pid), so signals reach it.
+    pub(crate) fn spawn_program(
+        &self,
+        n: u8,
+        program: &[&str],
+        args: &[&str],
+        envs: &[(&str, &str)],
+    ) -> Gateway {
         let log_path = self.log_path(n);
         let log = File::options()
             .create(true)
@@ -445,7 +458,8 @@ impl Testbed {
         let _ = fs::remove_file(self.socket_path(n));
         let config = self.config_path(n);
         let vm = format!("vm{n}");
-        let mut cmd = self.ns_cmd(&vm, &[BIN, "run", "--config"]);
+        let mut cmd = self.ns_cmd(&vm, program);
+        cmd.args(["run", "--config"]);
         cmd.arg(&config)
             .args(args)
             .stdout(log.try_clone().expect("dup the log fd"))
