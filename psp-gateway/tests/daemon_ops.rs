@@ -50,23 +50,7 @@ fn sighup_reload_changes_keys_without_dropping_unchanged_peers() {
     tb.ping_until_up(1, 3, Duration::from_secs(5));
 
     // A steady ping vm1 -> vm2 runs across both reloads; it must not lose a reply.
-    let steady = tb
-        .ns_cmd(
-            "vm1",
-            &[
-                "ping",
-                "-n",
-                "-q",
-                "-c",
-                "40",
-                "-i",
-                "0.05",
-                &Testbed::ip(2),
-            ],
-        )
-        .stdout(Stdio::piped())
-        .spawn()
-        .expect("spawn ping");
+    let steady = steady_ping(&tb, 40);
     std::thread::sleep(Duration::from_millis(300));
     let before = peer(&vm1.status_json(), "vm2")["tx_frames"]
         .as_u64()
@@ -148,23 +132,7 @@ fn a_reload_that_fails_half_way_keeps_the_running_configuration() {
     );
 
     // A steady ping vm1 -> vm2 runs across the reload; it must not lose a reply.
-    let steady = tb
-        .ns_cmd(
-            "vm1",
-            &[
-                "ping",
-                "-n",
-                "-q",
-                "-c",
-                "30",
-                "-i",
-                "0.05",
-                &Testbed::ip(2),
-            ],
-        )
-        .stdout(Stdio::piped())
-        .spawn()
-        .expect("spawn ping");
+    let steady = steady_ping(&tb, 30);
     std::thread::sleep(Duration::from_millis(200));
 
     write_key(&tb, "ghost.key");
@@ -323,4 +291,25 @@ fn starts_and_carries_traffic_with_ipv6_disabled() {
     let _vm2 = tb.start(2);
     tb.ping_until_up(1, 2, Duration::from_secs(5));
     assert_eq!(tb.ping(2, 1, 5).received, 5);
+}
+
+/// Starts `count` pings from vm1 to vm2 at 50 ms intervals, output captured: a steady flow that
+/// must not lose a reply across what the test does meanwhile.
+fn steady_ping(tb: &Testbed, count: u32) -> std::process::Child {
+    tb.ns_cmd(
+        "vm1",
+        &[
+            "ping",
+            "-n",
+            "-q",
+            "-c",
+            &count.to_string(),
+            "-i",
+            "0.05",
+            &Testbed::ip(2),
+        ],
+    )
+    .stdout(Stdio::piped())
+    .spawn()
+    .expect("spawn ping")
 }

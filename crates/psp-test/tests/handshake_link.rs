@@ -545,39 +545,14 @@ fn attacker_on_both_paths_is_not_detected() {
                 forged[5] = Some(*r);
                 seen[5] = Some(*r);
                 // A's transcript: A's share, Eve's reply share; recompute the hash A expects.
-                let parts = |v: &[Option<Repr>; 6]| {
-                    let p2 = PathId::SECOND;
-                    let paths = [
-                        PathId::FIRST,
-                        PathId::FIRST,
-                        PathId::FIRST,
-                        p2,
-                        PathId::FIRST,
-                        p2,
-                    ];
-                    core::array::from_fn(|i| (v[i].unwrap(), paths[i]))
-                };
-                let th_a = Transcript {
-                    parts: parts(&seen),
-                }
-                .hash();
+                let th_a = transcript(&seen).hash();
                 if let Body::NonceReply { hash, .. } = &mut out.body {
                     *hash = schedule::smkex_hash(&th_a);
                 }
             }
             Body::Confirm(tag) => {
                 // Re-tag for B: Eve knows both sides' keys.
-                let p2 = PathId::SECOND;
-                let paths = [
-                    PathId::FIRST,
-                    PathId::FIRST,
-                    PathId::FIRST,
-                    p2,
-                    PathId::FIRST,
-                    p2,
-                ];
-                let parts_b = core::array::from_fn(|i| (forged[i].unwrap(), paths[i]));
-                let th_b = Transcript { parts: parts_b }.hash();
+                let th_b = transcript(&forged).hash();
                 let Body::ShareReply { share: y, .. } = forged[4].unwrap().body else {
                     unreachable!()
                 };
@@ -588,17 +563,7 @@ fn attacker_on_both_paths_is_not_detected() {
                 *tag = secrets_b.tag(Role::Initiator);
             }
             Body::ConfirmAck(tag) => {
-                let p2 = PathId::SECOND;
-                let paths = [
-                    PathId::FIRST,
-                    PathId::FIRST,
-                    PathId::FIRST,
-                    p2,
-                    PathId::FIRST,
-                    p2,
-                ];
-                let parts_a = core::array::from_fn(|i| (seen[i].unwrap(), paths[i]));
-                let th_a = Transcript { parts: parts_a }.hash();
+                let th_a = transcript(&seen).hash();
                 let Body::Share { share: x, .. } = seen[2].unwrap().body else {
                     unreachable!()
                 };
@@ -838,4 +803,21 @@ fn key_ring_never_seals_under_an_expired_session() {
         psp_core::handshake::RingSealError::NoSession
     );
     assert!(ring.current().is_none());
+}
+
+/// The transcript of the six hashed messages as one side saw them, on the paths SMKEX puts
+/// them: Request, Accept, Share on path 1, Nonce on path 2, ShareReply on path 1, NonceReply on
+/// path 2.
+fn transcript(messages: &[Option<Repr>; 6]) -> Transcript {
+    const PATHS: [PathId; 6] = [
+        PathId::FIRST,
+        PathId::FIRST,
+        PathId::FIRST,
+        PathId::SECOND,
+        PathId::FIRST,
+        PathId::SECOND,
+    ];
+    Transcript {
+        parts: core::array::from_fn(|i| (messages[i].unwrap(), PATHS[i])),
+    }
 }
