@@ -364,7 +364,12 @@ impl KeyRing {
             + Duration::from_micros(life.total_micros().saturating_sub(margin.total_micros()))
     }
 
-    fn sealer(&mut self, now: Instant) -> Result<&mut Sealer, RingSealError> {
+    /// The sealer of the current session (promoting a waiting *next* session if the current one
+    /// is gone), for batch sealing with [`Sealer::seal_batch`].
+    ///
+    /// # Errors
+    /// [`RingSealError::NoSession`] if no live session can seal.
+    pub fn sealer(&mut self, now: Instant) -> Result<&mut Sealer, RingSealError> {
         self.expire(now);
         if self.current.is_none()
             && let Some(next) = self.next.take()

@@ -24,6 +24,7 @@
 //! logs one line per failed handshake. See `docs/SESSIONS.md` for the message diagrams, the
 //! state machine, the key schedule and what each attacker gets.
 
+pub mod identity;
 mod keyring;
 mod limiter;
 mod machine;
@@ -33,6 +34,7 @@ pub mod schedule;
 use core::fmt;
 use core::net::IpAddr;
 
+pub use identity::Identity;
 pub use keyring::{InstallError, KeyRing, KeyRingConfig, RingOpenError, RingSealError, Slot};
 pub use limiter::RequestLimiter;
 pub use machine::{Handshake, Ignored};

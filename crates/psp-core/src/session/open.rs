@@ -86,6 +86,7 @@ pub struct Opener {
     key: SuiteKey,
     replay: ReplayWindow,
     verifier: Option<VerifyingKey>,
+    accept_unverified: bool,
     security_number: Option<SecurityNumber>,
     previous_security_number: Option<(Option<SecurityNumber>, Instant)>,
     grace: Duration,
@@ -112,6 +113,7 @@ impl Opener {
             key,
             replay,
             verifier: None,
+            accept_unverified: false,
             security_number: cfg.security_number(),
             previous_security_number: None,
             grace: cfg.security_number_grace(),
@@ -126,6 +128,19 @@ impl Opener {
     pub fn with_verifier(mut self, verifier: VerifyingKey) -> Self {
         self.verifier = Some(verifier);
         self
+    }
+
+    /// Sets or clears the key signatures must verify under (trust on first use: a key learnt
+    /// later); the replay window is kept.
+    pub fn set_verifier(&mut self, verifier: Option<VerifyingKey>) {
+        self.verifier = verifier;
+    }
+
+    /// Without a verifier, accepts signed frames without checking the signature (trust on
+    /// first use, before the sender's key is known; [`Opened::signed`] is then `false`). Off by
+    /// default: a signed frame without a verifier is [`DropReason::Unsupported`].
+    pub fn set_accept_unverified(&mut self, accept: bool) {
+        self.accept_unverified = accept;
     }
 
     /// Rotates the expected security number; the previous one stays valid until
@@ -166,7 +181,8 @@ impl Opener {
         }
         self.check_security_number(now, repr.security_number)?;
         self.check_timestamp(now, repr.timestamp)?;
-        if repr.signed != self.verifier.is_some() {
+        let unverified = repr.signed && self.verifier.is_none() && self.accept_unverified;
+        if repr.signed != self.verifier.is_some() && !unverified {
             return Err(if repr.signed {
                 DropReason::Unsupported
             } else {
@@ -219,7 +235,7 @@ impl Opener {
             seq: repr.seq,
             security_number: repr.security_number,
             timestamp: repr.timestamp,
-            signed: repr.signed,
+            signed: repr.signed && !unverified,
         })
     }
 

@@ -314,6 +314,44 @@ fn signed_frames() {
 }
 
 #[test]
+fn unverified_signatures_only_when_asked_and_a_key_learnt_later() {
+    let signer = SigningKey::from_seed(&[7; 32]).unwrap();
+    let vk = signer.public_key();
+    let (s, mut o) = pair(
+        SuiteId::NullHmacSha1,
+        SealerConfig::default(),
+        OpenerConfig::default(),
+    );
+    let mut s = s.with_signer(signer);
+    let mut out = [0u8; 256];
+    let mut frame = |s: &mut Sealer| {
+        s.seal(Instant::ZERO, &eth(b"arp"), &mut out)
+            .unwrap()
+            .to_vec()
+    };
+    // Trust on first use: accepted, but not reported as signed.
+    o.set_accept_unverified(true);
+    let mut first = frame(&mut s);
+    assert!(!o.open(Instant::ZERO, &mut first).unwrap().signed());
+    // A forgery is accepted too while no key is known: that is what TOFU means.
+    let mut forged = frame(&mut s);
+    let n = forged.len();
+    forged[n - 1] ^= 0x80;
+    assert!(o.open(Instant::ZERO, &mut forged).is_ok());
+    // Once the key is learnt, forgeries are dropped and the replay window was kept.
+    o.set_verifier(Some(vk));
+    let mut forged = frame(&mut s);
+    let n = forged.len();
+    forged[n - 1] ^= 0x80;
+    assert_eq!(
+        o.open(Instant::ZERO, &mut forged).unwrap_err().reason(),
+        DropReason::BadSignature
+    );
+    assert!(o.open(Instant::ZERO, &mut frame(&mut s)).unwrap().signed());
+    assert!(o.replay_window().highest().is_some());
+}
+
+#[test]
 fn sub_protocols_and_8023() {
     let (mut s, mut o) = pair(
         SuiteId::ChaCha20Poly1305,
