@@ -21,10 +21,12 @@ use zeroize::Zeroizing;
 mod keyfile;
 mod normalize;
 mod raw;
+mod session;
 mod validate;
 
 pub(crate) use keyfile::read as read_key_file;
 pub use normalize::NormalizeConfig;
+pub use session::{IdentityFile, SessionConfig};
 
 /// The whole configuration.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -33,8 +35,10 @@ pub struct Config {
     pub path: PathBuf,
     /// The TAP interface.
     pub interface: InterfaceConfig,
-    /// The uplink.
+    /// The uplink (path 1: data, SEP, SMKEX shares).
     pub uplink: UplinkConfig,
+    /// A second uplink (`[[uplink]]` twice; path 2: SMKEX nonces, hash and confirmation).
+    pub uplink2: Option<UplinkConfig>,
     /// Daemon settings.
     pub daemon: DaemonConfig,
     /// The network-wide default pre-shared key (ARP, broadcast, multicast; unicast for peers
@@ -44,6 +48,8 @@ pub struct Config {
     pub peers: Vec<PeerConfig>,
     /// The Prometheus metrics endpoint (`[metrics]`); `None` (the default) serves nothing.
     pub metrics: Option<MetricsConfig>,
+    /// Sessions (`[session]`) for peers without `key_file`; `None`: static keys only.
+    pub session: Option<SessionConfig>,
 }
 
 /// `[interface]`.
@@ -190,6 +196,16 @@ pub struct PeerConfig {
     pub security: PeerSecurity,
     /// Traffic normalization towards this peer (`[normalize]`, `[peer.normalize]`), if enabled.
     pub normalize: Option<NormalizeConfig>,
+    /// The UDP endpoint on the second uplink (`endpoint2`).
+    pub endpoint2: Option<SocketAddr>,
+    /// Keys come from sessions (`[session]` present and no `key_file`); `security` then holds
+    /// the group key, used only for session establishment.
+    pub session: bool,
+    /// The peer's pinned identity (`identity`, an Ed25519 public key).
+    pub identity: Option<[u8; 32]>,
+    /// The peer's network address (`address`), for SEP's stage 1; else taken from the frame
+    /// that starts the session.
+    pub address: Option<core::net::IpAddr>,
 }
 
 /// A configuration problem: one line naming the file, the key and the problem.

@@ -13,6 +13,7 @@ use toml::de::{DeTable, DeValue};
 
 use super::ConfigError;
 use super::normalize::RawNormalize;
+use super::session::RawSession;
 
 /// The whole file.
 #[derive(Debug, Default, Deserialize)]
@@ -20,7 +21,7 @@ use super::normalize::RawNormalize;
 pub(super) struct RawConfig {
     #[serde(default)]
     pub(super) interface: RawInterface,
-    pub(super) uplink: Option<RawUplink>,
+    pub(super) uplink: Option<RawUplinks>,
     #[serde(default)]
     pub(super) daemon: RawDaemon,
     #[serde(default)]
@@ -31,6 +32,7 @@ pub(super) struct RawConfig {
     #[serde(default)]
     pub(super) normalize: RawNormalize,
     pub(super) metrics: Option<RawMetrics>,
+    pub(super) session: Option<RawSession>,
 }
 
 /// `[interface]`.
@@ -52,6 +54,36 @@ pub(super) struct RawUplink {
     pub(super) kind: Option<String>,
     pub(super) interface: Option<String>,
     pub(super) listen: Option<String>,
+}
+
+/// `[uplink]` (one path), or `[[uplink]]` once or twice (two paths: SMKEX).
+#[derive(Debug)]
+pub(super) enum RawUplinks {
+    /// `[uplink]`.
+    One(RawUplink),
+    /// `[[uplink]]`.
+    Many(Vec<RawUplink>),
+}
+
+impl<'de> Deserialize<'de> for RawUplinks {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct Visitor;
+        impl<'de> serde::de::Visitor<'de> for Visitor {
+            type Value = RawUplinks;
+            fn expecting(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+                f.write_str("an [uplink] table or [[uplink]] tables")
+            }
+            fn visit_map<A: serde::de::MapAccess<'de>>(self, map: A) -> Result<RawUplinks, A::Error> {
+                RawUplink::deserialize(serde::de::value::MapAccessDeserializer::new(map))
+                    .map(RawUplinks::One)
+            }
+            fn visit_seq<A: serde::de::SeqAccess<'de>>(self, seq: A) -> Result<RawUplinks, A::Error> {
+                Vec::<RawUplink>::deserialize(serde::de::value::SeqAccessDeserializer::new(seq))
+                    .map(RawUplinks::Many)
+            }
+        }
+        d.deserialize_any(Visitor)
+    }
 }
 
 /// `[daemon]`.
@@ -121,7 +153,10 @@ pub(super) struct RawPeer {
     pub(super) mac: Option<String>,
     pub(super) macs: Option<Vec<String>>,
     pub(super) endpoint: Option<String>,
+    pub(super) endpoint2: Option<String>,
     pub(super) key_file: Option<String>,
+    pub(super) identity: Option<String>,
+    pub(super) address: Option<String>,
     suite: Option<String>,
     replay_window: Option<i64>,
     security_number: Option<i64>,

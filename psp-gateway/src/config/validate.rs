@@ -11,7 +11,10 @@ use psp_core::replay::{DEFAULT_WINDOW, MAX_WINDOW};
 use psp_core::wire::{MAX_PADDING, SecurityNumber};
 
 use super::normalize::NormSettings;
-use super::raw::{RawConfig, RawDaemon, RawInterface, RawMetrics, RawPeer, RawSecurity, RawUplink};
+use super::raw::{
+    RawConfig, RawDaemon, RawInterface, RawMetrics, RawPeer, RawSecurity, RawUplink, RawUplinks,
+};
+use super::session::{self, SessionConfig};
 use super::{
     Config, ConfigError, DaemonConfig, InterfaceConfig, KeyMaterial, LogFormat, MetricsConfig,
     PeerConfig, PeerSecurity, UplinkConfig, format_mac, keyfile, parse_mac,
@@ -61,9 +64,19 @@ pub(super) fn build(file: &Path, raw: RawConfig) -> Result<Config, ConfigError> 
     let ctx = Ctx { file, base };
 
     let interface = interface(&ctx, raw.interface)?;
-    let uplink = uplink(&ctx, raw.uplink)?;
+    let (uplink, uplink2) = uplinks(&ctx, raw.uplink)?;
     let daemon = daemon(&ctx, raw.daemon, &interface.name)?;
     let metrics = raw.metrics.map(|m| metrics(&ctx, m)).transpose()?;
+    let session = raw
+        .session
+        .map(|r| session::build(file, r, |p| ctx.resolve(p), &interface.addresses))
+        .transpose()?;
+    if uplink2.is_some() && session.is_none() {
+        return Err(ctx.err(
+            "uplink[1]",
+            "a second path carries session establishment (SMKEX); it needs a [session] section",
+        ));
+    }
 
     let mut defaults = Settings::builtin();
     defaults.apply(&ctx, "defaults", &raw.defaults)?;
@@ -97,7 +110,7 @@ pub(super) fn build(file: &Path, raw: RawConfig) -> Result<Config, ConfigError> 
             &ctx,
             &scope,
             p,
-            &uplink,
+            (&uplink, uplink2.as_ref(), session.as_ref()),
             (&defaults, &norm_defaults),
             (&group_settings, &group),
         )?;
@@ -139,10 +152,12 @@ pub(super) fn build(file: &Path, raw: RawConfig) -> Result<Config, ConfigError> 
         path: file.to_path_buf(),
         interface,
         uplink,
+        uplink2,
         daemon,
         group,
         peers,
         metrics,
+        session,
     })
 }
 
@@ -220,47 +235,74 @@ fn interface(ctx: &Ctx<'_>, raw: RawInterface) -> Result<InterfaceConfig, Config
     })
 }
 
-fn uplink(ctx: &Ctx<'_>, raw: Option<RawUplink>) -> Result<UplinkConfig, ConfigError> {
-    let Some(raw) = raw else {
-        return Err(ctx.err(
+/// `[uplink]`, or one or two `[[uplink]]`: path 1 and, if present, path 2.
+fn uplinks(
+    ctx: &Ctx<'_>,
+    raw: Option<RawUplinks>,
+) -> Result<(UplinkConfig, Option<UplinkConfig>), ConfigError> {
+    let missing = || {
+        ctx.err(
             "uplink",
             "missing; add [uplink] with kind = \"raw\" and interface, or kind = \"udp\" and listen",
-        ));
+        )
     };
+    match raw {
+        None => Err(missing()),
+        Some(RawUplinks::One(u)) => Ok((uplink(ctx, "uplink", u)?, None)),
+        Some(RawUplinks::Many(list)) => {
+            if list.len() > 2 {
+                return Err(ctx.err(
+                    "uplink",
+                    format_args!("{} [[uplink]] tables; at most two paths", list.len()),
+                ));
+            }
+            let mut it = list.into_iter();
+            let first = uplink(ctx, "uplink[0]", it.next().ok_or_else(missing)?)?;
+            let second = it.next().map(|u| uplink(ctx, "uplink[1]", u)).transpose()?;
+            if second.as_ref() == Some(&first) {
+                return Err(ctx.err("uplink[1]", "is the same as uplink[0]; two paths need two uplinks"));
+            }
+            Ok((first, second))
+        }
+    }
+}
+
+fn uplink(ctx: &Ctx<'_>, scope: &str, raw: RawUplink) -> Result<UplinkConfig, ConfigError> {
+    let key = |k: &str| format!("{scope}.{k}");
     match raw.kind.as_deref() {
         Some("raw") => {
             if raw.listen.is_some() {
-                return Err(ctx.err("uplink.listen", "only for kind = \"udp\""));
+                return Err(ctx.err(key("listen"), "only for kind = \"udp\""));
             }
             let Some(interface) = raw.interface else {
                 return Err(ctx.err(
-                    "uplink.interface",
+                    key("interface"),
                     "missing; kind = \"raw\" needs the Ethernet interface (e.g. \"eth1\")",
                 ));
             };
-            check_ifname(&interface).map_err(|p| ctx.err("uplink.interface", p))?;
+            check_ifname(&interface).map_err(|p| ctx.err(key("interface"), p))?;
             Ok(UplinkConfig::Raw { interface })
         }
         Some("udp") => {
             if raw.interface.is_some() {
-                return Err(ctx.err("uplink.interface", "only for kind = \"raw\""));
+                return Err(ctx.err(key("interface"), "only for kind = \"raw\""));
             }
             let Some(listen) = raw.listen else {
                 return Err(ctx.err(
-                    "uplink.listen",
+                    key("listen"),
                     "missing; kind = \"udp\" needs the local address (e.g. \"0.0.0.0:5198\")",
                 ));
             };
             let listen = listen
                 .parse::<SocketAddr>()
-                .map_err(|_| ctx.err("uplink.listen", not_socket_addr(&listen)))?;
+                .map_err(|_| ctx.err(key("listen"), not_socket_addr(&listen)))?;
             Ok(UplinkConfig::Udp { listen })
         }
         Some(other) => Err(ctx.err(
-            "uplink.kind",
+            key("kind"),
             format_args!("{other:?} is not an uplink kind; want \"raw\" or \"udp\""),
         )),
-        None => Err(ctx.err("uplink.kind", "missing; want \"raw\" (Ethernet) or \"udp\"")),
+        None => Err(ctx.err(key("kind"), "missing; want \"raw\" (Ethernet) or \"udp\"")),
     }
 }
 
@@ -353,7 +395,7 @@ fn peer(
     ctx: &Ctx<'_>,
     scope: &str,
     raw: RawPeer,
-    uplink: &UplinkConfig,
+    (uplink, uplink2, session): (&UplinkConfig, Option<&UplinkConfig>, Option<&SessionConfig>),
     (defaults, norm_defaults): (&Settings, &NormSettings),
     (group_settings, group): (&Settings, &PeerSecurity),
 ) -> Result<PeerConfig, ConfigError> {
@@ -400,6 +442,31 @@ fn peer(
         ));
     }
 
+    let endpoint2 = match &raw.endpoint2 {
+        None => None,
+        Some(e) => Some(parse_endpoint(e).map_err(|p| ctx.err(format!("{scope}.endpoint2"), p))?),
+    };
+    if endpoint2.is_none() && matches!(uplink2, Some(UplinkConfig::Udp { .. })) {
+        return Err(ctx.err(
+            format!("{scope}.endpoint2"),
+            "missing; required with a second uplink of kind = \"udp\"",
+        ));
+    }
+    let identity = raw
+        .identity
+        .as_deref()
+        .map(|h| parse_identity(h).map_err(|p| ctx.err(format!("{scope}.identity"), p)))
+        .transpose()?;
+    let address = raw
+        .address
+        .as_deref()
+        .map(|a| {
+            a.parse::<IpAddr>().map_err(|_| {
+                ctx.err(format!("{scope}.address"), format_args!("{a:?} is not an IP address"))
+            })
+        })
+        .transpose()?;
+    let sessions = session.is_some() && raw.key_file.is_none();
     let overrides = raw.security();
     let security = match raw.key_file.as_deref() {
         Some(key_file) => {
@@ -427,12 +494,22 @@ fn peer(
     let norm_scope = format!("{scope}.normalize");
     norm.apply(ctx.file, &norm_scope, &raw.normalize)?;
     let normalize = norm.finish(ctx.file, &norm_scope)?;
+    if sessions && normalize.is_some() {
+        return Err(ctx.err(
+            norm_scope,
+            "a normalized peer needs its own key_file; sessions do not drive normalized peers yet",
+        ));
+    }
     Ok(PeerConfig {
         name,
         macs,
         endpoint,
+        endpoint2,
         security,
         normalize,
+        session: sessions,
+        identity,
+        address,
     })
 }
 
@@ -653,6 +730,19 @@ fn check_prefix(s: &str) -> Result<(), String> {
         return Err(format!("{s:?}: prefix {prefix} is longer than {max}"));
     }
     Ok(())
+}
+
+/// A pinned identity: the 64 hex digits `psp-gateway keygen --identity` prints.
+fn parse_identity(s: &str) -> Result<[u8; 32], String> {
+    let bad = || format!("{s:?} is not an identity (64 hex digits from keygen --identity)");
+    let bytes: [u8; 32] = hex::decode(s.trim())
+        .map_err(|_| bad())?
+        .try_into()
+        .map_err(|_| bad())?;
+    if psp_core::handshake::identity::x25519_of(&bytes).is_none() || bytes[31] & 0x80 != 0 {
+        return Err(bad());
+    }
+    Ok(bytes)
 }
 
 fn parse_endpoint(s: &str) -> Result<SocketAddr, String> {
