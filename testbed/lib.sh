@@ -56,6 +56,12 @@
 #   tb_config N SUITE UPLINK       write $TB_DIR/vmN.toml (peers: every other host); extra
 #                                  [defaults] lines from $TB_DEFAULTS_EXTRA, extra tables at the
 #                                  end from $TB_CONFIG_EXTRA
+#   tb_path2                       a second path: bridge br1 in lan, veth up1 in every vm and eve
+#                                  (eve's up1 promiscuous); after tb_up (raw uplinks only)
+#   tb_identities                  `keygen --identity` per host: $TB_DIR/vmN.id (0600), .pub
+#   Sessions in tb_config: TB_SESSION=1 writes [session] (peers without key_file), with
+#   TB_PATHS=2 two [[uplink]] (up0, up1), TB_SMKEX (prefer|require|off, default prefer),
+#   TB_IDENTITY=1 (identity_file + every peer pinned), TB_SESSION_EXTRA (more [session] lines)
 #   tb_sock N                      print vmN's status socket path ($TB_DIR/vmN.sock)
 #   tb_gw_start N [ARGS...]        start `psp-gateway run --config $TB_DIR/vmN.toml ARGS` in vmN
 #                                  (background, log $TB_DIR/vmN.log, pid $TB_DIR/vmN.pid) and
@@ -188,6 +194,39 @@ tb_uplink_addrs() {
     done
 }
 
+tb_path2() {
+    local i lan ns
+    lan=$(tb_ns lan)
+    ip -n "$lan" link add br1 type bridge ageing_time 0 stp_state 0 mcast_snooping 0 ||
+        tb_die "cannot create the second bridge" || return 1
+    ip -n "$lan" link set br1 up
+    for i in $(tb_hosts) eve; do
+        ns=$(tb_ns "vm$i")
+        [[ $i == eve ]] && ns=$(tb_ns eve)
+        ip -n "$lan" link add "p2-$i" type veth peer name up1 netns "$ns" ||
+            tb_die "cannot create the path-2 veth for $i" || return 1
+        ip -n "$lan" link set "p2-$i" master br1
+        ip -n "$lan" link set "p2-$i" up
+        if [[ $i == eve ]]; then
+            ip -n "$ns" link set up1 address 02:50:53:00:02:ee
+            ip -n "$ns" link set up1 promisc on
+        else
+            ip -n "$ns" link set up1 address "$(printf '02:50:53:00:02:%02x' "$i")"
+            ip netns exec "$ns" sysctl -qw net.ipv6.conf.up1.disable_ipv6=1 >/dev/null
+        fi
+        ip -n "$ns" link set up1 up
+    done
+}
+
+tb_identities() {
+    local i
+    for i in $(tb_hosts); do
+        rm -f "$TB_DIR/vm$i.id"
+        "$TB_BIN" keygen --identity "$TB_DIR/vm$i.id" >"$TB_DIR/vm$i.pub" ||
+            tb_die "keygen --identity failed" || return 1
+    done
+}
+
 tb_keys() {
     local suite=${1:-bf-cbc-hmac-sha1} i j
     [[ -x $TB_BIN ]] || tb_die "no psp-gateway binary at $TB_BIN (build it first)" || return 1
@@ -212,13 +251,24 @@ tb_config() {
         echo "mac = \"$(tb_mac "$n")\""
         echo "addresses = [\"$(tb_ip "$n")/24\"]"
         echo
-        echo "[uplink]"
-        if [[ $uplink == udp ]]; then
-            echo "kind = \"udp\""
-            echo "listen = \"$(tb_up_ip "$n"):$TB_PORT\""
+        if [[ ${TB_PATHS:-1} == 2 ]]; then
+            printf '[[uplink]]\nkind = "raw"\ninterface = "up0"\n\n[[uplink]]\nkind = "raw"\ninterface = "up1"\n'
         else
-            echo "kind = \"raw\""
-            echo "interface = \"up0\""
+            echo "[uplink]"
+            if [[ $uplink == udp ]]; then
+                echo "kind = \"udp\""
+                echo "listen = \"$(tb_up_ip "$n"):$TB_PORT\""
+            else
+                echo "kind = \"raw\""
+                echo "interface = \"up0\""
+            fi
+        fi
+        if [[ ${TB_SESSION:-0} == 1 ]]; then
+            echo
+            echo "[session]"
+            echo "smkex = \"${TB_SMKEX:-prefer}\""
+            if [[ ${TB_IDENTITY:-0} == 1 ]]; then echo "identity_file = \"vm$n.id\""; fi
+            if [[ -n ${TB_SESSION_EXTRA:-} ]]; then echo "$TB_SESSION_EXTRA"; fi
         fi
         echo
         echo "[daemon]"
@@ -238,7 +288,12 @@ tb_config() {
             echo "[[peer]]"
             echo "name = \"vm$j\""
             echo "mac = \"$(tb_mac "$j")\""
-            echo "key_file = \"vm$a-vm$b.key\""
+            if [[ ${TB_SESSION:-0} == 1 ]]; then
+                echo "address = \"$(tb_ip "$j")\""
+                if [[ ${TB_IDENTITY:-0} == 1 ]]; then echo "identity = \"$(cat "$TB_DIR/vm$j.pub")\""; fi
+            else
+                echo "key_file = \"vm$a-vm$b.key\""
+            fi
             if [[ $uplink == udp ]]; then echo "endpoint = \"$(tb_up_ip "$j"):$TB_PORT\""; fi
         done
         if [[ -n ${TB_CONFIG_EXTRA:-} ]]; then printf '\n%s\n' "$TB_CONFIG_EXTRA"; fi

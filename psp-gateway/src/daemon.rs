@@ -16,7 +16,7 @@ use crate::config::{Config, ConfigError, LogFormat, UplinkConfig};
 use crate::dataplane::counters::GlobalCounters;
 use crate::dataplane::normalize::NormContext;
 use crate::dataplane::set::{BuildError, PeerSet};
-use crate::dataplane::{Shared, rx_loop, tx_loop};
+use crate::dataplane::{Shared, rx_loop, rx2_loop, tx_loop};
 use crate::io::notify::Notifier;
 use crate::io::raw_eth::RawSocket;
 use crate::io::sys::drop_privileges;
@@ -24,6 +24,7 @@ use crate::io::tap::Tap;
 use crate::io::udp::UdpLink;
 use crate::io::{ETHERNET_HEADER_LEN, SLOT_LEN, Uplink};
 use crate::metrics;
+use crate::sessions::{Driver, Link};
 use crate::status::{self, Info};
 
 /// Options given on the command line (override the config file).
@@ -124,6 +125,19 @@ async fn serve(config: Config, opts: &Options) -> Result<(), DaemonError> {
             UdpLink::bind(*listen).map_err(|e| runtime(format_args!("uplink udp {listen}"), e))?,
         ),
     };
+    let uplink2 = match &config.uplink2 {
+        None => None,
+        Some(UplinkConfig::Raw { interface }) => {
+            Some(Uplink::Raw(RawSocket::open(interface).map_err(|e| {
+                runtime(format_args!("uplink[1] {interface}"), e)
+            })?))
+        }
+        Some(UplinkConfig::Udp { listen }) => {
+            Some(Uplink::Udp(UdpLink::bind(*listen).map_err(|e| {
+                runtime(format_args!("uplink[1] udp {listen}"), e)
+            })?))
+        }
+    };
     let uplink_mtu = uplink.mtu().map_err(|e| runtime("uplink MTU", e))?;
     let max_frame = max_frame(&uplink, uplink_mtu);
 
@@ -210,10 +224,18 @@ async fn serve(config: Config, opts: &Options) -> Result<(), DaemonError> {
         drop_privileges(user).map_err(|e| runtime(format_args!("--user {user}"), e))?;
     }
 
+    let (link, link_rx) = match config.session {
+        Some(_) => {
+            let (l, r) = Link::new();
+            (Some(l), Some(r))
+        }
+        None => (None, None),
+    };
     let shared = Arc::new(Shared {
         global: GlobalCounters::default(),
         mac,
         origin,
+        sessions: link,
     });
     let info = Info {
         interface: tap.name().to_owned(),
@@ -222,7 +244,35 @@ async fn serve(config: Config, opts: &Options) -> Result<(), DaemonError> {
     };
     let tap = Arc::new(tap);
     let uplink = Arc::new(uplink);
+    let uplink2 = uplink2.map(Arc::new);
     let (set_tx, set_rx) = watch::channel(Arc::clone(&set));
+    // Sessions: the driver, and the receive task of the second path.
+    let mut session_tasks: Vec<JoinHandle<()>> = Vec::new();
+    if let (Some(sc), Some(rx)) = (config.session.clone(), link_rx) {
+        let mut paths = vec![Arc::clone(&uplink)];
+        paths.extend(uplink2.clone());
+        let driver = Driver::new(
+            sc,
+            config.uplink2.as_ref(),
+            paths,
+            Arc::clone(&shared),
+            set_rx.clone(),
+        );
+        session_tasks.push(tokio::spawn(driver.run(rx)));
+    }
+    if let Some(u2) = &uplink2 {
+        let r = rx2_loop(
+            Arc::clone(u2),
+            Arc::clone(&shared),
+            set_rx.clone(),
+            max_frame,
+        );
+        session_tasks.push(tokio::spawn(async move {
+            if let Err(e) = r.await {
+                tracing::error!(error = %e, "path 2 receive stopped");
+            }
+        }));
+    }
     let tasks: [JoinHandle<std::io::Result<()>>; 2] = [
         tokio::spawn(tx_loop(
             Arc::clone(&tap),
@@ -267,6 +317,12 @@ async fn serve(config: Config, opts: &Options) -> Result<(), DaemonError> {
         uplink = %info.uplink,
         mtu,
         peers = config.peers.len(),
+        sessions = %config.session.as_ref().map_or("off", |s| match s.smkex {
+            psp_core::handshake::SmkexMode::Off => "sep",
+            psp_core::handshake::SmkexMode::Required => "smkex-required",
+            _ => "smkex-preferred",
+        }),
+        paths = 1 + usize::from(config.uplink2.is_some()),
         user = user.as_deref().unwrap_or("root"),
         metrics = %config.metrics.map_or_else(|| "off".to_string(), |m| m.listen.to_string()),
         "ready"
@@ -288,6 +344,9 @@ async fn serve(config: Config, opts: &Options) -> Result<(), DaemonError> {
         t.abort();
     }
     status_task.abort();
+    for t in &session_tasks {
+        t.abort();
+    }
     if let Some(t) = &metrics_task {
         t.abort();
     }
@@ -295,6 +354,9 @@ async fn serve(config: Config, opts: &Options) -> Result<(), DaemonError> {
     let _ = tx_task.await;
     let _ = rx_task.await;
     let _ = status_task.await;
+    for t in session_tasks {
+        let _ = t.await;
+    }
     if let Some(t) = metrics_task {
         let _ = t.await;
     }
@@ -334,11 +396,13 @@ fn reload(
         Ok(new) => {
             if new.interface != current.interface
                 || new.uplink != current.uplink
+                || new.uplink2 != current.uplink2
+                || new.session != current.session
                 || new.daemon != current.daemon
                 || new.metrics != current.metrics
             {
                 tracing::warn!(
-                    "reload: [interface], [uplink], [daemon] and [metrics] changes need a restart; applying peers and keys only"
+                    "reload: [interface], [uplink], [session], [daemon] and [metrics] changes need a restart; applying peers and keys only"
                 );
             }
             let previous = set_tx.borrow().clone();

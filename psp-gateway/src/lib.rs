@@ -16,4 +16,5 @@ pub mod io;
 pub(crate) mod kernels;
 pub(crate) mod metrics;
 pub(crate) mod offload;
+pub(crate) mod sessions;
 pub(crate) mod status;

@@ -50,6 +50,16 @@ pub(crate) fn document(info: &Info, shared: &Shared, set: &PeerSet) -> Value {
                 m.insert("endpoint".into(), ep.to_string().into());
             }
             m.extend(c.to_json());
+            if let Some(sp) = set.sessions.get(i).and_then(Option::as_deref) {
+                let now_us = shared
+                    .now()
+                    .saturating_since(psp_core::time::Instant::ZERO)
+                    .total_micros();
+                total += sp.stats.no_session.get() + sp.stats.group_unicast.get();
+                m.insert("session".into(), Value::Object(sp.to_json(now_us)));
+            } else if set.config.session.is_some() {
+                m.insert("session".into(), json!({ "state": "static-key" }));
+            }
             if let Some(np) = set.norm.get(i).and_then(Option::as_deref) {
                 total += np.counters.rx_drops_total();
                 m.insert("normalize".into(), np.to_json());
@@ -70,6 +80,7 @@ pub(crate) fn document(info: &Info, shared: &Shared, set: &PeerSet) -> Value {
             "tx_bytes": shared.global.group_tx_bytes.get(),
         },
         "peers": peers,
+        "sessions": shared.sessions.as_ref().map(|l| json!({ "driver_dropped": l.dropped.get() })),
         "drops": drops,
         "ignored": ignored,
         "drops_total": total,

@@ -73,11 +73,17 @@ impl<'de> Deserialize<'de> for RawUplinks {
             fn expecting(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
                 f.write_str("an [uplink] table or [[uplink]] tables")
             }
-            fn visit_map<A: serde::de::MapAccess<'de>>(self, map: A) -> Result<RawUplinks, A::Error> {
+            fn visit_map<A: serde::de::MapAccess<'de>>(
+                self,
+                map: A,
+            ) -> Result<RawUplinks, A::Error> {
                 RawUplink::deserialize(serde::de::value::MapAccessDeserializer::new(map))
                     .map(RawUplinks::One)
             }
-            fn visit_seq<A: serde::de::SeqAccess<'de>>(self, seq: A) -> Result<RawUplinks, A::Error> {
+            fn visit_seq<A: serde::de::SeqAccess<'de>>(
+                self,
+                seq: A,
+            ) -> Result<RawUplinks, A::Error> {
                 Vec::<RawUplink>::deserialize(serde::de::value::SeqAccessDeserializer::new(seq))
                     .map(RawUplinks::Many)
             }

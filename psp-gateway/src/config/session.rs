@@ -77,7 +77,14 @@ fn err(file: &Path, key: &str, problem: impl core::fmt::Display) -> ConfigError 
     ConfigError::new(file, format!("session.{key}"), problem.to_string())
 }
 
-fn range(file: &Path, key: &str, v: Option<i64>, lo: i64, hi: i64, default: i64) -> Result<i64, ConfigError> {
+fn range(
+    file: &Path,
+    key: &str,
+    v: Option<i64>,
+    lo: i64,
+    hi: i64,
+    default: i64,
+) -> Result<i64, ConfigError> {
     match v {
         None => Ok(default),
         Some(v) if (lo..=hi).contains(&v) => Ok(v),
@@ -103,7 +110,14 @@ pub(super) fn build(
 ) -> Result<SessionConfig, ConfigError> {
     let lifetime = range(file, "lifetime_s", raw.lifetime_s, 60, 86_400, 3600)?;
     let rekey_after = range(file, "rekey_after_s", raw.rekey_after_s, 1, 86_400, 120)?;
-    let rekey_seq = range(file, "rekey_seq", raw.rekey_seq, 16, i64::from(u32::MAX), 1 << 31)?;
+    let rekey_seq = range(
+        file,
+        "rekey_seq",
+        raw.rekey_seq,
+        16,
+        i64::from(u32::MAX),
+        1 << 31,
+    )?;
     let grace = range(file, "grace_s", raw.grace_s, 1, 3600, 30)?;
     let queue = range(file, "queue", raw.queue, 1, 1024, 64)?;
     let smkex = match raw.smkex.as_deref() {
@@ -125,10 +139,18 @@ pub(super) fn build(
             let mut out = Vec::new();
             for (i, s) in list.iter().enumerate() {
                 let id = SuiteId::from_name(s).ok_or_else(|| {
-                    err(file, &format!("suites[{i}]"), format_args!("unknown suite {s:?}"))
+                    err(
+                        file,
+                        &format!("suites[{i}]"),
+                        format_args!("unknown suite {s:?}"),
+                    )
                 })?;
                 if out.contains(&id) {
-                    return Err(err(file, &format!("suites[{i}]"), format_args!("{s:?} is listed twice")));
+                    return Err(err(
+                        file,
+                        &format!("suites[{i}]"),
+                        format_args!("{s:?} is listed twice"),
+                    ));
                 }
                 out.push(id);
             }
@@ -152,8 +174,13 @@ pub(super) fn build(
                     ),
                 )
             })?;
-            psp_core::handshake::Identity::from_seed(seed)
-                .map_err(|e| err(file, "identity_file", format_args!("{}: {e}", path.display())))?;
+            psp_core::handshake::Identity::from_seed(seed).map_err(|e| {
+                err(
+                    file,
+                    "identity_file",
+                    format_args!("{}: {e}", path.display()),
+                )
+            })?;
             Some(IdentityFile {
                 path,
                 seed: Zeroizing::new(seed),
@@ -167,9 +194,19 @@ pub(super) fn build(
     };
     let address = match (&raw.address, addresses.first()) {
         (Some(a), _) => parse_prefix(a).ok_or_else(|| {
-            err(file, "address", format_args!("{a:?} is not ADDRESS/PREFIX (e.g. \"10.0.0.1/24\")"))
+            err(
+                file,
+                "address",
+                format_args!("{a:?} is not ADDRESS/PREFIX (e.g. \"10.0.0.1/24\")"),
+            )
         })?,
-        (None, Some(a)) => parse_prefix(a).ok_or_else(|| err(file, "address", "interface.addresses[0] is not ADDRESS/PREFIX"))?,
+        (None, Some(a)) => parse_prefix(a).ok_or_else(|| {
+            err(
+                file,
+                "address",
+                "interface.addresses[0] is not ADDRESS/PREFIX",
+            )
+        })?,
         (None, None) => {
             return Err(err(
                 file,

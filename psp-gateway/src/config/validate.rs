@@ -260,7 +260,10 @@ fn uplinks(
             let first = uplink(ctx, "uplink[0]", it.next().ok_or_else(missing)?)?;
             let second = it.next().map(|u| uplink(ctx, "uplink[1]", u)).transpose()?;
             if second.as_ref() == Some(&first) {
-                return Err(ctx.err("uplink[1]", "is the same as uplink[0]; two paths need two uplinks"));
+                return Err(ctx.err(
+                    "uplink[1]",
+                    "is the same as uplink[0]; two paths need two uplinks",
+                ));
             }
             Ok((first, second))
         }
@@ -462,7 +465,10 @@ fn peer(
         .as_deref()
         .map(|a| {
             a.parse::<IpAddr>().map_err(|_| {
-                ctx.err(format!("{scope}.address"), format_args!("{a:?} is not an IP address"))
+                ctx.err(
+                    format!("{scope}.address"),
+                    format_args!("{a:?} is not an IP address"),
+                )
             })
         })
         .transpose()?;

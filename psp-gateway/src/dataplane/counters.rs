@@ -123,6 +123,10 @@ pub(crate) struct GlobalCounters {
     pub(crate) rx_tap_error: Counter,
     /// Received PSP frames addressed to another unicast MAC on the segment (ignored).
     pub(crate) not_for_us: Counter,
+    /// Authentic frames on path 2 that are not handshake messages (data travels on path 1).
+    pub(crate) path2_ignored: Counter,
+    /// Frames on path 2 the group opener refused.
+    pub(crate) path2_drops: Counter,
 }
 
 impl GlobalCounters {
@@ -135,6 +139,7 @@ impl GlobalCounters {
             + self.tx_error.get()
             + self.spoofed_src.get()
             + self.rx_tap_error.get()
+            + self.path2_drops.get()
     }
 
     /// `drops` and `ignored` objects for the status JSON.
@@ -148,8 +153,9 @@ impl GlobalCounters {
                 "tx_error": self.tx_error.get(),
                 "spoofed_src": self.spoofed_src.get(),
                 "rx_tap_error": self.rx_tap_error.get(),
+                "path2": self.path2_drops.get(),
             }),
-            json!({ "not_for_us": self.not_for_us.get() }),
+            json!({ "not_for_us": self.not_for_us.get(), "path2_not_handshake": self.path2_ignored.get() }),
         )
     }
 }

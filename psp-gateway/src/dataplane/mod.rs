@@ -13,13 +13,14 @@ pub(crate) mod set;
 use std::io;
 use std::sync::Arc;
 
+use psp_core::handshake::{PathId, RingOpenError};
 use psp_core::session::{DropReason, MAX_BATCH, SealError, SealJob, Sealer};
 use psp_core::time::Instant;
-use psp_core::wire::Protocol;
+use psp_core::wire::{Frame, Protocol, SecurityNumber};
 use tokio::sync::watch;
 
 use self::counters::GlobalCounters;
-use self::peers::{RxPeers, TxPeer, TxPeers};
+use self::peers::{RxPeers, TxPeer, TxPeers, lock_group};
 use self::set::PeerSet;
 use crate::io::{BATCH, Batch, SLOT_LEN, Uplink, tap::Tap};
 use crate::offload::Gro;
@@ -36,6 +37,8 @@ pub(crate) struct Shared {
     pub(crate) mac: Mac,
     /// The clock origin (core time is microseconds since this instant).
     pub(crate) origin: std::time::Instant,
+    /// The channel to the session driver, with `[session]`.
+    pub(crate) sessions: Option<crate::sessions::Link>,
 }
 
 impl Shared {
@@ -43,6 +46,14 @@ impl Shared {
     pub(crate) fn now(&self) -> Instant {
         Instant::from_std(self.origin, std::time::Instant::now())
     }
+}
+
+/// Whether `frame` carries a security number other than the group key's: a session key id.
+fn carries_key_id(frame: &[u8], group: Option<SecurityNumber>) -> bool {
+    Frame::new_checked(frame, 0)
+        .ok()
+        .and_then(|f| f.security_number())
+        .is_some_and(|sn| Some(sn) != group)
 }
 
 fn is_group(mac: &[u8]) -> bool {
@@ -124,7 +135,6 @@ pub(crate) async fn tx_loop(
             }
         }
         let now = shared.now();
-        let ours = |f: &[u8]| mac_at(f, 6) == Some(shared.mac);
         out.clear();
         let mut i = 0;
         while i < n {
@@ -159,24 +169,76 @@ pub(crate) async fn tx_loop(
                 i += 1;
                 continue;
             }
+            if let Some(s) = peers.peers[pi].session.clone() {
+                i = seal_session(&peers.peers[pi], &s, now, &inb, i, n, &shared, &mut out);
+                continue;
+            }
             // A run of frames to the same peer is sealed in one call, so the suite can
             // interleave their cipher chains (as many as it runs side by side).
             let peer = &peers.peers[pi];
-            let sealer = &mut peers.sealers[peer.sealer];
-            let run = sealer.batch_len();
-            let mut end = i + 1;
-            while end < n
-                && end - i < run
-                && mac_at(inb.frame(end), 0) == Some(dst)
-                && ours(inb.frame(end))
-            {
-                end += 1;
-            }
+            let mut group;
+            let sealer = match peer.sealer {
+                Some(k) => &mut peers.sealers[k],
+                None => {
+                    group = lock_group(&peers.group);
+                    &mut *group
+                }
+            };
+            let end = run_end(&inb, i, n, sealer.batch_len(), dst, shared.mac);
             seal_run(peer, sealer, now, &inb, i..end, &mut out, g);
             i = end;
         }
         flush(&uplink, &mut out, g).await?;
     }
+}
+
+/// The end of the run of frames from `i` (before `n`, at most `run` long) to `dst` from `ours`.
+fn run_end(inb: &Batch, i: usize, n: usize, run: usize, dst: Mac, ours: Mac) -> usize {
+    let mut end = i + 1;
+    while end < n
+        && end - i < run
+        && mac_at(inb.frame(end), 0) == Some(dst)
+        && mac_at(inb.frame(end), 6) == Some(ours)
+    {
+        end += 1;
+    }
+    end
+}
+
+/// Seals the run of frames from `i` to a session peer under its current session, or queues
+/// them for the driver when there is none. Returns the index after the run.
+#[allow(clippy::too_many_arguments)]
+fn seal_session(
+    peer: &TxPeer,
+    s: &crate::sessions::PeerSession,
+    now: Instant,
+    inb: &Batch,
+    i: usize,
+    n: usize,
+    shared: &Shared,
+    out: &mut Batch,
+) -> usize {
+    let dst = mac_at(inb.frame(i), 0).unwrap_or_default();
+    let mut ring = s.ring();
+    let (end, kick) = match ring.sealer(now) {
+        Ok(sealer) => {
+            let end = run_end(inb, i, n, sealer.batch_len(), dst, shared.mac);
+            seal_run(peer, sealer, now, inb, i..end, out, &shared.global);
+            (end, ring.rekey_due(now))
+        }
+        Err(_) => {
+            drop(ring);
+            let end = run_end(inb, i, n, RUN, dst, shared.mac);
+            for k in i..end {
+                s.enqueue(inb.frame(k));
+            }
+            (end, true)
+        }
+    };
+    if kick && let Some(link) = &shared.sessions {
+        link.kick(s);
+    }
+    end
 }
 
 /// The longest run `seal_run` takes (runs are `Sealer::batch_len` frames at most).
@@ -200,8 +262,8 @@ fn seal_group(
     if peers.peers.iter().all(|p| p.norm.is_some()) && !peers.peers.is_empty() {
         return;
     }
-    let sealed = match peers.group_mut().seal(now, frame, scratch) {
-        Ok(s) => s,
+    let sealed = match peers.group().seal(now, frame, scratch) {
+        Ok(s) => &*s,
         Err(e) => return count_seal_error(g, e),
     };
     let mut copy = |addr| {
@@ -341,15 +403,40 @@ pub(crate) async fn rx_loop(
                 np.counters.group_ignored.add(1);
                 continue;
             }
-            let opener = if group {
-                &mut peer.group
-            } else {
-                &mut peer.unicast
-            };
             let len = frame.len();
-            // Only an ICV vouches for the sender's checksums (`none` has none).
-            let trusted = opener.suite().icv_len() > 0;
-            match opener.open(now, frame) {
+            let session = peer.session.clone();
+            // A session peer's unicast frames carry their session's key id; its handshake
+            // messages (and everyone's group frames) come under the group key.
+            let via_ring =
+                !group && session.is_some() && carries_key_id(frame, peer.group_security_number());
+            let (result, trusted) = if let (true, Some(s)) = (via_ring, session.as_deref()) {
+                let r = s.ring().open(now, frame);
+                match r {
+                    Ok(o) => (Ok(o), s.suite_has_icv()),
+                    Err(RingOpenError::Open(e)) => (Err(e), true),
+                    Err(_) => {
+                        // A key we do not have: the peer kept a session we lost (we restarted),
+                        // or a stale frame. Ask the driver to set up a new one.
+                        s.stats.unknown_key.add(1);
+                        if let Some(link) = &shared.sessions {
+                            link.kick(s);
+                        }
+                        log.log(&peer.name, "unknown-key", len);
+                        continue;
+                    }
+                }
+            } else {
+                peer.learn_pin();
+                let opener = if group || session.is_some() {
+                    &mut peer.group
+                } else {
+                    &mut peer.unicast
+                };
+                // Only an ICV vouches for the sender's checksums (`none` has none).
+                let trusted = opener.suite().icv_len() > 0;
+                (opener.open(now, frame), trusted)
+            };
+            match result {
                 Ok(opened) if opened.protocol() == Protocol::Normalized && peer.norm.is_some() => {
                     if let Some(np) = peer.norm.as_deref() {
                         let payload = opened.payload();
@@ -358,7 +445,27 @@ pub(crate) async fn rx_loop(
                             .await;
                     }
                 }
-                Ok(opened) if opened.protocol().is_sub_protocol() => peer.counters.rx_sub.add(1),
+                Ok(opened) if opened.protocol().is_sub_protocol() => {
+                    let handshake = matches!(
+                        opened.protocol(),
+                        Protocol::SessionEstablishment | Protocol::KeyExchange
+                    );
+                    match (
+                        &shared.sessions,
+                        handshake && !group && !via_ring && session.is_some(),
+                    ) {
+                        (Some(link), true) => link.message(src, PathId::FIRST, opened.payload()),
+                        _ => peer.counters.rx_sub.add(1),
+                    }
+                }
+                Ok(_) if !group && !via_ring && session.is_some() => {
+                    // Data under the group key from a session peer: any holder of the group key
+                    // could have sealed it.
+                    if let Some(s) = session.as_deref() {
+                        s.stats.group_unicast.add(1);
+                    }
+                    log.log(&peer.name, "group-unicast", len);
+                }
                 Ok(opened) => {
                     let inner = opened.frame();
                     peer.counters.rx_frames.add(1);
@@ -391,4 +498,87 @@ pub(crate) async fn rx_loop(
             }
         }
     }
+}
+
+/// Receive direction of the second path (SMKEX): opens group-key frames from session peers
+/// (with replay windows of its own) and hands their handshake messages to the driver; anything
+/// else is counted and dropped (data travels on path 1). Returns only on an I/O error.
+///
+/// # Errors
+/// An uplink read error.
+pub(crate) async fn rx2_loop(
+    uplink: Arc<Uplink>,
+    shared: Arc<Shared>,
+    mut set: watch::Receiver<Arc<PeerSet>>,
+    max_frame: usize,
+) -> io::Result<()> {
+    let mut inb = Batch::new(BATCH);
+    let mut openers = path2_openers(&set.borrow_and_update(), max_frame);
+    let g = &shared.global;
+    loop {
+        let n = uplink.recv_batch(&mut inb).await?;
+        if set.has_changed().unwrap_or(false) {
+            openers = path2_openers(&set.borrow_and_update(), max_frame);
+        }
+        let now = shared.now();
+        for i in 0..n {
+            let frame = inb.frame_mut(i);
+            let (Some(dst), Some(src)) = (mac_at(frame, 0), mac_at(frame, 6)) else {
+                g.malformed.add(1);
+                continue;
+            };
+            if dst != shared.mac {
+                g.not_for_us.add(1);
+                continue;
+            }
+            let Some((s, verifying, opener)) = openers.get_mut(&src) else {
+                g.unknown_peer.add(1);
+                continue;
+            };
+            if !*verifying && let Some(pin) = s.pin.get() {
+                opener.set_verifier(Some(psp_core::crypto::VerifyingKey::from_bytes(*pin)));
+                *verifying = true;
+            }
+            match opener.open(now, frame) {
+                Ok(o)
+                    if matches!(
+                        o.protocol(),
+                        Protocol::SessionEstablishment | Protocol::KeyExchange
+                    ) =>
+                {
+                    if let Some(link) = &shared.sessions {
+                        link.message(src, PathId::SECOND, o.payload());
+                    }
+                }
+                Ok(_) => g.path2_ignored.add(1),
+                Err(e) => {
+                    g.path2_drops.add(1);
+                    tracing::debug!(reason = e.reason().as_str(), "path 2 frame dropped");
+                }
+            }
+        }
+    }
+}
+
+type Path2Openers = std::collections::HashMap<
+    Mac,
+    (
+        Arc<crate::sessions::PeerSession>,
+        bool,
+        psp_core::session::Opener,
+    ),
+>;
+
+fn path2_openers(set: &PeerSet, max_frame: usize) -> Path2Openers {
+    let mut m = Path2Openers::new();
+    for (p, s) in set.config.peers.iter().zip(&set.sessions) {
+        let Some(s) = s else { continue };
+        let pin = p.identity.or_else(|| s.pin.get().copied());
+        for mac in &p.macs {
+            if let Ok(o) = peers::group_opener(&set.config, pin, max_frame) {
+                m.insert(*mac, (Arc::clone(s), pin.is_some(), o));
+            }
+        }
+    }
+    m
 }

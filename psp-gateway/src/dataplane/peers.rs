@@ -8,10 +8,11 @@
 //! not change: `carry_over`, a step that cannot fail. Neither task takes a lock per frame.
 
 use std::collections::HashMap;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, MutexGuard};
 
 use core::net::SocketAddr;
 
+use psp_core::crypto::VerifyingKey;
 use psp_core::session::{Opener, Sealer};
 
 use super::Mac;
@@ -19,12 +20,23 @@ use super::counters::PeerCounters;
 use super::keys::{self, new_opener, new_sealer};
 use super::normalize::NormPeer;
 use crate::config::{Config, PeerSecurity};
+use crate::sessions::PeerSession;
+
+/// The group key's sealer, shared by the transmit task (broadcast, multicast, peers keyed by the
+/// group key) and the session driver (handshake messages): one sequence-number stream per key.
+pub(crate) type GroupSealer = Arc<Mutex<Sealer>>;
+
+/// Locks the group sealer (a panic elsewhere cannot leave it half-updated: go on).
+pub(crate) fn lock_group(g: &GroupSealer) -> MutexGuard<'_, Sealer> {
+    g.lock().unwrap_or_else(|e| e.into_inner())
+}
 
 /// One peer, transmit side.
 #[derive(Debug)]
 pub(crate) struct TxPeer {
-    /// Index into [`TxPeers::sealers`] of the sealer for the peer's unicast key.
-    pub(crate) sealer: usize,
+    /// Index into [`TxPeers::sealers`] of the sealer for the peer's unicast key; `None`: the
+    /// group key's (shared) sealer.
+    pub(crate) sealer: Option<usize>,
     /// The UDP endpoint, if any.
     pub(crate) endpoint: Option<SocketAddr>,
     /// Counters.
@@ -32,6 +44,9 @@ pub(crate) struct TxPeer {
     /// The normalized endpoint, if the peer is normalized: its unicast frames go there and are
     /// sealed by its pacing task (with a key no one else uses), never by `sealer`.
     pub(crate) norm: Option<Arc<NormPeer>>,
+    /// The peer's sessions, if it is a session peer: unicast frames are sealed under its key
+    /// ring, never under `sealer`.
+    pub(crate) session: Option<Arc<PeerSession>>,
 }
 
 /// The transmit half of the peer table.
@@ -46,8 +61,10 @@ pub(crate) struct TxPeers {
     pub(crate) peers: Vec<TxPeer>,
     /// Destination MAC → index into `peers`.
     pub(crate) by_mac: HashMap<Mac, usize>,
-    /// The sealers; index 0 seals broadcast and multicast frames under the group key.
+    /// The sealers of the peers' own keys.
     pub(crate) sealers: Vec<Sealer>,
+    /// The group key's sealer (broadcast, multicast, peers without a key of their own).
+    pub(crate) group: GroupSealer,
     settings: Vec<PeerSecurity>,
 }
 
@@ -61,18 +78,22 @@ impl TxPeers {
         config: &Config,
         counters: &[Arc<PeerCounters>],
         norm: &[Option<Arc<NormPeer>>],
+        group: &GroupSealer,
+        sessions: &[Option<Arc<PeerSession>>],
     ) -> Result<Self, keys::Error> {
         let mut sealers = Vec::new();
         let mut settings: Vec<PeerSecurity> = Vec::new();
-        let mut sealer_for = |name: &str, s: &PeerSecurity| -> Result<usize, keys::Error> {
+        let mut sealer_for = |name: &str, s: &PeerSecurity| -> Result<Option<usize>, keys::Error> {
+            if *s.key.bytes == *config.group.key.bytes {
+                return Ok(None);
+            }
             if let Some(i) = settings.iter().position(|t| *t.key.bytes == *s.key.bytes) {
-                return Ok(i);
+                return Ok(Some(i));
             }
             sealers.push(new_sealer(name, s)?);
             settings.push(s.clone());
-            Ok(sealers.len() - 1)
+            Ok(Some(sealers.len() - 1))
         };
-        sealer_for("group", &config.group)?;
         let mut peers = Vec::with_capacity(config.peers.len());
         let mut by_mac = HashMap::new();
         for (i, p) in config.peers.iter().enumerate() {
@@ -85,12 +106,14 @@ impl TxPeers {
                 endpoint: p.endpoint,
                 counters: Arc::clone(&counters[i]),
                 norm: norm.get(i).cloned().flatten(),
+                session: sessions.get(i).cloned().flatten(),
             });
         }
         Ok(Self {
             peers,
             by_mac,
             sealers,
+            group: Arc::clone(group),
             settings,
         })
     }
@@ -113,14 +136,19 @@ impl TxPeers {
         self
     }
 
-    /// The sealer for broadcast and multicast frames (the group key).
-    pub(crate) fn group_mut(&mut self) -> &mut Sealer {
-        &mut self.sealers[0]
+    /// The sealer for broadcast and multicast frames (the group key), locked.
+    pub(crate) fn group(&self) -> MutexGuard<'_, Sealer> {
+        lock_group(&self.group)
     }
 
     /// The largest number of bytes sealing adds to an inner frame, over all keys.
     pub(crate) fn max_overhead(&self) -> usize {
-        self.sealers.iter().map(Sealer::overhead).max().unwrap_or(0)
+        self.sealers
+            .iter()
+            .map(Sealer::overhead)
+            .chain(core::iter::once(self.group().overhead()))
+            .max()
+            .unwrap_or(0)
     }
 }
 
@@ -137,7 +165,47 @@ pub(crate) struct RxPeer {
     pub(crate) counters: Arc<PeerCounters>,
     /// The normalized endpoint, if the peer is normalized.
     pub(crate) norm: Option<Arc<NormPeer>>,
-    settings: (PeerSecurity, PeerSecurity),
+    /// The peer's sessions, if it is a session peer.
+    pub(crate) session: Option<Arc<PeerSession>>,
+    /// Whether `group` checks signatures (a pinned identity); without one it accepts signed
+    /// frames unverified until a pin is learnt (trust on first use).
+    pub(crate) verifying: bool,
+    settings: (PeerSecurity, PeerSecurity, Option<[u8; 32]>),
+}
+
+impl RxPeer {
+    /// The security number group-key frames carry, if the group sets one.
+    pub(crate) fn group_security_number(&self) -> Option<psp_core::wire::SecurityNumber> {
+        self.settings.1.security_number
+    }
+
+    /// Makes the group opener check signatures once the peer's identity is pinned.
+    #[inline]
+    pub(crate) fn learn_pin(&mut self) {
+        if self.verifying {
+            return;
+        }
+        if let Some(pin) = self.session.as_ref().and_then(|s| s.pin.get()) {
+            self.group
+                .set_verifier(Some(VerifyingKey::from_bytes(*pin)));
+            self.verifying = true;
+        }
+    }
+}
+
+/// A group-key opener for `p`: checks signatures against its pinned identity, or, without one,
+/// accepts signed frames unverified (the sender may sign; we cannot check yet).
+pub(crate) fn group_opener(
+    config: &Config,
+    pin: Option<[u8; 32]>,
+    max_frame: usize,
+) -> Result<Opener, keys::Error> {
+    let mut o = new_opener("group", &config.group, max_frame)?;
+    match pin {
+        Some(k) => o.set_verifier(Some(VerifyingKey::from_bytes(k))),
+        None => o.set_accept_unverified(true),
+    }
+    Ok(o)
 }
 
 /// The receive half of the peer table.
@@ -160,6 +228,7 @@ impl RxPeers {
         config: &Config,
         counters: &[Arc<PeerCounters>],
         norm: &[Option<Arc<NormPeer>>],
+        sessions: &[Option<Arc<PeerSession>>],
         max_frame: usize,
     ) -> Result<Self, keys::Error> {
         let mut peers = Vec::with_capacity(config.peers.len());
@@ -168,13 +237,19 @@ impl RxPeers {
             for mac in &p.macs {
                 by_mac.insert(*mac, i);
             }
+            let session = sessions.get(i).cloned().flatten();
+            let pin = p
+                .identity
+                .or_else(|| session.as_ref().and_then(|s| s.pin.get().copied()));
             peers.push(RxPeer {
                 name: p.name.clone(),
                 unicast: new_opener(&p.name, &p.security, max_frame)?,
-                group: new_opener("group", &config.group, max_frame)?,
+                group: group_opener(config, pin, max_frame)?,
                 counters: Arc::clone(&counters[i]),
                 norm: norm.get(i).cloned().flatten(),
-                settings: (p.security.clone(), config.group.clone()),
+                session,
+                verifying: pin.is_some(),
+                settings: (p.security.clone(), config.group.clone(), pin),
             });
         }
         Ok(Self { peers, by_mac })
@@ -197,8 +272,9 @@ impl RxPeers {
             if o.settings.0 == p.settings.0 {
                 p.unicast = o.unicast;
             }
-            if o.settings.1 == p.settings.1 {
+            if o.settings.1 == p.settings.1 && (o.settings.2 == p.settings.2 || !p.verifying) {
                 p.group = o.group;
+                p.verifying = o.verifying;
             }
         }
         self

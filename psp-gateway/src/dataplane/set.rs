@@ -26,9 +26,10 @@ use super::Shared;
 use super::counters::PeerCounters;
 use super::keys::{self, new_sealer};
 use super::normalize::{NormContext, NormPeer, Reuse};
-use super::peers::{RxPeers, TxPeers};
+use super::peers::{GroupSealer, RxPeers, TxPeers, lock_group};
 use crate::config::{Config, ConfigError, PeerConfig};
 use crate::io::{ETHERNET_HEADER_LEN, Uplink};
+use crate::sessions::PeerSession;
 
 /// Why a peer set could not be built (nothing changed).
 #[derive(Debug, thiserror::Error)]
@@ -60,6 +61,10 @@ pub(crate) struct PeerSet {
     pub(crate) counters: Vec<Arc<PeerCounters>>,
     /// Normalized endpoints, parallel to `config.peers`.
     pub(crate) norm: Vec<Option<Arc<NormPeer>>>,
+    /// Session peers' state, parallel to `config.peers`.
+    pub(crate) sessions: Vec<Option<Arc<PeerSession>>>,
+    /// The group key's sealer (shared with the session driver).
+    group: GroupSealer,
     // Each task's half, taken once by that task (or by the daemon at start).
     tx: Mutex<Option<TxPeers>>,
     rx: Mutex<Option<RxPeers>>,
@@ -167,23 +172,37 @@ impl PeerSet {
                 }
             }
         }
-        let tx = TxPeers::build(&config, &counters, &norm)?;
-        let overhead = tx.max_overhead();
+        let group = match previous.filter(|prev| {
+            prev.config.group == config.group && same_identity(&prev.config, &config)
+        }) {
+            Some(prev) => Arc::clone(&prev.group),
+            None => Arc::new(Mutex::new(group_sealer(&config)?)),
+        };
+        let sessions = session_peers(&config, previous, ctx.max_frame);
+        let tx = TxPeers::build(&config, &counters, &norm, &group, &sessions)?;
+        let overhead = tx.max_overhead().max(session_overhead(&config));
         if let Some(max) = max_overhead.filter(|max| overhead > *max) {
             return Err(BuildError::Overhead { overhead, max });
         }
-        let rx = RxPeers::build(&config, &counters, &norm, ctx.max_frame)?;
+        let rx = RxPeers::build(&config, &counters, &norm, &sessions, ctx.max_frame)?;
         Ok(Staged {
             set: Self {
                 config,
                 counters,
                 norm,
+                sessions,
+                group,
                 tx: Mutex::new(Some(tx)),
                 rx: Mutex::new(Some(rx)),
                 max_overhead: overhead,
             },
             steps,
         })
+    }
+
+    /// The group key's sealer, locked (for handshake messages).
+    pub(crate) fn group_sealer(&self) -> MutexGuard<'_, psp_core::session::Sealer> {
+        lock_group(&self.group)
     }
 
     /// The transmit task's half, once (`None` after it was taken).
@@ -242,6 +261,108 @@ impl Staged {
         }
         self.set
     }
+}
+
+fn same_identity(a: &Config, b: &Config) -> bool {
+    let id = |c: &Config| c.session.as_ref().and_then(|s| s.identity.clone());
+    id(a) == id(b)
+}
+
+/// The group sealer: signs with this host's identity when it has one (the thesis'
+/// digital-signature flag on group frames).
+fn group_sealer(config: &Config) -> Result<psp_core::session::Sealer, keys::Error> {
+    let sealer = new_sealer("group", &config.group)?;
+    let identity = config
+        .session
+        .as_ref()
+        .and_then(|s| s.identity.as_ref())
+        .and_then(|f| psp_core::handshake::Identity::from_seed(*f.seed).ok())
+        .and_then(|id| id.signing_key().ok());
+    Ok(match identity {
+        Some(k) => sealer.with_signer(k),
+        None => sealer,
+    })
+}
+
+/// The key-ring settings of the session peers.
+pub(crate) fn ring_config(config: &Config, max_frame: usize) -> psp_core::handshake::KeyRingConfig {
+    let mut rc = psp_core::handshake::KeyRingConfig::default();
+    if let Some(s) = &config.session {
+        rc.grace = s.grace;
+        rc.rekey_seq = s.rekey_seq;
+        // A quarter of the lifetime, at most a minute: the rekey starts well before expiry.
+        rc.rekey_margin =
+            psp_core::time::Duration::from_micros((s.lifetime.total_micros() / 4).min(60_000_000));
+    }
+    rc.opener = rc
+        .opener
+        .with_replay_window(config.group.replay_window)
+        .with_max_frame_len(max_frame);
+    rc
+}
+
+/// The session state of every session peer: kept from `previous` for a peer of the same name,
+/// MACs, identity and address (its sessions go on), new otherwise.
+fn session_peers(
+    config: &Config,
+    previous: Option<&PeerSet>,
+    max_frame: usize,
+) -> Vec<Option<Arc<PeerSession>>> {
+    let Some(sc) = &config.session else {
+        return vec![None; config.peers.len()];
+    };
+    config
+        .peers
+        .iter()
+        .map(|p| {
+            if !p.session {
+                return None;
+            }
+            let kept = previous.and_then(|prev| {
+                let i = prev.config.peers.iter().position(|q| {
+                    q.name == p.name
+                        && q.session
+                        && q.macs == p.macs
+                        && q.identity == p.identity
+                        && q.address == p.address
+                })?;
+                (prev.config.session == config.session)
+                    .then(|| prev.sessions[i].clone())
+                    .flatten()
+            });
+            Some(kept.unwrap_or_else(|| {
+                Arc::new(PeerSession::new(
+                    &p.name,
+                    p.macs[0],
+                    ring_config(config, max_frame),
+                    p.identity,
+                    p.address,
+                    sc.queue,
+                ))
+            }))
+        })
+        .collect()
+}
+
+/// The largest overhead of a session suite (frames carry the key id as security number).
+fn session_overhead(config: &Config) -> usize {
+    let Some(s) = &config.session else {
+        return 0;
+    };
+    s.suites
+        .iter()
+        .filter_map(|suite| {
+            let key =
+                psp_core::crypto::SuiteKey::new(*suite, &[0u8; 32][..suite.key_len()]).ok()?;
+            let cfg = psp_core::session::SealerConfig::new()
+                .with_security_number(psp_core::wire::SecurityNumber::new(0).ok())
+                .with_allow_none(true);
+            psp_core::session::Sealer::new(key, psp_core::Seq(0), cfg)
+                .ok()
+                .map(|s| s.overhead())
+        })
+        .max()
+        .unwrap_or(0)
 }
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
