@@ -240,6 +240,99 @@ fn snapshot(shared: &Shared, set: &PeerSet) -> Vec<Family> {
     }
     out.extend([tx_frames, tx_bytes, rx_frames, rx_bytes, rx_sub, peer_drops]);
     out.extend(normalizer(set));
+    out.extend(sessions(shared, set));
+    out
+}
+
+/// The families of session peers (left out without `[session]`).
+fn sessions(shared: &Shared, set: &PeerSet) -> Vec<Family> {
+    use Kind::{Counter, Gauge};
+    use core::sync::atomic::Ordering::Relaxed;
+    if set.config.session.is_none() {
+        return Vec::new();
+    }
+    let int = Num::Int;
+    let now_us = shared
+        .now()
+        .saturating_since(psp_core::time::Instant::ZERO)
+        .total_micros();
+    let mut up = Family::new(
+        "psp_peer_session_up",
+        Gauge,
+        "1 while the peer has a session that seals.",
+    );
+    let mut age = Family::new(
+        "psp_peer_session_age_seconds",
+        Gauge,
+        "Age of the newest session key.",
+    );
+    let mut two = Family::new(
+        "psp_peer_session_two_path",
+        Gauge,
+        "1 if the newest session ran SMKEX over two paths, 0 if single-path SEP.",
+    );
+    let mut hs = Family::new(
+        "psp_peer_handshake_seconds",
+        Gauge,
+        "Duration of the newest completed handshake.",
+    );
+    let mut sessions = Family::new("psp_peer_sessions", Counter, "Sessions established.");
+    let mut rekeys = Family::new("psp_peer_rekeys", Counter, "Completed re-keys.");
+    let mut fails = Family::new(
+        "psp_peer_handshake_failures",
+        Counter,
+        "Failed or refused handshakes with the peer, by reason.",
+    );
+    let mut no_session = Family::new(
+        "psp_peer_no_session_drops",
+        Counter,
+        "Frames to the peer dropped for want of a session (queue full, or the handshake failed).",
+    );
+    let mut unknown_key = Family::new(
+        "psp_peer_unknown_key_drops",
+        Counter,
+        "Frames from the peer under a key id of no live session.",
+    );
+    for (p, sp) in set.config.peers.iter().zip(&set.sessions) {
+        let Some(sp) = sp else { continue };
+        let peer = || vec![("peer", p.name.clone())];
+        let st = &sp.stats;
+        up.push(peer(), int(u64::from(sp.ring().current().is_some())));
+        let est = st.established_us.load(Relaxed);
+        if est > 0 {
+            age.push(
+                peer(),
+                Num::Float(now_us.saturating_sub(est - 1) as f64 / 1e6),
+            );
+            two.push(peer(), int(u64::from(st.two_path.load(Relaxed))));
+            hs.push(
+                peer(),
+                Num::Float(st.handshake_us.load(Relaxed) as f64 / 1e6),
+            );
+        }
+        sessions.push(peer(), int(st.sessions.get()));
+        rekeys.push(peer(), int(st.rekeys.get()));
+        for (reason, c) in crate::sessions::FAIL_REASONS.iter().zip(&st.failures) {
+            let mut labels = peer();
+            labels.push(("reason", (*reason).to_string()));
+            fails.push(labels, int(c.get()));
+        }
+        no_session.push(peer(), int(st.no_session.get()));
+        unknown_key.push(peer(), int(st.unknown_key.get()));
+    }
+    let mut out = vec![up];
+    out.extend([age, two, hs].into_iter().filter(|f| !f.samples.is_empty()));
+    out.extend([sessions, rekeys, fails, no_session, unknown_key]);
+    if let Some(l) = &shared.sessions {
+        out.push(
+            Family::new(
+                "psp_handshake_messages_dropped",
+                Counter,
+                "Handshake messages and kicks dropped because the session driver was behind.",
+            )
+            .with(Vec::new(), int(l.dropped.get())),
+        );
+    }
     out
 }
 

@@ -418,6 +418,7 @@ pub(crate) async fn rx_loop(
                         // A key we do not have: the peer kept a session we lost (we restarted),
                         // or a stale frame. Ask the driver to set up a new one.
                         s.stats.unknown_key.add(1);
+                        s.want_session();
                         if let Some(link) = &shared.sessions {
                             link.kick(s);
                         }

@@ -23,6 +23,7 @@ use psp_core::handshake::{
     Transmit,
 };
 use psp_core::time::{Duration, Instant};
+use psp_core::wire::Protocol;
 use tokio::sync::{mpsc, watch};
 
 use super::{PeerSession, Tofu};
@@ -301,7 +302,10 @@ impl Driver {
             };
             age.total_micros() >= rekey_after.total_micros() + slack.total_micros()
         });
-        let wanted = p.has_pending()
+        // The peer sent under a key we lack (we restarted, or our session expired first).
+        let asked = p.take_want() && !has_current;
+        let wanted = asked
+            || p.has_pending()
             || (has_current && (due || aged))
             || (!has_current && due && st.established.is_some());
         if wanted {
@@ -442,14 +446,7 @@ impl Driver {
     async fn send(&mut self, p: &PeerSession, t: Transmit) {
         let now = self.shared.now();
         let path = usize::from(t.path.0).min(self.uplinks.len() - 1);
-        let endpoint = {
-            let set = self.set.borrow();
-            set.config
-                .peers
-                .iter()
-                .find(|c| c.name == p.name)
-                .and_then(|c| if path == 0 { c.endpoint } else { c.endpoint2 })
-        };
+        let endpoint = self.endpoint(p, path);
         let sealed = {
             let set = self.set.borrow();
             let mut group = set.group_sealer();
@@ -549,7 +546,47 @@ impl Driver {
         } else {
             tracing::debug!(peer = %p.name, suite = keys.suite().name(), paths, role = ?keys.role(), handshake_ms = took as f64 / 1000.0, "session rekeyed");
         }
+        if keys.role() == Role::Initiator {
+            self.confirm(p, now).await;
+        }
         self.flush_pending(p, now).await;
+    }
+
+    /// As initiator, sends one dummy frame under the new keys at once (WireGuard's keepalive
+    /// after a handshake): the responder switches to sealing under them when it opens it, even
+    /// if no data flows this way (e.g. the peer restarted and only receives).
+    async fn confirm(&mut self, p: &PeerSession, now: Instant) {
+        let endpoint = self.endpoint(p, 0);
+        let sealed = p
+            .ring()
+            .seal_sub(
+                now,
+                p.mac,
+                self.shared.mac,
+                Protocol::Dummy,
+                &[],
+                &mut self.scratch,
+            )
+            .map(<[u8]>::len);
+        if let Ok(len) = sealed {
+            self.out.clear();
+            let frame = &self.scratch[..len];
+            self.out.push_with(endpoint, |slot| {
+                slot.get_mut(..len)?.copy_from_slice(frame);
+                Some(len)
+            });
+            self.transmit(0).await;
+        }
+    }
+
+    /// The peer's UDP endpoint on `path`, if any.
+    fn endpoint(&self, p: &PeerSession, path: usize) -> Option<core::net::SocketAddr> {
+        let set = self.set.borrow();
+        set.config
+            .peers
+            .iter()
+            .find(|c| c.name == p.name)
+            .and_then(|c| if path == 0 { c.endpoint } else { c.endpoint2 })
     }
 
     /// Seals and sends the frames that waited for the session.
@@ -558,14 +595,7 @@ impl Driver {
         if frames.is_empty() {
             return;
         }
-        let endpoint = {
-            let set = self.set.borrow();
-            set.config
-                .peers
-                .iter()
-                .find(|c| c.name == p.name)
-                .and_then(|c| c.endpoint)
-        };
+        let endpoint = self.endpoint(p, 0);
         let counters = {
             let set = self.set.borrow();
             set.config

@@ -68,11 +68,6 @@ impl SessionStats {
     pub(crate) fn fail_reason(&self, reason: FailReason) {
         self.fail(reason.as_str());
     }
-
-    /// All failures.
-    pub(crate) fn failures_total(&self) -> u64 {
-        self.failures.iter().map(Counter::get).sum()
-    }
 }
 
 /// One session peer.
@@ -93,6 +88,7 @@ pub(crate) struct PeerSession {
     pending: Mutex<VecDeque<Vec<u8>>>,
     cap: usize,
     kicked: AtomicBool,
+    want: AtomicBool,
 }
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -123,6 +119,7 @@ impl PeerSession {
             pending: Mutex::new(VecDeque::new()),
             cap,
             kicked: AtomicBool::new(false),
+            want: AtomicBool::new(false),
         }
     }
 
@@ -161,6 +158,16 @@ impl PeerSession {
     /// Marks the peer as needing the driver; `true` if it was not marked (send one kick).
     pub(crate) fn mark_kicked(&self) -> bool {
         !self.kicked.swap(true, Ordering::AcqRel)
+    }
+
+    /// Asks for a session even with no frame waiting (the peer sends under a key we lack).
+    pub(crate) fn want_session(&self) {
+        self.want.store(true, Ordering::Release);
+    }
+
+    /// Whether a session was asked for since the last call.
+    pub(crate) fn take_want(&self) -> bool {
+        self.want.swap(false, Ordering::AcqRel)
     }
 
     /// Clears the mark (the driver looked at the peer).

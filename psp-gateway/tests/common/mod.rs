@@ -107,6 +107,16 @@ pub(crate) struct TestbedOptions {
     pub(crate) config_extra: String,
     /// Keep IPv6 on the TAPs (default: IPv6 off in every namespace, so no background traffic).
     pub(crate) ipv6: bool,
+    /// Sessions (`[session]`, no per-peer key files).
+    pub(crate) session: bool,
+    /// Paths (1, or 2: a second bridge and `[[uplink]]` twice).
+    pub(crate) paths: u8,
+    /// `[session] smkex`.
+    pub(crate) smkex: String,
+    /// Identities (`keygen --identity`) made and pinned.
+    pub(crate) identity: bool,
+    /// Extra `[session]` lines.
+    pub(crate) session_extra: String,
 }
 
 impl Default for TestbedOptions {
@@ -118,6 +128,11 @@ impl Default for TestbedOptions {
             defaults_extra: String::new(),
             config_extra: String::new(),
             ipv6: false,
+            session: false,
+            paths: 1,
+            smkex: "prefer".into(),
+            identity: false,
+            session_extra: String::new(),
         }
     }
 }
@@ -259,8 +274,18 @@ impl Testbed {
         let configs: String = (1..=tb.opts.hosts)
             .map(|i| format!(" && tb_config {i} \"$SUITE\" {}", tb.opts.uplink.as_str()))
             .collect();
+        let path2 = if tb.opts.paths == 2 {
+            " && tb_path2"
+        } else {
+            ""
+        };
+        let ids = if tb.opts.identity {
+            " && tb_identities"
+        } else {
+            ""
+        };
         let script = format!(
-            "tb_init && tb_up {} {} && tb_keys \"$SUITE\"{configs}",
+            "tb_init && tb_up {} {}{path2} && tb_keys \"$SUITE\"{ids}{configs}",
             tb.opts.hosts,
             tb.opts.uplink.as_str()
         );
@@ -370,6 +395,11 @@ impl Testbed {
             .env("TB_IPV6", if self.opts.ipv6 { "1" } else { "0" })
             .env("TB_DEFAULTS_EXTRA", &self.opts.defaults_extra)
             .env("TB_CONFIG_EXTRA", &self.opts.config_extra)
+            .env("TB_SESSION", if self.opts.session { "1" } else { "0" })
+            .env("TB_PATHS", self.opts.paths.to_string())
+            .env("TB_SMKEX", &self.opts.smkex)
+            .env("TB_IDENTITY", if self.opts.identity { "1" } else { "0" })
+            .env("TB_SESSION_EXTRA", &self.opts.session_extra)
             .stdin(Stdio::null());
         c
     }

@@ -1,0 +1,192 @@
+//! Sessions end to end (root, real namespaces, real daemons): SEP with SMKEX over two paths,
+//! per-session keys under iperf3, a restart under load, forced rekeys every 2 s, identities on
+//! group frames. The attacks on the handshake itself are in `sessions_attacks.rs`.
+
+mod common;
+
+use core::time::Duration;
+use std::time::Instant;
+
+use common::{Testbed, TestbedOptions, counter, ensure_tools, wait_status};
+
+fn session_testbed(paths: u8, extra: &str) -> Testbed {
+    ensure_tools(&["iperf3"]);
+    Testbed::up(TestbedOptions {
+        suite: "aes128-gcm".into(),
+        session: true,
+        paths,
+        identity: true,
+        session_extra: extra.into(),
+        ..TestbedOptions::default()
+    })
+}
+
+fn session<'a>(status: &'a serde_json::Value, peer: &str) -> &'a serde_json::Value {
+    let p = status["peers"]
+        .as_array()
+        .and_then(|ps| ps.iter().find(|p| p["name"] == peer))
+        .unwrap_or_else(|| panic!("no peer {peer} in {status}"));
+    &p["session"]
+}
+
+fn sum_drops(status: &serde_json::Value, peer: &str, reasons: &[&str]) -> u64 {
+    reasons
+        .iter()
+        .map(|r| counter(status, &format!("peer:{peer}.drops.{r}")))
+        .sum()
+}
+
+#[test]
+fn two_paths_give_an_smkex_session_that_carries_iperf3() {
+    let tb = session_testbed(2, "");
+    let vm1 = tb.start(1);
+    let vm2 = tb.start(2);
+    tb.ping_until_up(1, 2, Duration::from_secs(10));
+    let mbps = tb.iperf3(1, 2, 2, false);
+    assert!(mbps > 1.0, "iperf3 through the session: {mbps} Mbit/s");
+    for (gw, peer) in [(&vm1, "vm2"), (&vm2, "vm1")] {
+        let s = gw.status_json();
+        let sess = session(&s, peer);
+        assert_eq!(sess["state"], "up", "{sess}");
+        assert_eq!(sess["paths"], "two-path", "{sess}");
+        assert_eq!(sess["suite"], "aes128-gcm", "{sess}");
+        assert_eq!(sess["sessions"], 1, "one handshake: {sess}");
+        // Group frames (ARP) were signed and checked against the pinned identity.
+        assert_eq!(counter(&s, &format!("peer:{peer}.drops.bad-signature")), 0);
+        assert!(sess["identity"].is_string(), "{sess}");
+    }
+    // The data frames carry the session's key id, not the group key's (none configured).
+    let s = vm1.status_json();
+    assert!(session(&s, "vm2")["key_id"].as_u64().is_some());
+    assert!(vm1.log().contains("session established"), "{}", vm1.log());
+}
+
+#[test]
+fn one_path_gives_a_single_path_session_and_require_refuses_it() {
+    let tb = session_testbed(1, "");
+    let vm1 = tb.start(1);
+    let _vm2 = tb.start(2);
+    tb.ping_until_up(1, 2, Duration::from_secs(10));
+    let s = vm1.status_json();
+    assert_eq!(session(&s, "vm2")["paths"], "single-path", "{s}");
+    drop(tb);
+
+    // smkex = "require" with one path: no session, counted, and nothing is sent in clear.
+    ensure_tools(&["iperf3"]);
+    let tb = Testbed::up(TestbedOptions {
+        suite: "aes128-gcm".into(),
+        session: true,
+        paths: 1,
+        smkex: "require".into(),
+        ..TestbedOptions::default()
+    });
+    let _vm1 = tb.start(1);
+    let vm2 = tb.start(2);
+    let ping = tb.ping(1, 2, 3);
+    assert_eq!(ping.received, 0, "no session, no traffic");
+    // vm2 answers vm1's ARP request with a unicast reply: the first frame that needs a session.
+    let s = wait_status(&vm2, Duration::from_secs(5), |s| {
+        counter(s, "peer:vm1.session.handshake_failures.too_few_paths") > 0
+    });
+    assert!(
+        counter(&s, "peer:vm1.session.handshake_failures.too_few_paths") > 0,
+        "{s}"
+    );
+    assert!(counter(&s, "peer:vm1.session.no_session") > 0, "{s}");
+    assert!(
+        vm2.log().contains("session handshake failed"),
+        "{}",
+        vm2.log()
+    );
+}
+
+#[test]
+fn restart_under_load_flows_again_within_a_second() {
+    let tb = session_testbed(2, "");
+    let _vm1 = tb.start(1);
+    let vm2 = tb.start(2);
+    tb.ping_until_up(1, 2, Duration::from_secs(10));
+    // Load: iperf3 vm1 -> vm2 across the restart (its result does not matter: the TAP goes away).
+    let mut server = tb
+        .ns_cmd("vm2", &["iperf3", "-s", "-1", "-B", &Testbed::ip(2)])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .expect("iperf3 -s");
+    std::thread::sleep(Duration::from_millis(300));
+    let mut client = tb
+        .ns_cmd(
+            "vm1",
+            &[
+                "iperf3",
+                "-c",
+                &Testbed::ip(2),
+                "-t",
+                "6",
+                "--connect-timeout",
+                "2000",
+            ],
+        )
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .expect("iperf3 -c");
+    std::thread::sleep(Duration::from_secs(1));
+    vm2.stop();
+    std::thread::sleep(Duration::from_millis(500));
+    let vm2 = tb.start(2); // returns once the status socket answers: the daemon is back
+    let back = Instant::now();
+    let mut flowing = None;
+    while back.elapsed() < Duration::from_secs(5) {
+        let out = tb.ns_exec(
+            "vm1",
+            &["ping", "-n", "-q", "-c", "1", "-W", "0.2", &Testbed::ip(2)],
+        );
+        if out.status.success() {
+            flowing = Some(back.elapsed());
+            break;
+        }
+    }
+    let _ = client.kill();
+    let _ = client.wait();
+    let _ = server.kill();
+    let _ = server.wait();
+    let took = flowing.unwrap_or_else(|| panic!("no ping 5 s after the restart:\n{}", vm2.log()));
+    eprintln!(
+        "traffic flows {:.0} ms after the restarted gateway is ready",
+        took.as_secs_f64() * 1e3
+    );
+    assert!(took < Duration::from_secs(1), "{took:?}");
+    let s = vm2.status_json();
+    assert_eq!(session(&s, "vm1")["state"], "up", "{s}");
+}
+
+#[test]
+fn rekey_every_two_seconds_under_iperf3_loses_nothing() {
+    let tb = session_testbed(2, "rekey_after_s = 2");
+    let vm1 = tb.start(1);
+    let vm2 = tb.start(2);
+    tb.ping_until_up(1, 2, Duration::from_secs(10));
+    let bad = ["bad-icv", "replay", "too-old", "security-number"];
+    let mbps = tb.iperf3(1, 2, 20, false);
+    let s1 = vm1.status_json();
+    let s2 = vm2.status_json();
+    let rekeys =
+        counter(&s1, "peer:vm2.session.rekeys").max(counter(&s2, "peer:vm1.session.rekeys"));
+    eprintln!("20 s iperf3 with rekey_after_s = 2: {mbps:.0} Mbit/s, {rekeys} rekeys");
+    assert!(rekeys >= 7, "a rekey about every 2 s: {rekeys}\n{s1}\n{s2}");
+    assert_eq!(sum_drops(&s1, "vm2", &bad), 0, "{s1}");
+    assert_eq!(sum_drops(&s2, "vm1", &bad), 0, "{s2}");
+    for (s, p) in [(&s1, "vm2"), (&s2, "vm1")] {
+        assert_eq!(
+            counter(s, &format!("peer:{p}.session.no_session")),
+            0,
+            "{s}"
+        );
+        assert_eq!(
+            counter(s, &format!("peer:{p}.session.unknown_key")),
+            0,
+            "{s}"
+        );
+    }
+}
