@@ -28,6 +28,8 @@ declare -A PKG=(
     [sha256sum]=coreutils
     [timeout]=coreutils
     [jq]=jq
+    # psp-gateway/tests/sessions_attacks.rs: eve in the middle of path 1 (a bridge filter).
+    [nft]=nftables
     # psp-gateway/tests/dissector.rs runs the Wireshark dissector under Debian's tshark.
     [tshark]=tshark
     # `promtool check metrics` in psp-gateway/tests/metrics.rs (Debian ships it with the server;

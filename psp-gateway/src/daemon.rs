@@ -258,7 +258,16 @@ async fn serve(config: Config, opts: &Options) -> Result<(), DaemonError> {
             Arc::clone(&shared),
             set_rx.clone(),
         );
-        session_tasks.push(tokio::spawn(driver.run(rx)));
+        // Its own thread: X25519 and the handling of a request flood never hold up a worker of
+        // the dataplane tasks. It ends when the daemon drops the peer-set channel.
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .map_err(|e| runtime("session driver runtime", e))?;
+        std::thread::Builder::new()
+            .name("psp-sessions".into())
+            .spawn(move || rt.block_on(driver.run(rx)))
+            .map_err(|e| runtime("session driver thread", e))?;
     }
     if let Some(u2) = &uplink2 {
         let r = rx2_loop(

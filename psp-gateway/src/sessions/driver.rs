@@ -378,22 +378,26 @@ impl Driver {
         };
         if let Body::Request(req) = repr.body {
             let st = self.state.entry(p.mac).or_default();
-            if let Some(hs) = &mut st.hs {
-                if hs.session_id().initiator == repr.initiator_id {
-                    // A copy of the request this handshake answers.
-                    let _ = hs.handle_message(now, path, bytes);
-                    self.drive(&p).await;
-                    return;
-                }
+            if let Some(hs) = &mut st.hs
+                && hs.session_id().initiator == repr.initiator_id
+            {
+                // A copy of the request this handshake answers.
+                let _ = hs.handle_message(now, path, bytes);
+                self.drive(&p).await;
+                return;
+            }
+            // The token bucket first: a flood of requests must not abort a running handshake.
+            if let Err(r) = self.limiter.check(now, from) {
+                p.stats.fail_reason(r);
+                return;
+            }
+            let st = self.state.entry(p.mac).or_default();
+            if let Some(hs) = &st.hs {
                 // Crossing handshakes: the host with the lower MAC stays initiator.
                 if hs.role() == Role::Initiator && !hs.is_closed() && self.shared.mac < from {
                     return;
                 }
                 st.hs = None;
-            }
-            if let Err(r) = self.limiter.check(now, from) {
-                p.stats.fail_reason(r);
-                return;
             }
             let cfg = self.hs_config(self.paths_to(&p));
             let peer = self.peer_of(&p, req.initiator_addr);

@@ -1,0 +1,577 @@
+//! Attacks on sessions (root, real namespaces, real daemons; CI runs them). Eve holds the group
+//! key, as any host on the segment does:
+//! * she forges group frames (ARP) as another host: dropped, because each host signs its group
+//!   frames with its identity and receivers check the pinned key;
+//! * she floods session requests: rate-limited and counted, ping through the established session
+//!   stays within 2x of idle;
+//! * on path 1 only (the bridge drops the hosts' direct path-1 frames; eve relays them), she
+//!   rewrites one Diffie-Hellman share: SMKEX sees the transcripts differ (`smkex_mismatch`);
+//!   with SMKEX off she runs a full man-in-the-middle and succeeds: both hosts report a session
+//!   and she decrypts their traffic. With `smkex = "require"` the same attack gets no session.
+
+mod common;
+
+use core::time::Duration;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Instant;
+
+use psp_core::crypto::{SigningKey, SuiteId, SuiteKey};
+use psp_core::handshake::messages::{Body, Repr};
+use psp_core::handshake::schedule::Ephemeral;
+use psp_core::handshake::{
+    self, Event, Handshake, KeyRing, KeyRingConfig, PathId, Peer, SessionKeys, SmkexMode,
+};
+use psp_core::session::{Opener, OpenerConfig, Sealer, SealerConfig};
+use psp_core::time::Instant as PspInstant;
+use psp_core::wire::{Protocol, Seq};
+
+use common::{Testbed, TestbedOptions, counter, ensure_tools, wait_status};
+
+const ETH_P_PSP: u16 = 0x1982;
+
+/// One test at a time: the flood test measures latency, and eve's relays are busy threads.
+static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+fn serial() -> std::sync::MutexGuard<'static, ()> {
+    SERIAL.lock().unwrap_or_else(|e| e.into_inner())
+}
+const SUITE: SuiteId = SuiteId::Aes128Gcm;
+
+/// Eve's AF_PACKET socket on one interface of a namespace.
+struct PacketSocket(psp_gateway::io::sys::PacketSocket);
+
+impl PacketSocket {
+    fn open(ns: &str, ifname: &str, proto: u16) -> Self {
+        let (ns_name, ifname) = (ns.to_owned(), ifname.to_owned());
+        let sock = std::thread::spawn(move || {
+            psp_gateway::io::sys::enter_netns(&ns_name)?;
+            psp_gateway::io::sys::PacketSocket::open(&ifname, proto)
+        })
+        .join()
+        .expect("socket thread")
+        .unwrap_or_else(|e| panic!("AF_PACKET socket in {ns}: {e}"));
+        Self(sock)
+    }
+
+    fn send(&self, frame: &[u8]) {
+        let _ = self.0.send(frame);
+    }
+
+    /// The next incoming frame within `timeout`.
+    fn recv(&self, buf: &mut [u8], timeout: Duration) -> Option<usize> {
+        match self.0.recv_timeout(buf, timeout) {
+            Ok(Some(r)) if !r.outgoing => Some(r.len),
+            _ => None,
+        }
+    }
+}
+
+fn testbed(paths: u8, smkex: &str, identity: bool) -> Testbed {
+    ensure_tools(&["nft"]);
+    Testbed::up(TestbedOptions {
+        suite: SUITE.name().into(),
+        session: true,
+        paths,
+        smkex: smkex.into(),
+        identity,
+        ..TestbedOptions::default()
+    })
+}
+
+fn group_key(tb: &Testbed) -> SuiteKey {
+    SuiteKey::new(SUITE, &tb.key("group")).expect("group key")
+}
+
+fn mac(n: u8) -> [u8; 6] {
+    Testbed::mac(n)
+}
+
+fn arp_broadcast(sender: u8) -> Vec<u8> {
+    let mut f = vec![0xff; 6];
+    f.extend_from_slice(&mac(sender));
+    f.extend_from_slice(&[0x08, 0x06, 0, 1, 0x08, 0, 6, 4, 0, 1]);
+    f.extend_from_slice(&mac(sender));
+    f.extend_from_slice(&[10, 77, 0, sender]);
+    f.extend_from_slice(&[0; 6]);
+    f.extend_from_slice(&[10, 77, 0, 99]);
+    f.resize(60, 0);
+    f
+}
+
+#[test]
+fn forged_group_frames_are_dropped_and_do_not_pin_the_window() {
+    let _serial = serial();
+    let tb = testbed(1, "prefer", true);
+    let _vm1 = tb.start(1);
+    let vm2 = tb.start(2);
+    tb.ping_until_up(1, 2, Duration::from_secs(10));
+    let eve = PacketSocket::open(&tb.ns("eve"), "up0", ETH_P_PSP);
+    let before = counter(&vm2.status_json(), "peer:vm1.drops.bad-signature");
+    let mut out = vec![0u8; 2048];
+    // Signed by eve's own identity, claiming to be vm1, at the highest sequence number.
+    let mut seed = [0u8; 32];
+    getrandom::fill(&mut seed).expect("rng");
+    let mut wrong = Sealer::new(group_key(&tb), Seq(u32::MAX), SealerConfig::new())
+        .expect("sealer")
+        .with_signer(SigningKey::from_seed(&seed).expect("key"));
+    let now = PspInstant::from_millis(0);
+    eve.send(wrong.seal(now, &arp_broadcast(1), &mut out).expect("seal"));
+    // Not signed at all.
+    let mut unsigned =
+        Sealer::new(group_key(&tb), Seq(u32::MAX - 1), SealerConfig::new()).expect("sealer");
+    eve.send(
+        unsigned
+            .seal(now, &arp_broadcast(1), &mut out)
+            .expect("seal"),
+    );
+    let s = wait_status(&vm2, Duration::from_secs(3), |s| {
+        counter(s, "peer:vm1.drops.bad-signature") >= before + 2
+    });
+    assert_eq!(
+        counter(&s, "peer:vm1.drops.bad-signature"),
+        before + 2,
+        "{s}"
+    );
+    // vm1's own broadcasts (low sequence numbers) still open: the forgery did not move the
+    // window. A fresh ARP exchange proves it.
+    tb.ns_ok("vm2", &["ip", "neigh", "flush", "dev", "psp0"]);
+    tb.ns_ok("vm1", &["ip", "neigh", "flush", "dev", "psp0"]);
+    tb.ping_until_up(1, 2, Duration::from_secs(5));
+    let s = vm2.status_json();
+    assert_eq!(counter(&s, "peer:vm1.drops.too-old"), 0, "{s}");
+}
+
+fn avg_ping(tb: &Testbed) -> f64 {
+    let p = tb.ping(1, 2, 40);
+    assert_eq!(p.received, p.sent, "{p:?}");
+    p.avg_ms
+}
+
+#[test]
+fn a_request_flood_is_rate_limited_and_the_session_keeps_its_latency() {
+    let _serial = serial();
+    let tb = testbed(1, "prefer", false);
+    let _vm1 = tb.start(1);
+    let vm2 = tb.start(2);
+    tb.ping_until_up(1, 2, Duration::from_secs(10));
+    let idle = avg_ping(&tb);
+
+    // Eve floods vm2 with requests claiming to come from vm1, under the group key.
+    // Distinct requests (new handshake ids each), so each one is a new half-open handshake.
+    let requests: Vec<Vec<u8>> = (0..64)
+        .map(|_| {
+            let mut hs = Handshake::initiate(
+                PspInstant::from_millis(0),
+                eve_config(1, 1, SmkexMode::Off),
+                Peer {
+                    mac: mac(2),
+                    addr: "10.77.0.2".parse().expect("ip"),
+                    pinned_static: None,
+                },
+                &mut rand_core_os(),
+            );
+            let mut msg = vec![0u8; 512];
+            let t = hs
+                .poll_transmit(PspInstant::from_millis(0), &mut msg)
+                .expect("request");
+            msg[..t.len].to_vec()
+        })
+        .collect();
+    let stop = Arc::new(AtomicBool::new(false));
+    let flood = {
+        let (ns, key, stop) = (tb.ns("eve"), group_key(&tb), Arc::clone(&stop));
+        std::thread::spawn(move || {
+            let eve = PacketSocket::open(&ns, "up0", ETH_P_PSP);
+            // Above any sequence number vm1 has used (it starts at a random one).
+            let mut s =
+                Sealer::new(key, Seq(u32::MAX - 4_000_000), SealerConfig::new()).expect("sealer");
+            let mut out = vec![0u8; 1024];
+            let mut sent = 0u64;
+            while !stop.load(Ordering::Relaxed) {
+                let now = PspInstant::from_millis(0);
+                let request = &requests[(sent % 64) as usize];
+                if let Ok(f) = s.seal_sub(
+                    now,
+                    mac(2),
+                    mac(1),
+                    Protocol::SessionEstablishment,
+                    request,
+                    &mut out,
+                ) {
+                    eve.send(f);
+                    sent += 1;
+                }
+                // About 5,000 requests a second.
+                if sent % 50 == 0 {
+                    std::thread::sleep(Duration::from_millis(10));
+                }
+            }
+            sent
+        })
+    };
+    std::thread::sleep(Duration::from_millis(500));
+    let flooded = avg_ping(&tb);
+    stop.store(true, Ordering::Relaxed);
+    let sent = flood.join().expect("flood thread");
+    let s = vm2.status_json();
+    let limited = counter(&s, "peer:vm1.session.handshake_failures.rate_limited");
+    eprintln!(
+        "ping avg idle {idle:.3} ms, under a flood of {sent} requests {flooded:.3} ms; {limited} rate-limited"
+    );
+    assert!(sent > 1000, "{sent}");
+    assert!(limited > 0, "{s}");
+    assert!(
+        flooded <= 2.0 * idle.max(0.05),
+        "ping avg {flooded:.3} ms under the flood vs {idle:.3} ms idle"
+    );
+    assert_eq!(s["peers"][0]["session"]["state"], "up", "{s}");
+}
+
+/// The OS RNG for the test's handshakes.
+fn rand_core_os() -> impl handshake::rand_core::CryptoRngCore {
+    struct Os;
+    impl handshake::rand_core::RngCore for Os {
+        fn next_u32(&mut self) -> u32 {
+            let mut b = [0u8; 4];
+            self.fill_bytes(&mut b);
+            u32::from_le_bytes(b)
+        }
+        fn next_u64(&mut self) -> u64 {
+            let mut b = [0u8; 8];
+            self.fill_bytes(&mut b);
+            u64::from_le_bytes(b)
+        }
+        fn fill_bytes(&mut self, dest: &mut [u8]) {
+            getrandom::fill(dest).expect("rng");
+        }
+        fn try_fill_bytes(&mut self, dest: &mut [u8]) -> Result<(), handshake::rand_core::Error> {
+            self.fill_bytes(dest);
+            Ok(())
+        }
+    }
+    impl handshake::rand_core::CryptoRng for Os {}
+    Os
+}
+
+/// A handshake config as host `n` would have it (eve pretends to be `n`).
+fn eve_config(n: u8, paths: u8, smkex: SmkexMode) -> handshake::Config {
+    let mut c = handshake::Config::new(mac(n), format!("10.77.0.{n}").parse().expect("ip"), 24);
+    c.paths = paths;
+    c.smkex = smkex;
+    c
+}
+
+/// Drops the hosts' direct path-1 frames to each other at the bridge, so eve, who receives
+/// the hub's copies, decides what arrives.
+fn eve_in_the_middle(tb: &Testbed) {
+    tb.sh(&format!(
+        "ip netns exec {lan} nft -f - <<'EOF'\n\
+         table bridge mitm {{\n\
+           chain relay {{\n\
+             type filter hook forward priority 0;\n\
+             iifname \"vm1\" oifname \"vm2\" ether type 0x1982 drop\n\
+             iifname \"vm2\" oifname \"vm1\" ether type 0x1982 drop\n\
+           }}\n\
+         }}\nEOF",
+        lan = tb.ns("lan")
+    ));
+}
+
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Mode {
+    /// Relay everything, but replace the initiator's share in its Share message.
+    RewriteShare,
+    /// Terminate both handshakes (as vm2 toward vm1 and as vm1 toward vm2); relay the rest.
+    FullMitm,
+}
+
+/// What eve ends with.
+#[derive(Default)]
+struct Loot {
+    rewrites: u32,
+    keys: Vec<(u8, SessionKeys)>,
+    decrypted: Vec<Vec<u8>>,
+}
+
+fn sk(key: &[u8]) -> SuiteKey {
+    SuiteKey::new(SUITE, key).expect("group key")
+}
+
+fn open_group(key: &[u8], frame: &mut [u8]) -> Option<(Protocol, Vec<u8>, u32)> {
+    let mut o = Opener::new(sk(key), OpenerConfig::new()).ok()?;
+    let seq = u32::from_be_bytes(frame.get(16..20)?.try_into().ok()?);
+    let opened = o.open(PspInstant::from_millis(0), frame).ok()?;
+    Some((opened.protocol(), opened.payload().to_vec(), seq))
+}
+
+fn host_of(m: [u8; 6]) -> Option<u8> {
+    (m == mac(1)).then_some(1).or((m == mac(2)).then_some(2))
+}
+
+/// Eve's relay on path 1, until `stop`.
+fn relay(
+    tb: &Testbed,
+    mode: Mode,
+    smkex: SmkexMode,
+    stop: Arc<AtomicBool>,
+) -> std::thread::JoinHandle<Loot> {
+    let (ns, key) = (tb.ns("eve"), tb.key("group"));
+    std::thread::spawn(move || {
+        let eve = PacketSocket::open(&ns, "up0", ETH_P_PSP);
+        let mut loot = Loot::default();
+        let mut buf = vec![0u8; 65_536];
+        let mut out = vec![0u8; 4096];
+        let mut msg = vec![0u8; 1024];
+        // Eve's handshakes: [0] as vm2 toward vm1 / as vm1 toward vm2, by the host they face.
+        let mut hs: [Option<Handshake>; 3] = [None, None, None];
+        let mut sealers: Vec<Sealer> = (0..3)
+            .map(|_| {
+                Sealer::new(sk(&key), Seq(u32::MAX - 4_000_000), SealerConfig::new())
+                    .expect("sealer")
+            })
+            .collect();
+        let mut rings: [Option<KeyRing>; 3] = [None, None, None];
+        let start = Instant::now();
+        let now = || PspInstant::from_micros(start.elapsed().as_micros() as u64);
+        while !stop.load(Ordering::Relaxed) {
+            let got = eve.recv(&mut buf, Duration::from_millis(20));
+            if let Some(len) = got {
+                let frame = &mut buf[..len];
+                let Some(src) = host_of(frame[6..12].try_into().unwrap_or_default()) else {
+                    continue;
+                };
+                let Some(dst) = host_of(frame[..6].try_into().unwrap_or_default()) else {
+                    // Broadcast (ARP under the group key): relayed as it is.
+                    eve.send(frame);
+                    continue;
+                };
+                let original = frame.to_vec();
+                let opened = open_group(&key, frame);
+                match (mode, opened) {
+                    (Mode::RewriteShare, Some((Protocol::SessionEstablishment, payload, seq))) => {
+                        let mut out_frame = original.clone();
+                        if let Ok(mut repr) = Repr::parse_bytes(&payload)
+                            && let Body::Share { expiry_secs, .. } = repr.body
+                        {
+                            let mut secret = [0u8; 32];
+                            getrandom::fill(&mut secret).expect("rng");
+                            let share = Ephemeral::from_bytes(secret).public_share();
+                            repr.body = Body::Share { expiry_secs, share };
+                            let n = repr.emit(&mut msg);
+                            let mut s = Sealer::new(sk(&key), Seq(seq), SealerConfig::new())
+                                .expect("sealer");
+                            if let Ok(f) = s.seal_sub(
+                                now(),
+                                mac(dst),
+                                mac(src),
+                                Protocol::SessionEstablishment,
+                                &msg[..n],
+                                &mut out,
+                            ) {
+                                out_frame = f.to_vec();
+                                loot.rewrites += 1;
+                            }
+                        }
+                        eve.send(&out_frame);
+                    }
+                    (
+                        Mode::FullMitm,
+                        Some((Protocol::SessionEstablishment | Protocol::KeyExchange, payload, _)),
+                    ) => {
+                        let facing = usize::from(src);
+                        if let Ok(repr) = Repr::parse_bytes(&payload)
+                            && let Body::Request(_) = repr.body
+                        {
+                            // Answer the requester as its peer, and start our own toward the peer.
+                            hs[facing] = Handshake::respond(
+                                now(),
+                                eve_config(dst, 1, smkex),
+                                Peer {
+                                    mac: mac(src),
+                                    addr: format!("10.77.0.{src}").parse().expect("ip"),
+                                    pinned_static: None,
+                                },
+                                PathId::FIRST,
+                                &payload,
+                                &mut rand_core_os(),
+                            )
+                            .ok();
+                            let other = usize::from(dst);
+                            if hs[other].is_none() {
+                                hs[other] = Some(Handshake::initiate(
+                                    now(),
+                                    eve_config(src, 1, smkex),
+                                    Peer {
+                                        mac: mac(dst),
+                                        addr: format!("10.77.0.{dst}").parse().expect("ip"),
+                                        pinned_static: None,
+                                    },
+                                    &mut rand_core_os(),
+                                ));
+                            }
+                        } else if let Some(h) = hs[facing].as_mut() {
+                            let r = h.handle_message(now(), PathId::FIRST, &payload);
+                            let _ = r;
+                        }
+                    }
+                    (Mode::FullMitm, Some((Protocol::EtherType(_), _, _)))
+                    | (Mode::FullMitm, None) => {
+                        // Data under a session: eve opens what she has keys for, and relays.
+                        if let Some(ring) = rings[usize::from(src)].as_mut() {
+                            let mut copy = original.clone();
+                            if let Ok(o) = ring.open(now(), &mut copy) {
+                                loot.decrypted.push(o.frame().to_vec());
+                            }
+                        }
+                        eve.send(&original);
+                    }
+                    _ => eve.send(&original),
+                }
+            }
+            // Eve's handshakes: send what they queue (path 1 only: she is not on path 2).
+            for facing in 1..=2u8 {
+                let Some(h) = hs[usize::from(facing)].as_mut() else {
+                    continue;
+                };
+                let other = 3 - facing;
+                while let Some(t) = h.poll_transmit(now(), &mut msg) {
+                    if t.path != PathId::FIRST {
+                        continue;
+                    }
+                    if let Ok(f) = sealers[usize::from(facing)].seal_sub(
+                        now(),
+                        mac(facing),
+                        mac(other),
+                        t.protocol,
+                        &msg[..t.len],
+                        &mut out,
+                    ) {
+                        eve.send(f);
+                    }
+                }
+                if h.poll_timeout().is_some_and(|t| t <= now()) {
+                    h.handle_timeout(now());
+                }
+                while let Some(ev) = h.poll_event() {
+                    eprintln!("eve: facing vm{facing}: {ev:?}");
+                    if let Event::Established(keys) = ev {
+                        let mut ring = KeyRing::new(KeyRingConfig::default());
+                        let _ = ring.install(now(), &keys);
+                        rings[usize::from(facing)] = Some(ring);
+                        loot.keys.push((facing, keys));
+                    }
+                }
+            }
+        }
+        loot
+    })
+}
+
+fn session_state(s: &serde_json::Value) -> String {
+    s["peers"][0]["session"]["state"]
+        .as_str()
+        .unwrap_or("")
+        .to_string()
+}
+
+#[test]
+fn rewriting_a_share_on_one_path_is_an_smkex_mismatch() {
+    let _serial = serial();
+    let tb = testbed(2, "prefer", false);
+    eve_in_the_middle(&tb);
+    let stop = Arc::new(AtomicBool::new(false));
+    let eve = relay(
+        &tb,
+        Mode::RewriteShare,
+        SmkexMode::Preferred,
+        Arc::clone(&stop),
+    );
+    std::thread::sleep(Duration::from_millis(200));
+    let vm1 = tb.start(1);
+    let vm2 = tb.start(2);
+    let p = tb.ping(1, 2, 5);
+    let ok = |s: &serde_json::Value| {
+        s["peers"][0]["session"]["handshake_failures"]["smkex_mismatch"].as_u64() > Some(0)
+    };
+    let s1 = wait_status(&vm1, Duration::from_secs(5), ok);
+    let s2 = wait_status(&vm2, Duration::from_secs(1), ok);
+    stop.store(true, Ordering::Relaxed);
+    let loot = eve.join().expect("eve");
+    assert!(loot.rewrites > 0, "eve rewrote no share");
+    assert_eq!(p.received, 0, "no session, no traffic: {p:?}");
+    let mismatches = counter(&s1, "peer:vm2.session.handshake_failures.smkex_mismatch")
+        + counter(&s2, "peer:vm1.session.handshake_failures.smkex_mismatch");
+    assert!(mismatches > 0, "{s1}\n{s2}");
+    assert_eq!(
+        counter(&s1, "peer:vm2.session.sessions") + counter(&s2, "peer:vm1.session.sessions"),
+        0
+    );
+    let log = format!("{}{}", vm1.log(), vm2.log());
+    assert!(
+        log.contains("session handshake failed") && log.contains("smkex_mismatch"),
+        "{log}"
+    );
+}
+
+#[test]
+fn without_smkex_a_full_man_in_the_middle_succeeds_and_with_require_it_fails() {
+    let _serial = serial();
+    // SMKEX off: eve ends with a session to each host and reads their traffic.
+    let tb = testbed(2, "off", false);
+    eve_in_the_middle(&tb);
+    let stop = Arc::new(AtomicBool::new(false));
+    let eve = relay(&tb, Mode::FullMitm, SmkexMode::Off, Arc::clone(&stop));
+    std::thread::sleep(Duration::from_millis(200));
+    let vm1 = tb.start(1);
+    let vm2 = tb.start(2);
+    let _ = tb.ping(1, 2, 10);
+    let s1 = wait_status(&vm1, Duration::from_secs(5), |s| session_state(s) == "up");
+    let s2 = wait_status(&vm2, Duration::from_secs(5), |s| session_state(s) == "up");
+    let _ = tb.ping(1, 2, 5);
+    stop.store(true, Ordering::Relaxed);
+    let loot = eve.join().expect("eve");
+    eprintln!(
+        "SMKEX off: eve holds {} session keys and decrypted {} frames",
+        loot.keys.len(),
+        loot.decrypted.len()
+    );
+    assert!(
+        session_state(&s1) == "up" || session_state(&s2) == "up",
+        "{s1}\n{s2}"
+    );
+    assert!(!loot.keys.is_empty(), "eve established no session");
+    assert!(!loot.decrypted.is_empty(), "eve decrypted nothing");
+    drop(tb);
+
+    // SMKEX required on two paths: eve, on path 1 only, gets nothing.
+    let tb = testbed(2, "require", false);
+    eve_in_the_middle(&tb);
+    let stop = Arc::new(AtomicBool::new(false));
+    let eve = relay(&tb, Mode::FullMitm, SmkexMode::Preferred, Arc::clone(&stop));
+    std::thread::sleep(Duration::from_millis(200));
+    let vm1 = tb.start(1);
+    let vm2 = tb.start(2);
+    let _ = tb.ping(1, 2, 10);
+    let failed = |s: &serde_json::Value| {
+        s["peers"][0]["session"]["handshake_failures"]
+            .as_object()
+            .is_some_and(|m| {
+                m.values()
+                    .filter_map(serde_json::Value::as_u64)
+                    .sum::<u64>()
+                    > 0
+            })
+    };
+    let s1 = wait_status(&vm1, Duration::from_secs(20), failed);
+    let s2 = vm2.status_json();
+    stop.store(true, Ordering::Relaxed);
+    let loot = eve.join().expect("eve");
+    assert!(
+        loot.keys.is_empty() && loot.decrypted.is_empty(),
+        "eve got keys with SMKEX required"
+    );
+    assert_eq!(session_state(&s1), "down", "{s1}");
+    assert_eq!(session_state(&s2), "down", "{s2}");
+    assert!(failed(&s1) || failed(&s2), "{s1}\n{s2}");
+}
