@@ -7,10 +7,14 @@
 #                                                       |
 #                                                 up0  eve (tcpdump: sees every frame)
 #
-# Usage: testbed/demo.sh [--suite NAME] [--uplink raw|udp] [--quick] [--no-build] [--save-pcap FILE]
+# Usage: testbed/demo.sh [--suite NAME] [--uplink raw|udp] [--keys session|static] [--quick] [--no-build] [--save-pcap FILE]
 #   --suite      PSP suite (default bf-cbc-hmac-sha1, the thesis' FULL category; `none` is its
 #                noENC-noHMAC category: then eve must SEE the known text, and does)
 #   --uplink     raw: PSP frames (EtherType 0x1982) on up0 (default); udp: PSP in UDP port 5198
+#   --keys       session (default): per-session keys from SEP with SMKEX required over two paths
+#                (raw: up0 and a second bridge on up1; udp: one path, single-path SEP), each host
+#                with an identity made by the script (`keygen --identity`) that signs its group
+#                frames and is pinned by the other; static: the legacy pre-shared per-peer keys
 #   --quick      1 s iperf3 runs and a 10 MB file instead of 3 s and 50 MB
 #   --no-build   skip `cargo build` and use $TB_BIN (default target/release/psp-gateway)
 #   --save-pcap  keep a copy of eve's capture there
@@ -22,6 +26,7 @@
 # known-text count meaningful). Control: the known text IS visible on vm2's TAP. It then counts
 # what eve saw and ends with one line
 #   RESULT ping_ms=… tcp_mbps=… scp_ok=1 eve_frames=N eve_psp_frames=N eve_cleartext_frames=0 eve_known_text_hits=0
+# plus, with sessions, `session=two-path handshake_ms=…` (the slower side's handshake)
 # (tcp_mbps: vm1 -> vm2; with --suite none or null-hmac-sha1, which do not encrypt,
 # eve_known_text_hits is > 0 and must be). Exit 0 only if every check held. Everything is torn down on every exit
 # path (also on error and Ctrl-C).
@@ -29,6 +34,7 @@ set -uo pipefail
 
 SUITE=bf-cbc-hmac-sha1
 UPLINK=raw
+KEYS=session
 QUICK=0
 SAVE_PCAP=
 BUILD=1
@@ -40,6 +46,7 @@ while (($#)); do
     case $1 in
     --suite) SUITE=${2:?--suite needs a value}; shift 2 ;;
     --uplink) UPLINK=${2:?--uplink needs a value}; shift 2 ;;
+    --keys) KEYS=${2:?--keys needs a value}; shift 2 ;;
     --quick) QUICK=1; shift ;;
     --no-build) BUILD=0; shift ;;
     --save-pcap) SAVE_PCAP=${2:?--save-pcap needs a file}; shift 2 ;;
@@ -48,6 +55,7 @@ while (($#)); do
     esac
 done
 [[ $UPLINK == raw || $UPLINK == udp ]] || { echo "demo: error: --uplink must be raw or udp" >&2; exit 2; }
+[[ $KEYS == session || $KEYS == static ]] || { echo "demo: error: --keys must be session or static" >&2; exit 2; }
 [[ $(id -u) -eq 0 ]] || { echo "demo: error: run as root (network namespaces)" >&2; exit 1; }
 
 HERE=$(cd "$(dirname "$0")" && pwd)
@@ -71,11 +79,22 @@ if ((BUILD)); then
 fi
 [[ -x $TB_BIN ]] || die "no binary at $TB_BIN after the build"
 
-phase "topology (suffix $$), suite $SUITE, uplink $UPLINK"
+phase "topology (suffix $$), suite $SUITE, uplink $UPLINK, keys $KEYS"
 tb_init || die "tb_init failed"
 tb_trap
 tb_up 2 "$UPLINK" || die "building the topology failed"
 tb_keys "$SUITE" || die "key generation failed"
+if [[ $KEYS == session ]]; then
+    export TB_SESSION=1 TB_IDENTITY=1 TB_SESSION_EXTRA="suites = [\"$SUITE\"]"
+    if [[ $UPLINK == raw ]]; then
+        tb_path2 || die "building the second path failed"
+        export TB_PATHS=2 TB_SMKEX=require
+    else
+        export TB_PATHS=1 TB_SMKEX=off
+    fi
+    tb_identities || die "keygen --identity failed"
+    echo "  identities: vm1 $(cat "$TB_DIR/vm1.pub"), vm2 $(cat "$TB_DIR/vm2.pub")"
+fi
 if ! tb_config 1 "$SUITE" "$UPLINK" || ! tb_config 2 "$SUITE" "$UPLINK"; then die "writing the configs failed"; fi
 echo "  namespaces: $(ip netns list | awk '{print $1}' | grep -- "-$TB_SFX\$" | tr '\n' ' ')"
 echo "  work dir:   $TB_DIR"
@@ -232,9 +251,13 @@ if [[ $UPLINK == raw ]]; then
     echo "  psp-gateway inspect with the group key (a broadcast frame: ARP inside PSP):"
     tcpdump -r "$EVE_PCAP" -c 1 -w "$TB_DIR/excerpt-bcast.pcap" 'ether proto 0x1982 and ether broadcast' 2>/dev/null
     "$TB_BIN" inspect --suite "$SUITE" --key-hex "$(cat "$TB_DIR/group.key")" --pcap "$TB_DIR/excerpt-bcast.pcap" 2>&1 | sed 's/^/    /'
-    echo "  psp-gateway inspect with the vm1-vm2 key (a unicast frame vm1 -> vm2):"
-    tcpdump -r "$EVE_PCAP" -c 1 -w "$TB_DIR/excerpt-ucast.pcap" "ether proto 0x1982 and ether dst $(tb_mac 2)" 2>/dev/null
-    "$TB_BIN" inspect --suite "$SUITE" --key-hex "$(cat "$TB_DIR/vm1-vm2.key")" --pcap "$TB_DIR/excerpt-ucast.pcap" 2>&1 | sed 's/^/    /'
+    if [[ $KEYS == static ]]; then
+        echo "  psp-gateway inspect with the vm1-vm2 key (a unicast frame vm1 -> vm2):"
+        tcpdump -r "$EVE_PCAP" -c 1 -w "$TB_DIR/excerpt-ucast.pcap" "ether proto 0x1982 and ether dst $(tb_mac 2)" 2>/dev/null
+        "$TB_BIN" inspect --suite "$SUITE" --key-hex "$(cat "$TB_DIR/vm1-vm2.key")" --pcap "$TB_DIR/excerpt-ucast.pcap" 2>&1 | sed 's/^/    /'
+    else
+        echo "  (unicast frames are sealed under session keys, which exist only in the gateways' memory)"
+    fi
 else
     echo "  (psp-gateway inspect reads Ethernet PSP frames; in udp mode they are inside UDP: skipped)"
 fi
@@ -243,6 +266,15 @@ fi
 phase "gateway counters"
 tb_status 1 | sed 's/^/  vm1: /'
 tb_status 2 | sed 's/^/  vm2: /'
+SESSION_RESULT=
+if [[ $KEYS == session ]]; then
+    PATHS=$(tb_status 1 --json | jq -r '.peers[0].session.paths // "none"')
+    HS_MS=$(for n in 1 2; do tb_status "$n" --json | jq -r '.peers[0].session.handshake_ms // 0'; done | sort -g | tail -1)
+    want=two-path
+    [[ $UPLINK == udp ]] && want=single-path
+    if [[ $PATHS == "$want" ]]; then ok "session: $PATHS, handshake $HS_MS ms"; else fail "session paths: '$PATHS', want $want"; fi
+    SESSION_RESULT=" session=$PATHS handshake_ms=$HS_MS"
+fi
 for n in 1 2; do
     d=$(tb_status "$n" --json | jq -r '.drops_total')
     [[ $d == 0 ]] || fail "vm$n counted $d drops (expected none on a clean run)"
@@ -266,5 +298,5 @@ if ((${#FAILS[@]})); then
 else
     echo "  every check held"
 fi
-echo "RESULT ping_ms=$PING_MS tcp_mbps=$TCP_MBPS scp_ok=$SCP_OK eve_frames=$EVE_FRAMES eve_psp_frames=$EVE_PSP eve_cleartext_frames=$EVE_CLEAR eve_known_text_hits=$EVE_HITS"
+echo "RESULT ping_ms=$PING_MS tcp_mbps=$TCP_MBPS scp_ok=$SCP_OK eve_frames=$EVE_FRAMES eve_psp_frames=$EVE_PSP eve_cleartext_frames=$EVE_CLEAR eve_known_text_hits=$EVE_HITS$SESSION_RESULT"
 ((${#FAILS[@]} == 0))

@@ -193,6 +193,7 @@ pub(crate) fn render(doc: &Value) -> String {
             let _ = writeln!(s, "drops from {}: {d}", p["name"].as_str().unwrap_or("?"));
         }
     }
+    render_sessions(&mut s, peers);
     render_normalized(&mut s, peers);
     let d = nonzero(&doc["drops"]);
     let _ = writeln!(
@@ -211,6 +212,51 @@ pub(crate) fn render(doc: &Value) -> String {
 }
 
 /// The normalization lines of the human table (only when a peer is normalized).
+/// The session table: per session peer its state, age, suite, paths, rekeys and failures.
+fn render_sessions(s: &mut String, peers: &[Value]) {
+    let u = |v: &Value| v.as_u64().unwrap_or(0);
+    let sess: Vec<_> = peers
+        .iter()
+        .filter(|p| p["session"]["sessions"].is_u64())
+        .collect();
+    if sess.is_empty() {
+        return;
+    }
+    let _ = writeln!(
+        s,
+        "{:<16} {:<6} {:>8} {:<20} {:<12} {:>7} {:>9} {:>10}  FAILURES",
+        "SESSION", "STATE", "AGE-s", "SUITE", "PATHS", "REKEYS", "HS-ms", "NO-SESSION"
+    );
+    for p in sess {
+        let x = &p["session"];
+        let fails = x["handshake_failures"]
+            .as_object()
+            .map(|m| {
+                m.iter()
+                    .filter(|(_, v)| u(v) > 0)
+                    .map(|(k, v)| format!("{k}={}", u(v)))
+                    .collect::<Vec<_>>()
+                    .join(" ")
+            })
+            .unwrap_or_default();
+        let _ = writeln!(
+            s,
+            "{:<16} {:<6} {:>8} {:<20} {:<12} {:>7} {:>9.2} {:>10}  {}",
+            p["name"].as_str().unwrap_or("?"),
+            x["state"].as_str().unwrap_or("?"),
+            x["age_s"]
+                .as_u64()
+                .map_or_else(|| "-".into(), |a| a.to_string()),
+            x["suite"].as_str().unwrap_or("-"),
+            x["paths"].as_str().unwrap_or("-"),
+            u(&x["rekeys"]),
+            x["handshake_ms"].as_f64().unwrap_or(0.0),
+            u(&x["no_session"]),
+            if fails.is_empty() { "-" } else { &fails }
+        );
+    }
+}
+
 fn render_normalized(s: &mut String, peers: &[Value]) {
     let u = |v: &Value| v.as_u64().unwrap_or(0);
     let norm: Vec<_> = peers

@@ -324,13 +324,13 @@ fn error_unknown_key() {
             "{RAW_HEAD}[[peer]]\nname = \"vm2\"\nmac = \"02:00:00:00:00:02\"\nreplay = 5\n"
         )),
         "peer[0].replay: unknown key `replay` (valid keys: name, mac, macs, endpoint, \
-         key_file, suite, replay_window, security_number, timestamps, max_skew_ms, pad_to, \
+         endpoint2, key_file, identity, address, suite, replay_window, security_number, timestamps, max_skew_ms, pad_to, \
          normalize)"
     );
     assert_eq!(
         dir.error(&format!("{RAW_HEAD}[deamon]\nuser = \"nobody\"\n")),
         "deamon: unknown key `deamon` (valid keys: interface, uplink, daemon, defaults, group, \
-         peer, normalize, metrics)"
+         peer, normalize, metrics, session)"
     );
 }
 
@@ -698,4 +698,73 @@ fn error_metrics() {
     );
     assert!(err("listen = \"localhost:9582\"\n").starts_with("metrics.listen: "));
     assert!(err("port = 9582\n").starts_with("metrics.port: unknown key `port`"));
+}
+
+const TWO_PATHS: &str = "[interface]\nmac = \"02:00:00:00:00:01\"\naddresses = [\"10.0.0.1/24\"]\n\
+                         [[uplink]]\nkind = \"raw\"\ninterface = \"eth0\"\n\
+                         [[uplink]]\nkind = \"raw\"\ninterface = \"eth1\"\n\
+                         [group]\nkey_file = \"group.key\"\n";
+
+#[test]
+fn sessions_two_paths_and_identities_parse() {
+    let dir = base_dir();
+    let id = "4786c404d90018ea406836463a55af790ffba150ede696ed9c5fe47f20e83255";
+    let c = dir
+        .load(&format!(
+            "{TWO_PATHS}[session]\nsmkex = \"require\"\nrekey_after_s = 2\n\
+             [[peer]]\nname = \"vm2\"\nmac = \"02:00:00:00:00:02\"\nidentity = \"{id}\"\n\
+             address = \"10.0.0.2\"\n\
+             [[peer]]\nname = \"old\"\nmac = \"02:00:00:00:00:03\"\nkey_file = \"vm2.key\"\n"
+        ))
+        .unwrap();
+    let s = c.session.as_ref().expect("[session]");
+    assert_eq!(s.smkex, psp_core::handshake::SmkexMode::Required);
+    assert_eq!(s.rekey_after, psp_core::time::Duration::from_secs(2));
+    assert_eq!(s.address, ("10.0.0.1".parse().unwrap(), 24));
+    assert!(c.uplink2.is_some());
+    assert!(
+        c.peers[0].session && !c.peers[1].session,
+        "key_file keeps a static key"
+    );
+    assert_eq!(hex::encode(c.peers[0].identity.unwrap()), id);
+}
+
+#[test]
+fn session_errors_name_their_key() {
+    let dir = base_dir();
+    let peer = "[[peer]]\nname = \"vm2\"\nmac = \"02:00:00:00:00:02\"\n";
+    assert_eq!(
+        dir.error(&format!("{TWO_PATHS}{peer}")),
+        "uplink[1]: a second path carries session establishment (SMKEX); it needs a [session] section"
+    );
+    assert_eq!(
+        dir.error(&format!("{TWO_PATHS}[session]\nsmkex = \"maybe\"\n{peer}")),
+        "session.smkex: \"maybe\" is not an SMKEX mode; want \"require\", \"prefer\" or \"off\""
+    );
+    assert_eq!(
+        dir.error(&format!("{TWO_PATHS}[session]\nlifetime_s = 10\n{peer}")),
+        "session.lifetime_s: 10 is not in 60..=86400"
+    );
+    assert!(
+        dir.error(&format!("{TWO_PATHS}[session]\n{peer}identity = \"00\"\n"))
+            .starts_with("peer[0].identity: \"00\" is not an identity")
+    );
+    assert!(
+        dir.error(&format!("{RAW_HEAD}[session]\n{peer}"))
+            .starts_with("session.address: missing;")
+    );
+    // An identity file must be a 32-byte key with the right sign (keygen --identity makes it).
+    dir.key("id.key", 16, 9, 0o600);
+    assert!(
+        dir.error(&format!(
+            "{TWO_PATHS}[session]\nidentity_file = \"id.key\"\n{peer}"
+        ))
+        .contains("an identity is 32 (psp-gateway keygen --identity)")
+    );
+    assert!(
+        dir.error(&format!(
+            "{TWO_PATHS}[[uplink]]\nkind = \"raw\"\ninterface = \"eth2\"\n[session]\n{peer}"
+        ))
+        .starts_with("uplink: 3 [[uplink]] tables")
+    );
 }

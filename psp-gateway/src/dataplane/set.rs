@@ -541,7 +541,7 @@ mod tests {
 
         // The transmit half keeps the group's sealer and takes a fresh one for plain's new key.
         let tx = new.take_tx().unwrap().carry_over(old_tx);
-        assert_eq!(tx.peers[0].sealer, 1, "plain's own key");
+        assert_eq!(tx.peers[0].sealer, Some(0), "plain's own key");
         // Counters follow the names: plain keeps its counters although its key changed.
         assert_eq!(new.counters.len(), 3);
         assert!(Arc::ptr_eq(&new.counters[0], &old.counters[0]));
@@ -555,7 +555,11 @@ mod tests {
             .unwrap()
             .commit();
         let old_tx = old.take_tx().unwrap();
-        let seqs = |t: &TxPeers| t.sealers.iter().map(Sealer::next_seq).collect::<Vec<_>>();
+        let seqs = |t: &TxPeers| {
+            core::iter::once(t.group().next_seq())
+                .chain(t.sealers.iter().map(Sealer::next_seq))
+                .collect::<Vec<_>>()
+        };
         let before = seqs(&old_tx);
         let next = dir.config("plain2", "", "", None);
         let new = PeerSet::build(next, Some(&old), &ctx, None)
@@ -563,7 +567,7 @@ mod tests {
             .commit();
         let fresh = new.take_tx().unwrap();
         let after = seqs(&fresh.carry_over(old_tx));
-        // Sealers: group, plain, n1, n2 (in configuration order).
+        // Sealers: group (shared, kept by the build), plain, n1, n2 (in configuration order).
         assert_eq!(after.len(), 4);
         assert_eq!(after[0], before[0], "group key unchanged");
         assert_ne!(after[1], before[1], "plain has a new key");

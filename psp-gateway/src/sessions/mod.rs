@@ -16,7 +16,7 @@ mod tofu;
 
 pub(crate) use driver::{Driver, Link};
 pub(crate) use peer::{FAIL_REASONS, PeerSession};
-pub(crate) use tofu::Tofu;
+pub(crate) use tofu::{Tofu, parse as tofu_parse};
 
 /// The address SEP's stage 1 names as destination, from the first frame waiting for a session:
 /// an IPv4 or IPv6 destination, or an ARP reply's target.

@@ -18,35 +18,20 @@ pub(crate) struct Tofu {
 impl Tofu {
     /// Reads `path` (a missing file is empty). Malformed lines are skipped with a warning.
     pub(crate) fn load(path: PathBuf) -> Self {
-        let mut pins = HashMap::new();
-        match std::fs::read_to_string(&path) {
+        let pins = match std::fs::read_to_string(&path) {
             Ok(text) => {
-                for (n, line) in text.lines().enumerate() {
-                    let line = line.trim();
-                    if line.is_empty() || line.starts_with('#') {
-                        continue;
-                    }
-                    let parsed = line.split_once(' ').and_then(|(name, key)| {
-                        let key: [u8; 32] = hex::decode(key.trim()).ok()?.try_into().ok()?;
-                        Some((name.to_string(), key))
-                    });
-                    match parsed {
-                        Some((name, key)) => {
-                            pins.insert(name, key);
-                        }
-                        None => tracing::warn!(
-                            file = %path.display(),
-                            line = n + 1,
-                            "known_peers: malformed line skipped"
-                        ),
-                    }
+                let (pins, bad) = parse(&text);
+                for line in bad {
+                    tracing::warn!(file = %path.display(), line, "known_peers: malformed line skipped");
                 }
+                pins
             }
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => HashMap::new(),
             Err(e) => {
-                tracing::warn!(file = %path.display(), error = %e, "known_peers: cannot read")
+                tracing::warn!(file = %path.display(), error = %e, "known_peers: cannot read");
+                HashMap::new()
             }
-        }
+        };
         Self { path, pins }
     }
 
@@ -81,6 +66,29 @@ impl Tofu {
         }
         std::fs::rename(&tmp, &self.path)
     }
+}
+
+/// The pins in a state file's text, and the (1-based) numbers of the malformed lines.
+pub(crate) fn parse(text: &str) -> (HashMap<String, [u8; 32]>, Vec<usize>) {
+    let mut pins = HashMap::new();
+    let mut bad = Vec::new();
+    for (n, line) in text.lines().enumerate() {
+        let line = line.trim();
+        if line.is_empty() || line.starts_with('#') {
+            continue;
+        }
+        let parsed = line.split_once(' ').and_then(|(name, key)| {
+            let key: [u8; 32] = hex::decode(key.trim()).ok()?.try_into().ok()?;
+            Some((name.to_string(), key))
+        });
+        match parsed {
+            Some((name, key)) => {
+                pins.insert(name, key);
+            }
+            None => bad.push(n + 1),
+        }
+    }
+    (pins, bad)
 }
 
 #[cfg(test)]
