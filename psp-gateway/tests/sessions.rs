@@ -103,7 +103,7 @@ fn one_path_gives_a_single_path_session_and_require_refuses_it() {
 #[test]
 fn restart_under_load_flows_again_within_a_second() {
     let tb = session_testbed(2, "");
-    let _vm1 = tb.start(1);
+    let vm1 = tb.start_with(1, &["--log-level", "debug"], &[]);
     let vm2 = tb.start(2);
     tb.ping_until_up(1, 2, Duration::from_secs(10));
     // Load: iperf3 vm1 -> vm2 across the restart (its result does not matter: the TAP goes away).
@@ -151,7 +151,13 @@ fn restart_under_load_flows_again_within_a_second() {
     let _ = client.wait();
     let _ = server.kill();
     let _ = server.wait();
-    let took = flowing.unwrap_or_else(|| panic!("no ping 5 s after the restart:\n{}", vm2.log()));
+    let took = flowing.unwrap_or_else(|| {
+        panic!(
+            "no ping 5 s after the restart:\nvm2:\n{}\nvm1:\n{}",
+            vm2.log(),
+            vm1.log()
+        )
+    });
     eprintln!(
         "traffic flows {:.0} ms after the restarted gateway is ready",
         took.as_secs_f64() * 1e3

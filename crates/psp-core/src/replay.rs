@@ -83,6 +83,21 @@ impl ReplayWindow {
         self.highest
     }
 
+    /// Forgets everything and starts over at `next`: `next` and above are accepted, everything
+    /// below is refused (too old, or marked seen inside the window). For a sender that restarted
+    /// with lower sequence numbers and proved it is live over a fresh authenticated channel.
+    pub fn restart_at(&mut self, next: u32) {
+        self.bitmap = [0; BLOCKS];
+        self.highest = next.checked_sub(1);
+        if let Some(highest) = self.highest {
+            let low = highest.saturating_sub(self.window - 1);
+            for seq in low..=highest {
+                let (block, bit) = Self::position(seq);
+                self.bitmap[block] |= bit;
+            }
+        }
+    }
+
     /// Step 1, before the ICV check: would `seq` be accepted? Changes nothing.
     ///
     /// # Errors

@@ -161,6 +161,10 @@ pub(crate) struct RxPeer {
     pub(crate) unicast: Opener,
     /// Opens the peer's broadcast/multicast frames (group key, the peer's own SN space).
     pub(crate) group: Opener,
+    /// A second group-key opener without a replay window, for handshake messages only: a
+    /// restarted peer's new sequence numbers may be below `group`'s window, and handshake
+    /// messages carry their own replay protection (random ids, the state machine).
+    pub(crate) group_any: Opener,
     /// Counters.
     pub(crate) counters: Arc<PeerCounters>,
     /// The normalized endpoint, if the peer is normalized.
@@ -174,6 +178,19 @@ pub(crate) struct RxPeer {
 }
 
 impl RxPeer {
+    /// A session peer's announcement of its next group sequence number (it restarted, or proves
+    /// it did not): restarts the group window there if that number is below the window, so its
+    /// ARP is not "too old" until its new random start catches up with the old one.
+    pub(crate) fn group_restarted_at(&mut self, next: u32) {
+        let w = self.group.replay_window();
+        if w.highest()
+            .is_some_and(|h| u64::from(next) + u64::from(w.window()) <= u64::from(h))
+        {
+            self.group.restart_replay_window(next);
+            tracing::info!(peer = %self.name, next, "group replay window restarted (the peer restarted)");
+        }
+    }
+
     /// The security number group-key frames carry, if the group sets one.
     pub(crate) fn group_security_number(&self) -> Option<psp_core::wire::SecurityNumber> {
         self.settings.1.security_number
@@ -245,6 +262,7 @@ impl RxPeers {
                 name: p.name.clone(),
                 unicast: new_opener(&p.name, &p.security, max_frame)?,
                 group: group_opener(config, pin, max_frame)?,
+                group_any: group_opener(config, pin, max_frame)?,
                 counters: Arc::clone(&counters[i]),
                 norm: norm.get(i).cloned().flatten(),
                 session,
@@ -274,6 +292,7 @@ impl RxPeers {
             }
             if o.settings.1 == p.settings.1 && (o.settings.2 == p.settings.2 || !p.verifying) {
                 p.group = o.group;
+                p.group_any = o.group_any;
                 p.verifying = o.verifying;
             }
         }

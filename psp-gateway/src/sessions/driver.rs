@@ -137,6 +137,12 @@ struct PeerState {
     addr: Option<IpAddr>,
     /// When the current session was established, and our role in it.
     established: Option<(Instant, Role)>,
+    /// A responder's announcement and queued frames wait for the end of this drive.
+    after_send: bool,
+}
+
+fn st_after_send(state: &mut HashMap<Mac, PeerState>, mac: Mac) {
+    state.entry(mac).or_default().after_send = true;
 }
 
 /// The driver.
@@ -156,6 +162,10 @@ pub(crate) struct Driver {
     scratch: Vec<u8>,
     buf: Vec<u8>,
 }
+
+/// The control payload that announces the sender's next group-key sequence number (then 4
+/// bytes, big-endian).
+pub(crate) const GSN_MAGIC: &[u8; 8] = b"psp-gsn1";
 
 /// The first retry backoff; doubles per failure in a row up to [`MAX_BACKOFF`].
 const BACKOFF: Duration = Duration::from_secs(1);
@@ -428,17 +438,26 @@ impl Driver {
             let Some(hs) = self.state.get_mut(&p.mac).and_then(|s| s.hs.as_mut()) else {
                 return;
             };
-            if let Some(t) = hs.poll_transmit(now, &mut self.buf) {
-                self.send(p, t).await;
+            // Events first: the keys are installed before the message that lets the peer use
+            // them (ConfirmAck) leaves, so its first frame under them never finds them missing.
+            if let Some(ev) = hs.poll_event() {
+                match ev {
+                    Event::Established(keys) => self.established(p, &keys, now).await,
+                    Event::Failed(r) => self.failed(p, r.as_str(), now),
+                }
                 continue;
             }
-            let Some(ev) = hs.poll_event() else {
+            let Some(t) = hs.poll_transmit(now, &mut self.buf) else {
                 break;
             };
-            match ev {
-                Event::Established(keys) => self.established(p, &keys, now).await,
-                Event::Failed(r) => self.failed(p, r.as_str(), now),
-            }
+            self.send(p, t).await;
+        }
+        if let Some(st) = self.state.get_mut(&p.mac)
+            && core::mem::take(&mut st.after_send)
+        {
+            let now = self.shared.now();
+            self.announce(p, now).await;
+            self.flush_pending(p, now).await;
         }
         if let Some(st) = self.state.get_mut(&p.mac)
             && st.hs.as_ref().is_some_and(Handshake::is_closed)
@@ -551,24 +570,40 @@ impl Driver {
             tracing::debug!(peer = %p.name, suite = keys.suite().name(), paths, role = ?keys.role(), handshake_ms = took as f64 / 1000.0, "session rekeyed");
         }
         if keys.role() == Role::Initiator {
-            self.confirm(p, now).await;
+            self.announce(p, now).await;
+            self.flush_pending(p, now).await;
+        } else {
+            // The responder's frames under the new keys wait until ConfirmAck has left (on
+            // path 1, ahead of them), so the initiator has the keys when they arrive.
+            st_after_send(&mut self.state, p.mac);
         }
-        self.flush_pending(p, now).await;
     }
 
-    /// As initiator, sends one dummy frame under the new keys at once (WireGuard's keepalive
-    /// after a handshake): the responder switches to sealing under them when it opens it, even
-    /// if no data flows this way (e.g. the peer restarted and only receives).
-    async fn confirm(&mut self, p: &PeerSession, now: Instant) {
+    /// Sends one control frame under the new keys at once, carrying this host's next group-key
+    /// sequence number ([`GSN_MAGIC`]). From the initiator it is also WireGuard's keepalive: the
+    /// responder switches to the new keys when it opens it, even if no data flows its way. The
+    /// peer restarts its replay window for our group frames at that number if it is far below
+    /// what it saw (we restarted): without it, our ARP would be "too old" there until our new
+    /// random start passed the old one. Only a session key can seal it, so only we can move it.
+    async fn announce(&mut self, p: &PeerSession, now: Instant) {
         let endpoint = self.endpoint(p, 0);
+        let gsn = self
+            .set
+            .borrow()
+            .group_sealer()
+            .next_seq()
+            .map_or(u32::MAX, |s| s.0);
+        let mut payload = [0u8; GSN_MAGIC.len() + 4];
+        payload[..GSN_MAGIC.len()].copy_from_slice(GSN_MAGIC);
+        payload[GSN_MAGIC.len()..].copy_from_slice(&gsn.to_be_bytes());
         let sealed = p
             .ring()
             .seal_sub(
                 now,
                 p.mac,
                 self.shared.mac,
-                Protocol::Dummy,
-                &[],
+                Protocol::Control,
+                &payload,
                 &mut self.scratch,
             )
             .map(<[u8]>::len);

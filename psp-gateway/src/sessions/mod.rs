@@ -14,7 +14,7 @@ mod driver;
 mod peer;
 mod tofu;
 
-pub(crate) use driver::{Driver, Link};
+pub(crate) use driver::{Driver, GSN_MAGIC, Link};
 pub(crate) use peer::{FAIL_REASONS, PeerSession};
 pub(crate) use tofu::{Tofu, parse as tofu_parse};
 

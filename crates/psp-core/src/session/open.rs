@@ -143,6 +143,13 @@ impl Opener {
         self.accept_unverified = accept;
     }
 
+    /// Starts the replay window over so that `next_seq` and everything above it is accepted and
+    /// everything below is too old: for a sender that restarted with lower sequence numbers and
+    /// proved it is live over a fresh authenticated channel (a new session).
+    pub fn restart_replay_window(&mut self, next_seq: u32) {
+        self.replay.restart_at(next_seq);
+    }
+
     /// Rotates the expected security number; the previous one stays valid until
     /// `now + security_number_grace`.
     pub fn set_security_number(&mut self, now: Instant, value: Option<SecurityNumber>) {

@@ -352,6 +352,67 @@ fn unverified_signatures_only_when_asked_and_a_key_learnt_later() {
 }
 
 #[test]
+fn a_restarted_window_accepts_from_the_new_start_only() {
+    let (mut s, mut o) = pair(
+        SuiteId::NullHmacSha1,
+        SealerConfig::default(),
+        OpenerConfig::default(),
+    );
+    let mut out = [0u8; 256];
+    let mut high = Sealer::new(
+        key(SuiteId::NullHmacSha1),
+        Seq(100_000),
+        SealerConfig::default(),
+    )
+    .unwrap();
+    let mut f = high
+        .seal(Instant::ZERO, &eth(b"old"), &mut out)
+        .unwrap()
+        .to_vec();
+    o.open(Instant::ZERO, &mut f).unwrap();
+    // The sender restarted at a low sequence number: too old, until the window restarts.
+    let mut low = s
+        .seal(Instant::ZERO, &eth(b"new"), &mut out)
+        .unwrap()
+        .to_vec();
+    assert_eq!(
+        o.open(Instant::ZERO, &mut low.clone())
+            .unwrap_err()
+            .reason(),
+        DropReason::TooOld
+    );
+    let next = s.next_seq().unwrap().0;
+    o.restart_replay_window(next - 1);
+    assert!(o.open(Instant::ZERO, &mut low).is_ok());
+    // Anything the restarted sender sealed before the restart point stays refused.
+    let mut before = Sealer::new(
+        key(SuiteId::NullHmacSha1),
+        Seq(998),
+        SealerConfig::default(),
+    )
+    .unwrap();
+    let mut stale = before
+        .seal(Instant::ZERO, &eth(b"y"), &mut out)
+        .unwrap()
+        .to_vec();
+    assert_eq!(
+        o.open(Instant::ZERO, &mut stale).unwrap_err().reason(),
+        DropReason::Replay
+    );
+    // Reordering above the restart point is still fine.
+    let mut a = s
+        .seal(Instant::ZERO, &eth(b"a"), &mut out)
+        .unwrap()
+        .to_vec();
+    let mut b = s
+        .seal(Instant::ZERO, &eth(b"b"), &mut out)
+        .unwrap()
+        .to_vec();
+    assert!(o.open(Instant::ZERO, &mut b).is_ok());
+    assert!(o.open(Instant::ZERO, &mut a).is_ok());
+}
+
+#[test]
 fn sub_protocols_and_8023() {
     let (mut s, mut o) = pair(
         SuiteId::ChaCha20Poly1305,

@@ -1,0 +1,152 @@
+//! Session set-up cost (CPU only, both sides in one thread, messages handed over in memory):
+//! the thesis' single-path SEP, SMKEX over two paths, and a plain X25519 Diffie-Hellman (both
+//! key pairs and both shared secrets) as the reference. `psp-gateway`'s wall-clock handshake
+//! over real links is in `testbed/sessions.sh`.
+#![allow(missing_docs)]
+
+use core::hint::black_box;
+
+use criterion::{Criterion, criterion_group, criterion_main};
+use psp_core::handshake::rand_core::{CryptoRng, Error, RngCore};
+use psp_core::handshake::schedule::Ephemeral;
+use psp_core::handshake::{Config, Event, Handshake, Identity, Peer, Role, SmkexMode};
+use psp_core::time::Instant;
+
+/// A fast deterministic RNG (splitmix64): benches only.
+struct Rng(u64);
+
+impl RngCore for Rng {
+    fn next_u32(&mut self) -> u32 {
+        self.next_u64() as u32
+    }
+    fn next_u64(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+        z ^ (z >> 31)
+    }
+    fn fill_bytes(&mut self, dest: &mut [u8]) {
+        for c in dest.chunks_mut(8) {
+            let v = self.next_u64().to_le_bytes();
+            c.copy_from_slice(&v[..c.len()]);
+        }
+    }
+    fn try_fill_bytes(&mut self, dest: &mut [u8]) -> Result<(), Error> {
+        self.fill_bytes(dest);
+        Ok(())
+    }
+}
+
+impl CryptoRng for Rng {}
+
+const A: [u8; 6] = [2, 0, 0, 0, 0, 1];
+const B: [u8; 6] = [2, 0, 0, 0, 0, 2];
+
+fn config(mac: [u8; 6], n: u8, paths: u8, smkex: SmkexMode, id: Option<&Identity>) -> Config {
+    let mut c = Config::new(mac, format!("10.0.0.{n}").parse().unwrap(), 24);
+    c.paths = paths;
+    c.smkex = smkex;
+    c.static_key = id.map(Identity::static_key);
+    c
+}
+
+fn peer(mac: [u8; 6], n: u8) -> Peer {
+    Peer {
+        mac,
+        addr: format!("10.0.0.{n}").parse().unwrap(),
+        pinned_static: None,
+    }
+}
+
+/// One complete handshake; returns whether both sides got keys.
+fn handshake(
+    rng: &mut Rng,
+    paths: u8,
+    smkex: SmkexMode,
+    ids: Option<&(Identity, Identity)>,
+) -> bool {
+    let now = Instant::ZERO;
+    let (ia, ib) = match ids {
+        Some((a, b)) => (Some(a), Some(b)),
+        None => (None, None),
+    };
+    let mut a = Handshake::initiate(now, config(A, 1, paths, smkex, ia), peer(B, 2), rng);
+    let mut b: Option<Handshake> = None;
+    let mut buf = [0u8; 512];
+    let (mut done_a, mut done_b) = (false, false);
+    for _ in 0..32 {
+        while let Some(t) = a.poll_transmit(now, &mut buf) {
+            let msg = &buf[..t.len];
+            match b.as_mut() {
+                None => {
+                    b = Handshake::respond(
+                        now,
+                        config(B, 2, paths, smkex, ib),
+                        peer(A, 1),
+                        t.path,
+                        msg,
+                        rng,
+                    )
+                    .ok();
+                }
+                Some(b) => {
+                    let _ = b.handle_message(now, t.path, msg);
+                }
+            }
+        }
+        if let Some(b) = b.as_mut() {
+            while let Some(t) = b.poll_transmit(now, &mut buf) {
+                let _ = a.handle_message(now, t.path, &buf[..t.len]);
+            }
+            while let Some(e) = b.poll_event() {
+                done_b |= matches!(e, Event::Established(_));
+            }
+        }
+        while let Some(e) = a.poll_event() {
+            done_a |= matches!(e, Event::Established(_));
+        }
+        if done_a && done_b {
+            return true;
+        }
+    }
+    false
+}
+
+fn bench(c: &mut Criterion) {
+    let mut g = c.benchmark_group("handshake");
+    let mut rng = Rng(1);
+    assert!(handshake(&mut rng, 1, SmkexMode::Off, None));
+    assert!(handshake(&mut rng, 2, SmkexMode::Required, None));
+    g.bench_function("plain_x25519_dh", |b| {
+        b.iter(|| {
+            let mut s = [0u8; 32];
+            rng.fill_bytes(&mut s);
+            let x = Ephemeral::from_bytes(s);
+            rng.fill_bytes(&mut s);
+            let y = Ephemeral::from_bytes(s);
+            let (px, py) = (x.public_share(), y.public_share());
+            black_box((
+                x.complete(Role::Initiator, &py, None, None).is_ok(),
+                y.complete(Role::Responder, &px, None, None).is_ok(),
+            ))
+        });
+    });
+    g.bench_function("sep_single_path", |b| {
+        b.iter(|| assert!(handshake(&mut rng, 1, SmkexMode::Off, None)));
+    });
+    g.bench_function("smkex_two_paths", |b| {
+        b.iter(|| assert!(handshake(&mut rng, 2, SmkexMode::Required, None)));
+    });
+    let ids = (
+        Identity::generate(|s| rng.fill_bytes(s)).unwrap(),
+        Identity::generate(|s| rng.fill_bytes(s)).unwrap(),
+    );
+    g.bench_function("smkex_two_paths_identities", |b| {
+        b.iter(|| assert!(handshake(&mut rng, 2, SmkexMode::Required, Some(&ids))));
+    });
+    g.finish();
+}
+
+criterion_group!(benches, bench);
+criterion_main!(benches);

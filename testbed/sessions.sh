@@ -1,0 +1,91 @@
+#!/usr/bin/env bash
+# testbed/sessions.sh: what sessions cost, measured on the real daemon (release build) in network
+# namespaces: the wall-clock handshake time of single-path SEP vs two-path SMKEX (median over N
+# fresh set-ups, each a new pair of daemons), and the throughput of iperf3 TCP with a rekey every
+# 2 s vs no rekey (median of 3 runs each). Run as root. Not in CI (its quick variant is the
+# sessions tests); figures go to BENCHMARKS.md.
+#
+# Usage: testbed/sessions.sh [--runs N] [--secs S] [--no-build]
+# Last line: RESULT handshake_ms_one_path=… handshake_ms_two_path=… tcp_mbps_norekey=… tcp_mbps_rekey2s=… rekey2s_vs_none=…
+set -uo pipefail
+
+RUNS=20
+SECS=10
+BUILD=1
+while (($#)); do
+    case $1 in
+    --runs) RUNS=${2:?}; shift 2 ;;
+    --secs) SECS=${2:?}; shift 2 ;;
+    --no-build) BUILD=0; shift ;;
+    *) echo "sessions: error: unknown argument '$1'" >&2; exit 2 ;;
+    esac
+done
+[[ $(id -u) -eq 0 ]] || { echo "sessions: error: run as root" >&2; exit 1; }
+HERE=$(cd "$(dirname "$0")" && pwd)
+# shellcheck source-path=SCRIPTDIR source=lib.sh
+source "$HERE/lib.sh"
+die() { echo "sessions: error: $*" >&2; exit 1; }
+
+"$HERE/install-deps.sh" >/dev/null || die "installing dependencies failed"
+if ((BUILD)); then
+    (cd "$TB_ROOT" && cargo build --release --locked -p psp-gateway) || die "cargo build failed"
+fi
+echo "cpu: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //'), $(nproc) cores"
+
+tb_init || die "tb_init failed"
+tb_trap
+tb_up 2 raw && tb_path2 && tb_keys aes128-gcm && tb_identities || die "topology"
+export TB_SESSION=1 TB_IDENTITY=1
+
+median() { sort -g | awk '{a[NR]=$1} END {if (NR) print (NR % 2 ? a[(NR+1)/2] : (a[NR/2] + a[NR/2+1]) / 2); else print "nan"}'; }
+
+# One set-up: fresh daemons, the first ping starts the session; the slower side's handshake.
+setup_ms() {
+    tb_gw_start 1 >/dev/null && tb_gw_start 2 >/dev/null || return 1
+    tb_x vm1 ping -c 1 -W 3 "$(tb_ip 2)" >/dev/null || { tb_gw_stop 1; tb_gw_stop 2; return 1; }
+    for n in 1 2; do tb_status "$n" --json | jq -r '.peers[0].session.handshake_ms // empty'; done | sort -g | tail -1
+    tb_gw_stop 1 >/dev/null
+    tb_gw_stop 2 >/dev/null
+}
+
+handshakes() { # paths smkex -> median ms
+    export TB_PATHS=$1 TB_SMKEX=$2
+    tb_config 1 aes128-gcm raw && tb_config 2 aes128-gcm raw || return 1
+    local i
+    for ((i = 0; i < RUNS; i++)); do setup_ms; done >"$TB_DIR/hs-$1.txt"
+    echo "  $1 path(s), smkex $2: $(wc -l <"$TB_DIR/hs-$1.txt") set-ups, ms: $(sort -g "$TB_DIR/hs-$1.txt" | tr '\n' ' ')" >&2
+    median <"$TB_DIR/hs-$1.txt"
+}
+
+echo "== handshake wall time (ARP first, then SEP; $RUNS set-ups each)"
+HS1=$(handshakes 1 off)
+HS2=$(handshakes 2 require)
+echo "  median: single-path SEP $HS1 ms, two-path SMKEX $HS2 ms"
+
+iperf_runs() { # rekey_after_s -> median Mbit/s
+    export TB_PATHS=2 TB_SMKEX=require TB_SESSION_EXTRA="rekey_after_s = $1"
+    tb_config 1 aes128-gcm raw && tb_config 2 aes128-gcm raw || return 1
+    tb_gw_start 1 >/dev/null && tb_gw_start 2 >/dev/null || return 1
+    tb_x vm1 ping -c 1 -W 3 "$(tb_ip 2)" >/dev/null
+    tb_bg vm2 "$TB_DIR/iperf-s.log" iperf3 -s -B "$(tb_ip 2)"
+    sleep 0.3
+    local i
+    for i in 1 2 3; do
+        tb_x vm1 iperf3 -c "$(tb_ip 2)" -t "$SECS" -J | jq -r '.end.sum_received.bits_per_second / 1e6'
+    done >"$TB_DIR/iperf-$1.txt"
+    local rekeys drops
+    rekeys=$(tb_status 1 --json | jq -r '.peers[0].session.rekeys')
+    drops=$(tb_status 2 --json | jq -r '.peers[0].drops | (."bad-icv" + .replay + ."too-old")')
+    echo "  rekey_after_s=$1: Mbit/s $(tr '\n' ' ' <"$TB_DIR/iperf-$1.txt"), rekeys $rekeys, bad-icv+replay+too-old $drops" >&2
+    kill "$TB_LAST_PID" 2>/dev/null
+    tb_gw_stop 1 >/dev/null
+    tb_gw_stop 2 >/dev/null
+    median <"$TB_DIR/iperf-$1.txt"
+}
+
+echo "== iperf3 TCP vm1 -> vm2, ${SECS} s x 3, two-path sessions"
+NONE=$(iperf_runs 86400)
+REKEY=$(iperf_runs 2)
+RATIO=$(awk -v a="$REKEY" -v b="$NONE" 'BEGIN { printf "%.3f", (b > 0 ? a / b : 0) }')
+echo "  median: no rekey $NONE Mbit/s, rekey every 2 s $REKEY Mbit/s (x$RATIO)"
+echo "RESULT handshake_ms_one_path=$HS1 handshake_ms_two_path=$HS2 tcp_mbps_norekey=$NONE tcp_mbps_rekey2s=$REKEY rekey2s_vs_none=$RATIO"
