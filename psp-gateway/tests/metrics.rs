@@ -265,3 +265,55 @@ fn scrape_normalizer_metrics() {
     }
     assert_promtool_accepts(text);
 }
+
+#[test]
+fn scrape_session_metrics() {
+    let tb = testbed(TestbedOptions {
+        suite: "aes128-gcm".into(),
+        session: true,
+        ..TestbedOptions::default()
+    });
+    let _vm1 = tb.start(1);
+    let _vm2 = tb.start(2);
+    tb.ping_until_up(1, 2, Duration::from_secs(10));
+    let answer = http(
+        &tb.ns("vm1"),
+        &format!("127.0.0.1:{PORT}"),
+        "GET /metrics HTTP/1.1\r\n\r\n",
+    )
+    .unwrap_or_else(|e| panic!("scrape: {e}"));
+    let (status, _, text) = split(&answer);
+    assert_eq!(status, "HTTP/1.1 200 OK", "{answer}");
+    assert_eq!(
+        sample(text, "psp_peer_session_up{peer=\"vm2\"}"),
+        1,
+        "{text}"
+    );
+    assert_eq!(
+        sample(text, "psp_peer_sessions_total{peer=\"vm2\"}"),
+        1,
+        "{text}"
+    );
+    assert_eq!(
+        sample(text, "psp_peer_session_two_path{peer=\"vm2\"}"),
+        0,
+        "one path: {text}"
+    );
+    assert!(
+        text.contains(
+            "\npsp_peer_handshake_failures_total{peer=\"vm2\",reason=\"smkex_mismatch\"} 0"
+        ),
+        "{text}"
+    );
+    for name in [
+        "psp_peer_session_age_seconds",
+        "psp_peer_handshake_seconds",
+        "psp_peer_rekeys_total",
+    ] {
+        assert!(
+            text.contains(&format!("\n{name}{{peer=\"vm2\"}} ")),
+            "no {name}:\n{text}"
+        );
+    }
+    assert_promtool_accepts(text);
+}

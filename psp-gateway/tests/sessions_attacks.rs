@@ -11,9 +11,9 @@
 
 mod common;
 
+use core::sync::atomic::{AtomicBool, Ordering};
 use core::time::Duration;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Instant;
 
 use psp_core::crypto::{SigningKey, SuiteId, SuiteKey};
@@ -203,7 +203,7 @@ fn a_request_flood_is_rate_limited_and_the_session_keeps_its_latency() {
                     sent += 1;
                 }
                 // About 5,000 requests a second.
-                if sent % 50 == 0 {
+                if sent.is_multiple_of(50) {
                     std::thread::sleep(Duration::from_millis(10));
                 }
             }

@@ -263,7 +263,7 @@ fn seal_group(
         return;
     }
     let sealed = match peers.group().seal(now, frame, scratch) {
-        Ok(s) => &*s,
+        Ok(s) => s,
         Err(e) => return count_seal_error(g, e),
     };
     let mut copy = |addr| {

@@ -75,7 +75,7 @@ pub(crate) struct PeerSet {
 #[derive(Debug)]
 enum Step {
     /// The kept endpoint takes the peer's new settings (a new S_goal).
-    Update(Arc<NormPeer>, PeerConfig),
+    Update(Arc<NormPeer>, Box<PeerConfig>),
     /// The replaced endpoint `from` hands its sealer to `to` (same key settings).
     Handover {
         from: Arc<NormPeer>,
@@ -139,7 +139,7 @@ impl PeerSet {
                     continue;
                 }
                 Some((o, Reuse::Update)) => {
-                    steps.push(Step::Update(Arc::clone(o), p.clone()));
+                    steps.push(Step::Update(Arc::clone(o), Box::new(p.clone())));
                     norm.push(Some(Arc::clone(o)));
                     continue;
                 }

@@ -212,7 +212,7 @@ impl Driver {
             let now = self.shared.now();
             let wake = self.next_wake(now);
             let sleep = self.shared.origin
-                + std::time::Duration::from_micros(
+                + core::time::Duration::from_micros(
                     wake.saturating_since(Instant::ZERO).total_micros(),
                 );
             tokio::select! {
@@ -317,7 +317,7 @@ impl Driver {
         let wanted = asked
             || p.has_pending()
             || (has_current && (due || aged))
-            || (!has_current && due && st.established.is_some());
+            || (due && st.established.is_some());
         if wanted {
             self.initiate(p, now);
             self.drive(p).await;
