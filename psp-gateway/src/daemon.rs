@@ -60,6 +60,17 @@ fn runtime(what: impl core::fmt::Display, e: impl core::fmt::Display) -> DaemonE
 /// # Errors
 /// A bad configuration, or a setup or I/O failure; the daemon has cleaned up (TAP removed).
 pub(crate) fn run(opts: &Options) -> Result<(), DaemonError> {
+    // Key files may belong to the user we drop to (`--user` here, or `[daemon] user`, read
+    // on a first pass of the file).
+    let run_as = match &opts.user {
+        Some(u) => Some(u.clone()),
+        None => crate::config::daemon_user(&opts.config),
+    };
+    if let Some(user) = &run_as
+        && let Ok((uid, _)) = crate::io::sys::lookup_user(user)
+    {
+        crate::config::allow_key_owner(uid);
+    }
     let config = Config::load(&opts.config)?;
     init_logging(&config, opts);
     let cal = crate::kernels::calibrate_scrambler();

@@ -38,7 +38,11 @@ pub(crate) fn read(path: &Path) -> Result<Zeroizing<Vec<u8>>, String> {
             "{shown} is mode {mode:04o}; want 0600 or stricter (chmod 600 {shown})"
         ));
     }
-    check_owner(path, meta.uid(), crate::io::sys::current_uids().1)?;
+    let euid = crate::io::sys::current_uids().1;
+    let run_as = RUN_AS.load(core::sync::atomic::Ordering::Relaxed);
+    if !(run_as != NO_USER && meta.uid() == run_as) {
+        check_owner(path, meta.uid(), euid)?;
+    }
     if meta.len() > MAX_FILE_LEN {
         return Err(format!(
             "{shown} is {} bytes; a key file holds one hex key (at most {MAX_FILE_LEN} bytes)",
@@ -70,6 +74,19 @@ pub(crate) fn read(path: &Path) -> Result<Zeroizing<Vec<u8>>, String> {
     let mut key = Zeroizing::new(vec![0u8; hex.len() / 2]);
     hex::decode_to_slice(hex, &mut key[..]).map_err(|_| not_hex())?;
     Ok(key)
+}
+
+/// "No `--user`": no extra owner allowed.
+const NO_USER: u32 = u32::MAX;
+
+/// The uid the daemon drops to (`--user`, `[daemon] user`), whose key files are its own too.
+static RUN_AS: core::sync::atomic::AtomicU32 = core::sync::atomic::AtomicU32::new(NO_USER);
+
+/// Also accepts key files owned by `uid`: the user a root daemon drops to (`--user`), as the
+/// packaged unit's `chown psp-gateway: /etc/psp/*.key` asks. That user reads them after the
+/// drop on a reload anyway, so trusting them before it adds nothing.
+pub(crate) fn allow_owner(uid: u32) {
+    RUN_AS.store(uid, core::sync::atomic::Ordering::Relaxed);
 }
 
 /// The owner rule: a key file belongs to root or to the effective user `euid` of the process.
@@ -200,6 +217,18 @@ mod tests {
         assert!(!e.contains("0011"), "{e}");
         std::os::unix::fs::chown(&t.0, Some(0), None).unwrap();
         assert_eq!(read(&t.0).unwrap().len(), 16);
+    }
+
+    /// A root daemon that drops to `--user` accepts that user's key files (and only those).
+    #[test]
+    fn accepts_the_run_as_users_files() {
+        let t = Temp::new(b"00112233445566778899aabbccddeeff", 0o600);
+        std::os::unix::fs::chown(&t.0, Some(23456), None).unwrap();
+        assert!(read(&t.0).is_err());
+        allow_owner(23456);
+        assert_eq!(read(&t.0).unwrap().len(), 16);
+        std::os::unix::fs::chown(&t.0, Some(23457), None).unwrap();
+        assert!(read(&t.0).is_err());
     }
 
     #[test]

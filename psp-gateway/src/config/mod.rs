@@ -24,7 +24,7 @@ mod raw;
 mod session;
 mod validate;
 
-pub(crate) use keyfile::read as read_key_file;
+pub(crate) use keyfile::{allow_owner as allow_key_owner, read as read_key_file};
 pub use normalize::NormalizeConfig;
 pub use session::{IdentityFile, SessionConfig};
 
@@ -262,6 +262,13 @@ impl Config {
         let raw = raw::parse(path, text)?;
         validate::build(path, raw)
     }
+}
+
+/// The `[daemon] user` of the file at `path`, from the TOML alone (no validation, no key
+/// files): the daemon needs it before the key files are read, to accept those its user owns.
+pub(crate) fn daemon_user(path: &Path) -> Option<String> {
+    let text = read_config(path).ok()?;
+    raw::parse(path, &text).ok()?.daemon.user
 }
 
 /// The largest config file read; a real one is a few KiB.
