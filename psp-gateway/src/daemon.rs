@@ -347,6 +347,7 @@ async fn serve(config: Config, opts: &Options) -> Result<(), DaemonError> {
         metrics = %config.metrics.map_or_else(|| "off".to_string(), |m| m.listen.to_string()),
         "ready"
     );
+    warn_mixed_normalization(&config);
     let _ = notifier.notify("READY=1");
 
     let [mut tx_task, mut rx_task] = tasks;
@@ -384,6 +385,20 @@ async fn serve(config: Config, opts: &Options) -> Result<(), DaemonError> {
     let doc = status::document(&info, &shared, &set_rx.borrow());
     tracing::info!(counters = %doc, "stopped");
     result
+}
+
+/// Some peers normalized, some not: broadcast and multicast frames for the others leave under
+/// the group key at their natural size and time, next to the normalized stream (docs/GATEWAY.md,
+/// "Traffic normalization"). Said once at start-up.
+fn warn_mixed_normalization(config: &Config) {
+    let normalized = config.peers.iter().filter(|p| p.normalize.is_some()).count();
+    if normalized > 0 && normalized < config.peers.len() {
+        tracing::warn!(
+            normalized,
+            peers = config.peers.len(),
+            "mixed normalization: broadcast frames to the other peers leave at their natural size and time under the group key, which an observer can tell apart from the normalized stream"
+        );
+    }
 }
 
 /// The largest overhead a reloaded configuration may have without changing the TAP MTU.
