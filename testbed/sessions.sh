@@ -1,12 +1,13 @@
 #!/usr/bin/env bash
 # testbed/sessions.sh: what sessions cost, measured on the real daemon (release build) in network
 # namespaces: the wall-clock handshake time of single-path SEP vs two-path SMKEX (median over N
-# fresh set-ups, each a new pair of daemons), and the throughput of iperf3 TCP with a rekey every
-# 2 s vs no rekey (median of 3 runs each, interleaved). Run as root. Not in CI (its quick variant is the
+# fresh set-ups, each a new pair of daemons), and the throughput of iperf3 TCP with static keys,
+# with sessions, and with a rekey every 2 s (median of 3 runs each, interleaved). Run as root. Not in CI (its quick variant is the
 # sessions tests); figures go to BENCHMARKS.md.
 #
 # Usage: testbed/sessions.sh [--runs N] [--secs S] [--no-build]
-# Last line: RESULT handshake_ms_one_path=… handshake_ms_two_path=… tcp_mbps_norekey=… tcp_mbps_rekey2s=… rekey2s_vs_none=…
+# Last line: RESULT handshake_ms_one_path=… handshake_ms_two_path=… tcp_mbps_static=… tcp_mbps_norekey=…
+#   tcp_mbps_rekey2s=… rekey2s_vs_none=… session_vs_static=…
 set -uo pipefail
 
 RUNS=20
@@ -62,8 +63,12 @@ HS1=$(handshakes 1 off)
 HS2=$(handshakes 2 require)
 echo "  median: single-path SEP $HS1 ms, two-path SMKEX $HS2 ms"
 
-iperf_once() { # rekey_after_s -> one Mbit/s figure (fresh daemons)
-    export TB_PATHS=2 TB_SMKEX=require TB_SESSION_EXTRA="rekey_after_s = $1"
+iperf_once() { # rekey_after_s|static -> one Mbit/s figure (fresh daemons)
+    if [[ $1 == static ]]; then
+        export TB_SESSION=0 TB_PATHS=1
+    else
+        export TB_SESSION=1 TB_PATHS=2 TB_SMKEX=require TB_SESSION_EXTRA="rekey_after_s = $1"
+    fi
     tb_config 1 aes128-gcm raw && tb_config 2 aes128-gcm raw || return 1
     tb_gw_start 1 >/dev/null && tb_gw_start 2 >/dev/null || return 1
     tb_x vm1 ping -c 1 -W 3 "$(tb_ip 2)" >/dev/null
@@ -71,7 +76,7 @@ iperf_once() { # rekey_after_s -> one Mbit/s figure (fresh daemons)
     sleep 0.3
     tb_x vm1 iperf3 -c "$(tb_ip 2)" -t "$SECS" -J | jq -r '.end.sum_received.bits_per_second / 1e6'
     local rekeys drops
-    rekeys=$(tb_status 1 --json | jq -r '.peers[0].session.rekeys')
+    rekeys=$(tb_status 1 --json | jq -r '.peers[0].session.rekeys // 0')
     drops=$(tb_status 2 --json | jq -r '.peers[0].drops | (."bad-icv" + .replay + ."too-old")')
     echo "    rekey_after_s=$1: rekeys $rekeys, bad-icv+replay+too-old $drops" >&2
     tb_gw_stop 1 >/dev/null
@@ -80,13 +85,18 @@ iperf_once() { # rekey_after_s -> one Mbit/s figure (fresh daemons)
 
 echo "== iperf3 TCP vm1 -> vm2, ${SECS} s, two-path sessions, 3 pairs of runs interleaved"
 for i in 1 2 3; do
+    iperf_once static >>"$TB_DIR/iperf-static.txt"
     iperf_once 86400 >>"$TB_DIR/iperf-none.txt"
     iperf_once 2 >>"$TB_DIR/iperf-rekey.txt"
 done
+echo "  static keys:     $(tr '\n' ' ' <"$TB_DIR/iperf-static.txt") Mbit/s"
+STATIC=$(median <"$TB_DIR/iperf-static.txt")
 echo "  no rekey:        $(tr '\n' ' ' <"$TB_DIR/iperf-none.txt") Mbit/s"
 echo "  rekey every 2 s: $(tr '\n' ' ' <"$TB_DIR/iperf-rekey.txt") Mbit/s"
 NONE=$(median <"$TB_DIR/iperf-none.txt")
 REKEY=$(median <"$TB_DIR/iperf-rekey.txt")
 RATIO=$(awk -v a="$REKEY" -v b="$NONE" 'BEGIN { printf "%.3f", (b > 0 ? a / b : 0) }')
 echo "  median: no rekey $NONE Mbit/s, rekey every 2 s $REKEY Mbit/s (x$RATIO)"
-echo "RESULT handshake_ms_one_path=$HS1 handshake_ms_two_path=$HS2 tcp_mbps_norekey=$NONE tcp_mbps_rekey2s=$REKEY rekey2s_vs_none=$RATIO"
+SVS=$(awk -v a="$NONE" -v b="$STATIC" 'BEGIN { printf "%.3f", (b > 0 ? a / b : 0) }')
+echo "  sessions (no rekey) vs static keys: x$SVS"
+echo "RESULT handshake_ms_one_path=$HS1 handshake_ms_two_path=$HS2 tcp_mbps_static=$STATIC tcp_mbps_norekey=$NONE tcp_mbps_rekey2s=$REKEY rekey2s_vs_none=$RATIO session_vs_static=$SVS"
