@@ -391,7 +391,11 @@ async fn serve(config: Config, opts: &Options) -> Result<(), DaemonError> {
 /// the group key at their natural size and time, next to the normalized stream (docs/GATEWAY.md,
 /// "Traffic normalization"). Said once at start-up.
 fn warn_mixed_normalization(config: &Config) {
-    let normalized = config.peers.iter().filter(|p| p.normalize.is_some()).count();
+    let normalized = config
+        .peers
+        .iter()
+        .filter(|p| p.normalize.is_some())
+        .count();
     if normalized > 0 && normalized < config.peers.len() {
         tracing::warn!(
             normalized,

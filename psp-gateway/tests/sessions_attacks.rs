@@ -216,10 +216,13 @@ fn a_request_flood_is_rate_limited_and_the_session_keeps_its_latency() {
     let sent = flood.join().expect("flood thread");
     let s = vm2.status_json();
     let limited = counter(&s, "peer:vm1.session.handshake_failures.rate_limited");
+    let budget = counter(&s, "peer:vm1.session.messages_limited");
     eprintln!(
-        "ping avg idle {idle:.3} ms, under a flood of {sent} requests {flooded:.3} ms; {limited} rate-limited"
+        "ping avg idle {idle:.3} ms, under a flood of {sent} requests {flooded:.3} ms; \
+         {budget} dropped by the receive task's budget, {limited} by the driver's token bucket"
     );
     assert!(sent > 1000, "{sent}");
+    assert!(budget > sent / 2, "most never reach the driver: {s}");
     assert!(limited > 0, "{s}");
     assert!(
         flooded <= 2.0 * idle.max(0.05),

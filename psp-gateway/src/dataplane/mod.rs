@@ -485,11 +485,15 @@ pub(crate) async fn rx_loop(
                         opened.protocol(),
                         Protocol::SessionEstablishment | Protocol::KeyExchange
                     );
-                    match (
-                        &shared.sessions,
-                        handshake && !group && !via_ring && session.is_some(),
-                    ) {
-                        (Some(link), true) => link.message(src, PathId::FIRST, opened.payload()),
+                    match (&shared.sessions, session.as_deref()) {
+                        (Some(link), Some(s)) if handshake && !group && !via_ring => {
+                            // The budget first: a flood never wakes the driver.
+                            if peer.budget.take(now) {
+                                link.message(src, PathId::FIRST, opened.payload());
+                            } else {
+                                s.stats.messages_limited.add(1);
+                            }
+                        }
                         _ => peer.counters.rx_sub.add(1),
                     }
                 }
@@ -566,7 +570,7 @@ pub(crate) async fn rx2_loop(
                 g.not_for_us.add(1);
                 continue;
             }
-            let Some((s, verifying, opener)) = openers.get_mut(&src) else {
+            let Some((s, verifying, opener, budget)) = openers.get_mut(&src) else {
                 g.unknown_peer.add(1);
                 continue;
             };
@@ -584,7 +588,9 @@ pub(crate) async fn rx2_loop(
                         Protocol::SessionEstablishment | Protocol::KeyExchange
                     ) =>
                 {
-                    if let Some(link) = &shared.sessions {
+                    if !budget.take(now) {
+                        s.stats.messages_limited.add(1);
+                    } else if let Some(link) = &shared.sessions {
                         link.message(src, PathId::SECOND, o.payload());
                     }
                 }
@@ -604,6 +610,7 @@ type Path2Openers = std::collections::HashMap<
         Arc<crate::sessions::PeerSession>,
         bool,
         psp_core::session::Opener,
+        crate::sessions::MessageBudget,
     ),
 >;
 
@@ -614,7 +621,15 @@ fn path2_openers(set: &PeerSet, max_frame: usize) -> Path2Openers {
         let pin = p.identity.or_else(|| s.pin.get().copied());
         for mac in &p.macs {
             if let Ok(o) = peers::group_opener(&set.config, pin, max_frame) {
-                m.insert(*mac, (Arc::clone(s), pin.is_some(), o));
+                m.insert(
+                    *mac,
+                    (
+                        Arc::clone(s),
+                        pin.is_some(),
+                        o,
+                        crate::sessions::MessageBudget::new(),
+                    ),
+                );
             }
         }
     }

@@ -174,6 +174,8 @@ pub(crate) struct RxPeer {
     /// Whether `group` checks signatures (a pinned identity); without one it accepts signed
     /// frames unverified until a pin is learnt (trust on first use).
     pub(crate) verifying: bool,
+    /// The handshake messages this peer may hand the driver.
+    pub(crate) budget: crate::sessions::MessageBudget,
     settings: (PeerSecurity, PeerSecurity, Option<[u8; 32]>),
 }
 
@@ -267,6 +269,7 @@ impl RxPeers {
                 norm: norm.get(i).cloned().flatten(),
                 session,
                 verifying: pin.is_some(),
+                budget: crate::sessions::MessageBudget::new(),
                 settings: (p.security.clone(), config.group.clone(), pin),
             });
         }

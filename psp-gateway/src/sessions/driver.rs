@@ -293,11 +293,12 @@ impl Driver {
         if st.hs.is_some() || st.holdoff.is_some_and(|t| now < t) {
             return;
         }
-        let (has_current, due) = {
+        let (has_current, due, heard) = {
             let ring = p.ring();
             (
                 ring.current().is_some(),
                 ring.rekey_due(now) && ring.next().is_none(),
+                ring.current_heard(),
             )
         };
         let rekey_after = self.cfg.rekey_after;
@@ -316,7 +317,7 @@ impl Driver {
         let asked = p.take_want() && !has_current;
         let wanted = asked
             || p.has_pending()
-            || (has_current && (due || aged))
+            || (has_current && (due || (aged && heard)))
             || (due && st.established.is_some());
         if wanted {
             self.initiate(p, now);

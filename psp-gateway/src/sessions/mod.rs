@@ -15,7 +15,7 @@ mod peer;
 mod tofu;
 
 pub(crate) use driver::{Driver, GSN_MAGIC, Link};
-pub(crate) use peer::{FAIL_REASONS, PeerSession};
+pub(crate) use peer::{FAIL_REASONS, MessageBudget, PeerSession};
 pub(crate) use tofu::{Tofu, parse as tofu_parse};
 
 /// The address SEP's stage 1 names as destination, from the first frame waiting for a session:

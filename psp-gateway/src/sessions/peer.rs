@@ -30,6 +30,46 @@ pub(crate) const FAIL_REASONS: [&str; 12] = [
     "install",
 ];
 
+/// A token bucket for the handshake messages one peer may hand the driver, applied by the
+/// receive tasks before anything is copied or queued: a flood costs the dataplane an AEAD open
+/// and a counter, never a wake-up of the driver. A handshake is about six messages plus
+/// retransmissions; the driver's own per-source request limit (20/s, burst 5) comes after.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct MessageBudget {
+    tokens: u64,
+    at: psp_core::time::Instant,
+}
+
+impl MessageBudget {
+    /// Messages per second.
+    const RATE: u64 = 50;
+    /// Burst.
+    const BURST: u64 = 20;
+    /// Tokens are counted in millionths (one per µs at one message per second).
+    const UNIT: u64 = 1_000_000;
+
+    /// A full bucket.
+    pub(crate) const fn new() -> Self {
+        Self {
+            tokens: Self::BURST * Self::UNIT,
+            at: psp_core::time::Instant::ZERO,
+        }
+    }
+
+    /// Takes one token if there is one.
+    pub(crate) fn take(&mut self, now: psp_core::time::Instant) -> bool {
+        let dt = now.saturating_since(self.at).total_micros();
+        self.at = now;
+        self.tokens = (self.tokens + dt.saturating_mul(Self::RATE)).min(Self::BURST * Self::UNIT);
+        if self.tokens >= Self::UNIT {
+            self.tokens -= Self::UNIT;
+            true
+        } else {
+            false
+        }
+    }
+}
+
 /// Session counters of one peer.
 #[derive(Debug, Default)]
 pub(crate) struct SessionStats {
@@ -55,6 +95,8 @@ pub(crate) struct SessionStats {
     pub(crate) unknown_key: Counter,
     /// Unicast data frames under the group key: a session peer's data never uses it (dropped).
     pub(crate) group_unicast: Counter,
+    /// Handshake messages dropped by the receive tasks' budget (a flood).
+    pub(crate) messages_limited: Counter,
 }
 
 impl SessionStats {
@@ -225,6 +267,7 @@ impl PeerSession {
         m.insert("no_session".into(), s.no_session.get().into());
         m.insert("unknown_key".into(), s.unknown_key.get().into());
         m.insert("group_unicast".into(), s.group_unicast.get().into());
+        m.insert("messages_limited".into(), s.messages_limited.get().into());
         if let Some(pin) = self.pin.get() {
             m.insert("identity".into(), hex::encode(pin).into());
         }

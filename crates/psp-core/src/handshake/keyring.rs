@@ -339,6 +339,15 @@ impl KeyRing {
         t
     }
 
+    /// Whether a frame of the peer has opened under the current session: it has the keys and
+    /// uses them. A new rekey waits for this (unless the old keys wear out), so the peer is never
+    /// two sessions behind, with frames under keys this ring no longer holds.
+    pub fn current_heard(&self) -> bool {
+        self.current
+            .as_ref()
+            .is_some_and(|s| s.opener.replay_window().highest().is_some())
+    }
+
     /// The session that seals now, if any.
     pub fn current(&self) -> Option<&Slot> {
         self.current.as_ref()
