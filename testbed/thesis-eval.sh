@@ -190,6 +190,7 @@ sip() {
     local drops
     drops=$(sed -n 's/^\([0-9]*\) packets dropped by kernel.*/\1/p' "$w/tcpdump.log")
     [[ ${drops:-0} == 0 ]] || echo "  note: vm2's capture dropped $drops packets (jitter from the rest)"
+    ((KEEP)) || rm -f "$w/rtp.pcap" # up to ~130 MB at 10x
 }
 
 measure() {
