@@ -31,9 +31,9 @@
 #           thesis' command `sipp -sn uac_pcap -d 20000 -s 1001 SERVER -l 100 -r 8` for 60 s
 #           (-m 480 calls); each call plays G.711 A-law RTP from a pcap. Success = SIPp's
 #           successful calls / calls created. Jitter: vm2 captures the RTP arriving on its
-#           interface and tshark computes each stream's RFC 3550 interarrival jitter (what the
-#           thesis' Wireshark did); we report the mean over the calls of each call's mean and
-#           max jitter
+#           interface; each call's RFC 3550 interarrival jitter as Wireshark computes it (the
+#           thesis used Wireshark) from tshark's per-packet fields; we report the mean over the
+#           calls of each call's mean and max jitter
 #   TCP     iperf3 vm1 -> vm2, one stream, 10 s (the thesis' iperf default)
 #   UDP     iperf3 -u -b 1000M vm1 -> vm2, 10 s, datagrams filling the interface MTU (iperf
 #           2's 1470-byte default on the thesis' 1500-byte Ethernet); received rate
@@ -175,12 +175,39 @@ sip() {
     else
         missing "$cat $key: SIPp created no calls"
     fi
-    # tshark's RTP stream table: columns 3 src, 8 payload, 16 mean jitter, 17 max jitter (ms)
-    # ("Lost" takes two columns, 10 and 11). Audio streams only (the DTMF events are short).
+    # RFC 3550 interarrival jitter of each call's audio stream (payload type 8, G.711 A-law,
+    # 8000 Hz), computed as Wireshark's RTP stream analysis does (J += (|D| - J) / 16 per
+    # packet; a stream's mean is the mean of J over its packets, its max the largest J), from
+    # tshark's per-packet fields. Not tshark's own `-z rtp,streams` table: SIPp reuses media
+    # ports (base + 4 x call number modulo 10000), and every call plays the same pcap with the
+    # same SSRC, so at 10x the table merges calls 31 s apart into one "stream". A stream here is
+    # a source port's packets until a gap of over 2 s or a sequence number going back.
     local jit
-    jit=$(tshark -r "$w/rtp.pcap" -q -o rtp.heuristic_rtp:TRUE -z rtp,streams 2>/dev/null |
-        awk -v src="$SRC" '$3 == src && $8 ~ /711/ { n++; mean += $16; max += $17 }
-            END { if (n) printf "%.3f %.3f %d\n", mean / n, max / n, n }')
+    jit=$(tshark -r "$w/rtp.pcap" -o rtp.heuristic_rtp:TRUE -Y "rtp.p_type == 8" -T fields \
+        -e frame.time_epoch -e udp.srcport -e rtp.seq -e rtp.timestamp 2>/dev/null | awk '
+        function close_stream(k) {
+            if (n[k] > 0) { streams++; means += sum[k] / n[k]; maxes += mx[k] }
+            j[k] = 0; sum[k] = 0; n[k] = 0; mx[k] = 0
+        }
+        {
+            t = $1; k = $2; seq = $3; ts = $4
+            if ((k in lt) && t - lt[k] < 2 && (seq - ls[k] + 65536) % 65536 < 32768) {
+                dts = ts - lts[k]
+                if (dts < -2147483648) dts += 4294967296
+                d = (t - lt[k]) * 1000 - dts / 8
+                if (d < 0) d = -d
+                j[k] += (d - j[k]) / 16
+            } else {
+                if (k in lt) close_stream(k)
+                j[k] = 0
+            }
+            sum[k] += j[k]; n[k]++; if (j[k] > mx[k]) mx[k] = j[k]
+            lt[k] = t; ls[k] = seq; lts[k] = ts
+        }
+        END {
+            for (k in lt) close_stream(k)
+            if (streams) printf "%.3f %.3f %d\n", means / streams, maxes / streams, streams
+        }')
     if [[ -n $jit ]]; then
         read -r R[$cat.${key}_jit_mean] R[$cat.${key}_jit_max] R[$cat.${key}_streams] <<<"$jit"
         ok "jitter over ${R[$cat.${key}_streams]} RTP streams: mean ${R[$cat.${key}_jit_mean]} ms, max ${R[$cat.${key}_jit_max]} ms (per-call averages)"
