@@ -224,7 +224,9 @@ measure() {
     local cat=$1 out v
     phase "category $cat${SUITE[$cat]:+ (suite ${SUITE[$cat]})}"
     topology "$cat" || { missing "$cat: setting up the topology failed"; tb_teardown; return; }
-    echo "  $SRC -> $DST on $DEV, MTU $MTU"
+    # The machine may be shared: the 1-minute load average at the start goes into the summary.
+    R[$cat.load]=$(cut -d' ' -f1 /proc/loadavg)
+    echo "  $SRC -> $DST on $DEV, MTU $MTU; load average ${R[$cat.load]}"
 
     # ARP: ARPS resolutions, each with both neighbour caches flushed and one broadcast request;
     # arping prints the request -> reply time ("Unicast reply from ... 0.563ms").
@@ -303,6 +305,7 @@ more() { local r; r=$(ratio "$1" "$2"); [[ $r == n/a ]] && echo n/a || awk -v r=
 
 phase "summary"
 echo "  $CPU, $(nproc) CPUs; $(date -u '+%Y-%m-%d %H:%M UTC'); mode $( ((QUICK)) && echo quick || echo full)"
+echo "  1-minute load average at the start of each category:$(for c in "${CATS[@]}"; do printf ' %s %s' "$c" "$(g "$c.load")"; done)"
 echo
 echo "| category | ARP ms | ICMP ms | calls ok (x1) | jitter mean/max ms | TCP Mbit/s | UDP Mbit/s | SCP MB/s | calls ok (x10) | jitter x10 mean/max ms |"
 echo "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"
