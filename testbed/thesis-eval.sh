@@ -178,10 +178,10 @@ sip() {
     # RFC 3550 interarrival jitter of each call's audio stream (payload type 8, G.711 A-law,
     # 8000 Hz), computed as Wireshark's RTP stream analysis does (J += (|D| - J) / 16 per
     # packet; a stream's mean is the mean of J over its packets, its max the largest J), from
-    # tshark's per-packet fields. Not tshark's own `-z rtp,streams` table: SIPp reuses media
-    # ports (base + 4 x call number modulo 10000), and every call plays the same pcap with the
-    # same SSRC, so at 10x the table merges calls 31 s apart into one "stream". A stream here is
-    # a source port's packets until a gap of over 2 s or a sequence number going back.
+    # tshark's per-packet fields. Not tshark's own `-z rtp,streams` table: SIPp's media ports
+    # (6000 + 4n) repeat after ~2 500 calls (observed), and every call plays the same pcap with
+    # the same SSRC, so at 10x the table merges calls 31 s apart into one "stream". A stream here
+    # is a source port's packets until a gap of over 2 s or a sequence number going back.
     local jit
     jit=$(tshark -r "$w/rtp.pcap" -o rtp.heuristic_rtp:TRUE -Y "rtp.p_type == 8" -T fields \
         -e frame.time_epoch -e udp.srcport -e rtp.seq -e rtp.timestamp 2>/dev/null | awk '
