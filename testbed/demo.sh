@@ -107,10 +107,8 @@ echo "  vm1 and vm2 ready; TAP MTU $MTU"
 
 # Eve listens on her bridge port from now on.
 EVE_PCAP=$TB_DIR/eve.pcap
-tb_bg eve "$TB_DIR/eve-tcpdump.log" tcpdump -i up0 -nn -s 0 -B 65536 -U -w "$EVE_PCAP"
+tb_tcpdump eve "$TB_DIR/eve-tcpdump.log" -i up0 -nn -s 0 -B 65536 -U -w "$EVE_PCAP" || die "eve's tcpdump did not start"
 EVE_PID=$TB_LAST_PID
-for _ in $(seq 50); do grep -q "listening on" "$TB_DIR/eve-tcpdump.log" 2>/dev/null && break; sleep 0.1; done
-grep -q "listening on" "$TB_DIR/eve-tcpdump.log" || die "eve's tcpdump did not start: $(cat "$TB_DIR/eve-tcpdump.log")"
 
 phase "ARP resolution (inside PSP, group key)"
 tb_x vm1 ip neigh flush dev psp0
@@ -126,54 +124,16 @@ if grep -q " 0% packet loss" <<<"$PING_OUT" && [[ -n $PING_MS ]]; then ok "$PING
 
 phase "iperf3 TCP, ${IPERF_T} s each way"
 tb_bg vm2 "$TB_DIR/iperf3-server.log" iperf3 -s -B "$(tb_ip 2)"
-iperf() { # iperf [-R] -> Mbit/s received
-    local out
-    for _ in 1 2 3 4 5; do
-        # iperf3 3.12 exits 0 with -J even when it cannot connect: check "error" too.
-        if out=$(tb_x vm1 iperf3 -c "$(tb_ip 2)" -t "$IPERF_T" -J "$@" 2>&1) &&
-            [[ -z $(jq -r '.error // empty' <<<"$out" 2>/dev/null) ]] &&
-            jq -er '.end.sum_received.bits_per_second / 1e6 | . * 10 | round / 10' <<<"$out" 2>/dev/null; then
-            return 0
-        fi
-        sleep 0.3 # the server may still be starting
-    done
-    echo "iperf3 failed: $(jq -r '.error // empty' <<<"$out" 2>/dev/null || echo "$out")" >&2
-    return 1
-}
+iperf() { tb_iperf3 1 "$(tb_ip 2)" "$IPERF_T" "$@"; } # iperf [-R] -> Mbit/s received
 if TCP_MBPS=$(iperf); then ok "vm1 -> vm2: $TCP_MBPS Mbit/s"; else fail "iperf3 vm1 -> vm2"; TCP_MBPS=0; fi
 if TCP_REV=$(iperf -R); then ok "vm2 -> vm1: $TCP_REV Mbit/s"; else fail "iperf3 vm2 -> vm1"; TCP_REV=0; fi
 
 phase "ssh login and scp of a ${FILE_MB} MB file"
 SSHD=$TB_DIR/ssh
-mkdir -p "$SSHD" /run/sshd && chmod 700 "$SSHD"
-ssh-keygen -q -t ed25519 -N '' -C psp-demo-host -f "$SSHD/host_key" || die "ssh-keygen failed"
-ssh-keygen -q -t ed25519 -N '' -C psp-demo-client -f "$SSHD/id" || die "ssh-keygen failed"
-cp "$SSHD/id.pub" "$SSHD/authorized_keys"
-cat >"$SSHD/sshd_config" <<EOF
-ListenAddress $(tb_ip 2)
-Port 22
-HostKey $SSHD/host_key
-PidFile $SSHD/sshd.pid
-PermitRootLogin prohibit-password
-PubkeyAuthentication yes
-AuthorizedKeysFile $SSHD/authorized_keys
-PasswordAuthentication no
-KbdInteractiveAuthentication no
-UsePAM no
-StrictModes no
-Subsystem sftp internal-sftp
-LogLevel ERROR
-EOF
-SSHD_BIN=$(command -v sshd || echo /usr/sbin/sshd)
-"$SSHD_BIN" -t -f "$SSHD/sshd_config" || die "sshd rejected its config"
-tb_bg vm2 "$SSHD/sshd.log" "$SSHD_BIN" -D -e -f "$SSHD/sshd_config"
-SSH_OPTS=(-F /dev/null -i "$SSHD/id" -o IdentitiesOnly=yes -o BatchMode=yes -o StrictHostKeyChecking=no
-    -o UserKnownHostsFile=/dev/null -o ConnectTimeout=5 -o LogLevel=ERROR)
+tb_sshd 2 || die "starting sshd failed"
+SSH_OPTS=("${TB_SSH_OPTS[@]}")
 SSH_OK=0
-for _ in $(seq 20); do
-    if tb_x vm1 ssh "${SSH_OPTS[@]}" "root@$(tb_ip 2)" true 2>"$SSHD/client.err"; then SSH_OK=1; break; fi
-    sleep 0.25
-done
+if tb_ssh_wait 1 "$(tb_ip 2)" 2>/dev/null; then SSH_OK=1; fi
 if ((SSH_OK)); then ok "ssh root@$(tb_ip 2) true"; else fail "ssh login: $(cat "$SSHD/client.err")"; fi
 
 FILE=$TB_DIR/known.txt
@@ -190,9 +150,8 @@ else
 fi
 
 phase "the same file over cleartext TCP (control: visible on vm2's TAP, not to eve)"
-tb_bg vm2 "$TB_DIR/tap-tcpdump.log" tcpdump -i psp0 -nn -s 0 -c 2000 -U -w "$TB_DIR/vm2-tap.pcap" tcp port 5001
+tb_tcpdump vm2 "$TB_DIR/tap-tcpdump.log" -i psp0 -nn -s 0 -c 2000 -U -w "$TB_DIR/vm2-tap.pcap" tcp port 5001
 TAP_PID=$TB_LAST_PID
-for _ in $(seq 50); do grep -q "listening on" "$TB_DIR/tap-tcpdump.log" 2>/dev/null && break; sleep 0.1; done
 tb_bg vm2 "$TB_DIR/socat-server.log" socat -u "TCP-LISTEN:5001,bind=$(tb_ip 2),reuseaddr" "CREATE:$TB_DIR/recv-clear.txt"
 RECV_PID=$TB_LAST_PID
 tb_x vm1 socat -u "OPEN:$FILE" "TCP:$(tb_ip 2):5001,retry=20,interval=0.1" 2>"$TB_DIR/socat-client.err" ||

@@ -41,6 +41,11 @@ declare -A PKG=(
     [systemd-analyze]=systemd
     [setpriv]=util-linux
     [man]=man-db
+    # testbed/thesis-eval.sh: SIP calls with RTP media (SIPp; Debian names the package
+    # sip-tester), ARP round trips (iputils' arping, which times each request/reply).
+    [sipp]=sip-tester
+    [arping]=iputils-arping
+    [ethtool]=ethtool
 )
 
 have() {

@@ -72,6 +72,14 @@
 #   tb_bg NAME LOG CMD...          run CMD in NAME's namespace in the background, output to LOG;
 #                                  records the pid (killed by tb_teardown); sets TB_LAST_PID
 #   tb_kill PID                    SIGTERM a pid started by tb_bg / tb_gw_start, wait for it
+#   tb_tcpdump NAME LOG ARGS...    tcpdump ARGS in NAME's namespace in the background (tb_bg)
+#                                  and wait until it is capturing; sets TB_LAST_PID
+#   tb_iperf3 N DST SECONDS [ARGS...]  iperf3 -c DST from vmN (-J, retried while the server
+#                                  starts); prints the received rate in Mbit/s (one decimal)
+#   tb_sshd N [ADDR]               start sshd in vmN on ADDR:22 (default tb_ip N): root login
+#                                  with a fresh key pair only, files in $TB_DIR/ssh; sets the
+#                                  array TB_SSH_OPTS (the client's -F/-i/-o options)
+#   tb_ssh_wait N ADDR             from vmN, retry `ssh root@ADDR true` for 5 s
 #   tb_teardown                    kill everything started in this run's namespaces, delete
 #                                  the namespaces and TB_DIR; idempotent, keeps $? intact
 # ---------------------------------------------------------------------------------------------
@@ -370,6 +378,73 @@ tb_bg() {
     ip netns exec "$(tb_ns "$name")" "$@" </dev/null >>"$log" 2>&1 &
     TB_LAST_PID=$!
     echo "$TB_LAST_PID $name $1" >>"$TB_DIR/pids"
+}
+
+tb_tcpdump() {
+    local name=$1 log=$2 i
+    shift 2
+    tb_bg "$name" "$log" tcpdump "$@"
+    for ((i = 0; i < 50; i++)); do
+        grep -q "listening on" "$log" 2>/dev/null && return 0
+        sleep 0.1
+    done
+    tb_die "tcpdump in $name did not start: $(cat "$log")"
+}
+
+tb_iperf3() {
+    local n=$1 dst=$2 secs=$3 out
+    shift 3
+    for _ in 1 2 3 4 5; do
+        # iperf3 3.12 exits 0 with -J even when it cannot connect: check "error" too. Its
+        # warnings (e.g. UDP datagrams longer than the MSS) go to stderr, kept out of the JSON.
+        if out=$(tb_x "vm$n" iperf3 -c "$dst" -t "$secs" -J "$@" 2>"$TB_DIR/iperf3-client.err") &&
+            [[ -z $(jq -r '.error // empty' <<<"$out" 2>/dev/null) ]] &&
+            jq -er '.end.sum_received.bits_per_second / 1e6 | . * 10 | round / 10' <<<"$out" 2>/dev/null; then
+            return 0
+        fi
+        sleep 0.3 # the server may still be starting
+    done
+    echo "iperf3 failed: $(jq -r '.error // empty' <<<"$out" 2>/dev/null || echo "$out") $(cat "$TB_DIR/iperf3-client.err")" >&2
+    return 1
+}
+
+tb_sshd() {
+    local n=$1 addr=${2:-$(tb_ip "$1")} dir=$TB_DIR/ssh bin
+    mkdir -p "$dir" /run/sshd && chmod 700 "$dir"
+    { ssh-keygen -q -t ed25519 -N '' -C psp-testbed-host -f "$dir/host_key" </dev/null &&
+        ssh-keygen -q -t ed25519 -N '' -C psp-testbed-client -f "$dir/id" </dev/null; } ||
+        tb_die "ssh-keygen failed" || return 1
+    cp "$dir/id.pub" "$dir/authorized_keys"
+    cat >"$dir/sshd_config" <<EOF
+ListenAddress $addr
+Port 22
+HostKey $dir/host_key
+PidFile $dir/sshd.pid
+PermitRootLogin prohibit-password
+PubkeyAuthentication yes
+AuthorizedKeysFile $dir/authorized_keys
+PasswordAuthentication no
+KbdInteractiveAuthentication no
+UsePAM no
+StrictModes no
+Subsystem sftp internal-sftp
+LogLevel ERROR
+EOF
+    bin=$(command -v sshd || echo /usr/sbin/sshd)
+    "$bin" -t -f "$dir/sshd_config" || tb_die "sshd rejected its config" || return 1
+    tb_bg "vm$n" "$dir/sshd.log" "$bin" -D -e -f "$dir/sshd_config"
+    TB_SSH_OPTS=(-F /dev/null -i "$dir/id" -o IdentitiesOnly=yes -o BatchMode=yes
+        -o StrictHostKeyChecking=no -o UserKnownHostsFile=/dev/null -o ConnectTimeout=5
+        -o LogLevel=ERROR)
+}
+
+tb_ssh_wait() {
+    local n=$1 addr=$2
+    for _ in $(seq 20); do
+        tb_x "vm$n" ssh "${TB_SSH_OPTS[@]}" "root@$addr" true 2>"$TB_DIR/ssh/client.err" && return 0
+        sleep 0.25
+    done
+    tb_die "ssh login to $addr: $(cat "$TB_DIR/ssh/client.err")"
 }
 
 tb_teardown() {
