@@ -151,11 +151,28 @@ pub(crate) async fn tx_loop(
                 i += 1;
                 continue;
             }
-            if out.capacity() - out.len() < peers.peers.len().max(RUN) {
+            if out.capacity() - out.len() < RUN {
                 flush(&uplink, &mut out, g).await?;
             }
             if is_group(&dst) {
-                seal_group(&mut peers, udp, now, frame, &mut scratch, &mut out, g);
+                if let Some(len) = seal_group(&mut peers, now, frame, &mut scratch, g) {
+                    // Raw: once for the segment. UDP: one copy per endpoint, flushing as the
+                    // batch fills (with many peers a broadcast is more copies than one batch).
+                    let sealed = &scratch[..len];
+                    let copies = peers
+                        .peers
+                        .iter()
+                        .filter(|p| udp && p.norm.is_none())
+                        .filter_map(|p| p.endpoint.map(Some));
+                    for addr in copies.chain((!udp).then_some(None)) {
+                        if out.is_full() {
+                            flush(&uplink, &mut out, g).await?;
+                        }
+                        push_copy(&mut out, addr, sealed);
+                        g.group_tx_frames.add(1);
+                        g.group_tx_bytes.add(frame.len() as u64);
+                    }
+                }
                 i += 1;
                 continue;
             }
@@ -244,44 +261,29 @@ fn seal_session(
 /// The longest run `seal_run` takes (runs are `Sealer::batch_len` frames at most).
 const RUN: usize = MAX_BATCH;
 
-/// Seals a broadcast/multicast frame under the group key: once for a raw uplink, one copy per
-/// peer endpoint for UDP.
+/// Seals a broadcast/multicast frame under the group key into `scratch` and returns its
+/// length, or `None` when every peer is normalized (they get it through their endpoints) or
+/// sealing failed (counted). The caller sends the copies.
 fn seal_group(
     peers: &mut TxPeers,
-    udp: bool,
     now: Instant,
     frame: &[u8],
     scratch: &mut [u8],
-    out: &mut Batch,
     g: &GlobalCounters,
-) {
+) -> Option<usize> {
     // Normalized peers get broadcasts through their endpoint, not under the group key.
     for np in peers.peers.iter().filter_map(|p| p.norm.as_deref()) {
         np.push_inner(now, frame);
     }
     if peers.peers.iter().all(|p| p.norm.is_some()) && !peers.peers.is_empty() {
-        return;
+        return None;
     }
-    let sealed = match peers.group().seal(now, frame, scratch) {
-        Ok(s) => s,
-        Err(e) => return count_seal_error(g, e),
-    };
-    let mut copy = |addr| {
-        push_copy(out, addr, sealed);
-        g.group_tx_frames.add(1);
-        g.group_tx_bytes.add(frame.len() as u64);
-    };
-    if udp {
-        for ep in peers
-            .peers
-            .iter()
-            .filter(|p| p.norm.is_none())
-            .filter_map(|p| p.endpoint)
-        {
-            copy(Some(ep));
+    match peers.group().seal(now, frame, scratch) {
+        Ok(s) => Some(s.len()),
+        Err(e) => {
+            count_seal_error(g, e);
+            None
         }
-    } else {
-        copy(None);
     }
 }
 
