@@ -1,0 +1,2 @@
+//! psp-mp
+fn main() {}

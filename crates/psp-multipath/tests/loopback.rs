@@ -1,0 +1,255 @@
+//! Dispersal mode over real TCP on loopback: round trips per cipher, the share policy, an
+//! eavesdropping relay on the untrusted path, a relay that replaces the SMKEX share, and
+//! capability negotiation. (The namespace test with two links and tcpdump is `netns.rs`.)
+#![allow(missing_docs)]
+
+use core::net::SocketAddr;
+
+use psp_core::handshake::FailReason;
+use psp_multipath::attack::{self, Capture, Mode};
+use psp_multipath::{
+    Cipher, Error, Listener, MultipathStream, Options, Path, PathRole, SharePolicy, TRUSTED,
+    UNTRUSTED, connect,
+};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpListener;
+
+fn any() -> SocketAddr {
+    "127.0.0.1:0".parse().unwrap()
+}
+
+async fn listener() -> Listener {
+    Listener::bind(&[Path::listen_trusted(any()), Path::listen_untrusted(any())])
+        .await
+        .unwrap()
+}
+
+/// A relay in front of the listener's untrusted port; returns client paths through it.
+async fn via_relay(l: &Listener, mode: Mode) -> ([Path; 2], Capture) {
+    let [u, t] = l.local_addrs().unwrap();
+    let relay = TcpListener::bind(any()).await.unwrap();
+    let r = relay.local_addr().unwrap();
+    let cap = Capture::default();
+    tokio::spawn(attack::relay(relay, u, mode, cap.clone()));
+    ([Path::trusted(any(), t), Path::untrusted(any(), r)], cap)
+}
+
+/// Sends `data` client → server and `back` server → client at once; returns what each got.
+async fn exchange(
+    mut l: Listener,
+    paths: [Path; 2],
+    client: Options,
+    server: Options,
+    data: Vec<u8>,
+    back: Vec<u8>,
+) -> (Vec<u8>, Vec<u8>, MultipathStream) {
+    let srv = tokio::spawn(async move {
+        let s = l.accept(&server).await.unwrap();
+        let (mut r, mut w) = tokio::io::split(s);
+        let send = async move {
+            w.write_all(&back).await.unwrap();
+            w.shutdown().await.unwrap();
+        };
+        let recv = async move {
+            let mut got = Vec::new();
+            r.read_to_end(&mut got).await.unwrap();
+            got
+        };
+        let ((), got) = tokio::join!(send, recv);
+        got
+    });
+    let c = connect(&paths, &client).await.unwrap();
+    let (mut r, mut w) = tokio::io::split(c);
+    let send = async move {
+        w.write_all(&data).await.unwrap();
+        w.shutdown().await.unwrap();
+        w
+    };
+    let recv = async move {
+        let mut got = Vec::new();
+        r.read_to_end(&mut got).await.unwrap();
+        (got, r)
+    };
+    let (w, (got_back, r)) = tokio::join!(send, recv);
+    let server_got = srv.await.unwrap();
+    (server_got, got_back, r.unsplit(w))
+}
+
+fn pattern(n: usize) -> Vec<u8> {
+    b"0123456789".iter().copied().cycle().take(n).collect()
+}
+
+fn count(hay: &[u8], needle: &[u8]) -> usize {
+    hay.windows(needle.len()).filter(|w| *w == needle).count()
+}
+
+fn opts(cipher: Cipher) -> Options {
+    Options {
+        cipher,
+        allow_plain: cipher == Cipher::None,
+        ..Options::default()
+    }
+}
+
+#[tokio::test]
+async fn round_trip_each_cipher_both_directions() {
+    for cipher in [Cipher::Scramble, Cipher::Aes128Gcm, Cipher::None] {
+        let l = listener().await;
+        let paths = l.connect_paths();
+        let data: Vec<u8> = (0..3_000_017u32).map(|i| (i * 7 + i / 251) as u8).collect();
+        let back = pattern(777_777);
+        let (got, got_back, c) = exchange(
+            l,
+            paths,
+            opts(cipher),
+            opts(cipher),
+            data.clone(),
+            back.clone(),
+        )
+        .await;
+        assert_eq!(got.len(), data.len(), "{cipher:?}");
+        assert!(got == data, "{cipher:?}: stream corrupted");
+        assert!(got_back == back, "{cipher:?}: reverse stream corrupted");
+        assert_eq!(c.cipher(), cipher);
+        let s = c.stats();
+        assert_eq!(s[UNTRUSTED].role, PathRole::Untrusted);
+        assert_eq!(
+            s[UNTRUSTED].bytes_sent + s[TRUSTED].bytes_sent,
+            data.len() as u64
+        );
+        assert_eq!(
+            s[UNTRUSTED].bytes_received + s[TRUSTED].bytes_received,
+            back.len() as u64
+        );
+        assert!(s[UNTRUSTED].bytes_sent > 0 && s[TRUSTED].bytes_sent > 0);
+        assert!(
+            c.untrusted_share() <= 0.5 + 1e-9,
+            "default share cap is 50 %"
+        );
+        assert!(s[TRUSTED].rtt_us.is_some());
+    }
+}
+
+#[tokio::test]
+async fn fixed_share_policy_is_exact_and_first_segment_is_trusted() {
+    for permille in [0u16, 250, 900] {
+        let l = listener().await;
+        let (paths, cap) = via_relay(&l, Mode::Record).await;
+        let o = Options {
+            share: SharePolicy::Fixed {
+                untrusted_permille: permille,
+            },
+            segment_len: 1000,
+            ..Options::default()
+        };
+        let (got, _, c) = exchange(l, paths, o.clone(), o, pattern(100_000), Vec::new()).await;
+        assert_eq!(got, pattern(100_000));
+        let s = c.stats();
+        let want = 100_000 * u64::from(permille) / 1000;
+        assert!(
+            s[UNTRUSTED].bytes_sent.abs_diff(want) <= 1000,
+            "{permille}‰: untrusted carried {}",
+            s[UNTRUSTED].bytes_sent
+        );
+        // The relay sees the untrusted path: hello, handshake, then segments; segment 0 (stream
+        // offset 0) never appears there.
+        let seen = cap.client_to_server();
+        let zero_offset_header = [0u8; 8];
+        let data_headers = seen
+            .windows(20)
+            .filter(|w| w[0] == 1 && w[1] == 0 && w[8..16] == zero_offset_header)
+            .count();
+        assert_eq!(
+            data_headers, 0,
+            "the first segment went on the untrusted path"
+        );
+    }
+}
+
+#[tokio::test]
+async fn eavesdropper_on_untrusted_path_reads_plain_but_not_scrambled() {
+    let mut hits = Vec::new();
+    for cipher in [Cipher::None, Cipher::Scramble, Cipher::Aes128Gcm] {
+        let l = listener().await;
+        let (paths, cap) = via_relay(&l, Mode::Record).await;
+        let (got, _, c) = exchange(
+            l,
+            paths,
+            opts(cipher),
+            opts(cipher),
+            pattern(500_000),
+            Vec::new(),
+        )
+        .await;
+        assert_eq!(got, pattern(500_000));
+        assert!(c.stats()[UNTRUSTED].bytes_sent > 100_000);
+        hits.push(count(&cap.client_to_server(), b"0123456789"));
+    }
+    assert!(
+        hits[0] > 10_000,
+        "plain: the eavesdropper reads the stream ({hits:?})"
+    );
+    assert_eq!(hits[1], 0, "scrambled: nothing");
+    assert_eq!(hits[2], 0, "aes128-gcm: nothing");
+}
+
+#[tokio::test]
+async fn share_replaced_on_one_path_fails_the_handshake() {
+    let mut l = listener().await;
+    let (paths, cap) = via_relay(&l, Mode::ReplaceShare).await;
+    let srv = tokio::spawn(async move { l.accept(&Options::default()).await.map(|_| ()) });
+    let client = connect(&paths, &Options::default()).await;
+    let server = srv.await.unwrap();
+    assert_eq!(cap.shares_replaced(), 1);
+    // The responder sees a transcript with the attacker's share; its hash arrives at the
+    // initiator on the trusted path and does not match what the initiator sent.
+    assert!(
+        matches!(client, Err(Error::Handshake(FailReason::SmkexMismatch))),
+        "client: {client:?}"
+    );
+    assert!(server.is_err(), "server must not establish: {server:?}");
+}
+
+#[tokio::test]
+async fn peer_without_scramble_is_refused_unless_plain_is_allowed() {
+    let legacy = Options {
+        advertise_scramble: false,
+        ..Options::default()
+    };
+    // Client wants scramble, server cannot: refused on both sides.
+    let mut l = listener().await;
+    let paths = l.connect_paths();
+    let srv = tokio::spawn(async move { l.accept(&legacy).await.map(|_| ()) });
+    let c = connect(&paths, &Options::default()).await;
+    assert!(matches!(c, Err(Error::Refused(_))), "{c:?}");
+    assert!(matches!(srv.await.unwrap(), Err(Error::Refused(_))));
+
+    // Both allow plain: the stream runs in clear, and says so.
+    let legacy_plain = Options {
+        advertise_scramble: false,
+        allow_plain: true,
+        ..Options::default()
+    };
+    let client = Options {
+        allow_plain: true,
+        ..Options::default()
+    };
+    let l = listener().await;
+    let paths = l.connect_paths();
+    let (got, _, c) = exchange(l, paths, client, legacy_plain, pattern(1000), Vec::new()).await;
+    assert_eq!(got, pattern(1000));
+    assert_eq!(c.cipher(), Cipher::None);
+}
+
+#[tokio::test]
+async fn bad_paths_are_config_errors() {
+    let p = Path::trusted(any(), any());
+    assert!(matches!(
+        connect(&[p.clone(), p.clone()], &Options::default()).await,
+        Err(Error::Config(_))
+    ));
+    assert!(matches!(
+        connect(&[p], &Options::default()).await,
+        Err(Error::Config(_))
+    ));
+}
