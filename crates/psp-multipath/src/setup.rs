@@ -46,6 +46,9 @@ const TAG_FRAME_LEN: usize = 2 + 32;
 pub(crate) struct Conn {
     pub(crate) stream: TcpStream,
     pub(crate) buf: Vec<u8>,
+    /// Initiator: the responder's hello is read in front of the first handshake message.
+    expect_hello: bool,
+    peer_hello: Option<([u8; HELLO_LEN], Hello)>,
 }
 
 impl Conn {
@@ -53,6 +56,8 @@ impl Conn {
         Self {
             stream,
             buf: Vec::with_capacity(4096),
+            expect_hello: false,
+            peer_hello: None,
         }
     }
 
@@ -84,13 +89,33 @@ impl Conn {
     /// forever and leaves the tag for [`finish`].
     async fn read_message(&mut self, role: PathRole) -> Result<Vec<u8>, Error> {
         loop {
-            if self.buf.starts_with(&TAG_MARKER) {
+            if self.expect_hello && self.peer_hello.is_none() && self.buf.len() >= HELLO_LEN {
+                let mut raw = [0u8; HELLO_LEN];
+                raw.copy_from_slice(&self.buf[..HELLO_LEN]);
+                self.buf.drain(..HELLO_LEN);
+                let h = Hello::parse(&raw).map_err(|e| Error::Wire {
+                    path: Some(role),
+                    error: e,
+                })?;
+                if h.cipher == wire::CIPHER_REFUSED {
+                    return Err(Error::Refused(
+                        "the peer allows neither our cipher nor plain (scramble capability?)",
+                    ));
+                }
+                self.peer_hello = Some((raw, h));
+            }
+            let hello_done = !self.expect_hello || self.peer_hello.is_some();
+            if hello_done && self.buf.starts_with(&TAG_MARKER) {
                 core::future::pending::<()>().await;
             }
-            let framed = HandshakeFrame::parse(&self.buf).map_err(|e| Error::Wire {
-                path: Some(role),
-                error: e,
-            })?;
+            let framed = if hello_done {
+                HandshakeFrame::parse(&self.buf).map_err(|e| Error::Wire {
+                    path: Some(role),
+                    error: e,
+                })?
+            } else {
+                None
+            };
             if let Some((range, end)) = framed {
                 let msg = self.buf[range].to_vec();
                 self.buf.drain(..end);
@@ -232,13 +257,21 @@ pub(crate) async fn initiate(
             .await
             .map_err(|e| Error::io(Some(role), e))?;
     }
+    // The responder's hellos come in front of its first handshake message on each path: the
+    // handshake starts now, without waiting a round trip for them.
+    for c in conns.iter_mut() {
+        c.expect_hello = true;
+    }
+    let keys = run_handshake(Role::Initiator, conns, options, None).await?;
     let mut got = [[0u8; HELLO_LEN]; 2];
     let mut chosen = [0u8; 2];
     for (i, role) in [
         (UNTRUSTED, PathRole::Untrusted),
         (TRUSTED, PathRole::Trusted),
     ] {
-        let (raw, h) = timed(options, conns[i].read_hello()).await?;
+        let Some((raw, h)) = conns[i].peer_hello else {
+            return Err(Error::Protocol("no hello from the peer"));
+        };
         if h.group != group || h.role != role {
             return Err(Error::Protocol("the peer's hello does not answer ours"));
         }
@@ -257,7 +290,6 @@ pub(crate) async fn initiate(
         Some(_) => return Err(Error::Refused("the peer chose a cipher we did not ask for")),
     };
     let ctx = hello_context(&sent, &got);
-    let keys = run_handshake(Role::Initiator, conns, options, None).await?;
     finish(Role::Initiator, conns, options, &keys, &ctx, cipher, t0).await
 }
 

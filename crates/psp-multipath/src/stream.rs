@@ -109,6 +109,7 @@ impl MultipathStream {
             // Set-up reads at most one handshake frame or tag past what it needs, and the peer
             // sends no data before the binding tag, so leftovers are at most a few segments;
             // anything beyond IN_LEN would be a protocol violation caught at parse time.
+            let (local, peer) = (c.stream.local_addr().ok(), c.stream.peer_addr().ok());
             let mut inb = vec![0u8; IN_LEN.max(c.buf.len())].into_boxed_slice();
             inb[..c.buf.len()].copy_from_slice(&c.buf);
             PathState {
@@ -123,7 +124,11 @@ impl MultipathStream {
                 rx_seq: 0,
                 head: None,
                 fin: None,
-                stats: PathStats::new(role),
+                stats: PathStats {
+                    local,
+                    peer,
+                    ..PathStats::new(role)
+                },
             }
         };
         let tx = match est.tx {
@@ -173,8 +178,6 @@ impl MultipathStream {
                 st.rtt_us = Some(info.rtt_us);
                 st.retransmits = Some(info.total_retrans);
             }
-            st.local = p.stream.local_addr().ok();
-            st.peer = p.stream.peer_addr().ok();
         }
         s
     }
