@@ -35,9 +35,18 @@ struct CaptureInner {
     client_to_server: Vec<u8>,
     server_to_client: Vec<u8>,
     shares_replaced: u32,
+    /// Also append client → server bytes here (the testbed's recording eavesdropper).
+    file: Option<std::fs::File>,
 }
 
 impl Capture {
+    /// A capture that also appends the client → server bytes to `file`.
+    pub fn with_file(file: std::fs::File) -> Self {
+        let c = Self::default();
+        c.lock().file = Some(file);
+        c
+    }
+
     /// The bytes the client sent through the relay (after any change).
     pub fn client_to_server(&self) -> Vec<u8> {
         self.lock().client_to_server.clone()
@@ -148,7 +157,12 @@ async fn relay_one(client: TcpStream, server: TcpStream, mode: Mode, capture: Ca
             if sw.write_all(&out).await.is_err() {
                 break;
             }
-            capture.lock().client_to_server.extend_from_slice(&out);
+            let mut c = capture.lock();
+            c.client_to_server.extend_from_slice(&out);
+            if let Some(f) = c.file.as_mut() {
+                use std::io::Write as _;
+                let _ = f.write_all(&out);
+            }
         }
         let _ = sw.shutdown().await;
     };
@@ -170,4 +184,70 @@ fn replace_share(msg: &[u8]) -> Option<Vec<u8>> {
     let n = repr.emit(&mut out);
     out.truncate(n);
     Some(out)
+}
+
+/// The data segments a client sent on one path, from the raw bytes of that connection
+/// (client → server, as [`Capture::client_to_server`] or a reassembled TCP stream gives them):
+/// `(stream offset, scrambled payload)` per segment. The hello, the handshake frames and the
+/// clear segment headers are public, so a passive observer can do this.
+pub fn segments_in_capture(bytes: &[u8]) -> Vec<(u64, Vec<u8>)> {
+    use crate::wire::{Kind, Segment, segment_len};
+    let mut rest = bytes.get(HELLO_LEN..).unwrap_or_default();
+    // Handshake frames while they hold handshake messages.
+    while let Ok(Some((range, end))) = HandshakeFrame::parse(rest) {
+        if Repr::parse_bytes(&rest[range]).is_err() {
+            break;
+        }
+        rest = &rest[end..];
+    }
+    let mut out = Vec::new();
+    while let Ok(Some(len)) = segment_len(rest) {
+        let seg = Segment::new_unchecked(&rest[..len]);
+        match crate::wire::Repr::parse(&seg) {
+            Ok(r) if r.kind == Kind::Data => out.push((r.offset, seg.payload().to_vec())),
+            Ok(_) => {}
+            Err(_) => break,
+        }
+        rest = &rest[len..];
+    }
+    out
+}
+
+/// The known-plaintext attack on one scrambled run (docs/SCRAMBLER.md): from 65 known
+/// plaintext bytes at the start of `scrambled` (a contiguous run, e.g. one segment), recovers
+/// the rest of the run with `b[i] = B[i] ^ B[i-1] ^ b[i-65]`, no key needed. Returns the whole
+/// run's plaintext (the known bytes first); a run shorter than 65 bytes comes back as given.
+pub fn recover_run(scrambled: &[u8], known: &[u8; 65]) -> Vec<u8> {
+    if scrambled.len() <= known.len() {
+        return known[..scrambled.len()].to_vec();
+    }
+    let mut b = Vec::with_capacity(scrambled.len());
+    b.extend_from_slice(known);
+    for i in known.len()..scrambled.len() {
+        b.push(scrambled[i] ^ scrambled[i - 1] ^ b[i - 65]);
+    }
+    b
+}
+
+#[cfg(test)]
+mod tests {
+    use psp_core::scramble::{Scrambler, Seed};
+
+    use super::*;
+
+    #[test]
+    fn known_65_bytes_recover_a_run_without_the_key() {
+        let plain: Vec<u8> = (0..5000u32).map(|i| (i * 31 + i / 7) as u8).collect();
+        let mut s = Scrambler::new(&Seed::from_key(b"secret"));
+        let mut scrambled = plain.clone();
+        s.scramble_in_place(&mut scrambled);
+        // A run in the middle of the stream, as one segment on the untrusted path.
+        let run = &scrambled[1000..3000];
+        let known: [u8; 65] = plain[1000..1065].try_into().unwrap();
+        assert_eq!(recover_run(run, &known), &plain[1000..3000]);
+        // 64 bytes are not enough to start: with a wrong 65th byte the output is wrong.
+        let mut wrong = known;
+        wrong[64] ^= 1;
+        assert_ne!(recover_run(run, &wrong), &plain[1000..3000]);
+    }
 }

@@ -54,6 +54,21 @@ enum Command {
         /// Replace the SMKEX share the initiator sends (an active attacker on one path).
         #[arg(long)]
         replace_share: bool,
+        /// Append the client → server bytes to this file (a recording eavesdropper).
+        #[arg(long)]
+        record: Option<std::path::PathBuf>,
+    },
+    /// Known-plaintext attack (docs/SCRAMBLER.md): from a recorded untrusted path (`proxy
+    /// --record`) and the sent file, take 65 bytes of the file at the start of the first
+    /// untrusted segment and recover that segment without the key; the plaintext goes to
+    /// stdout, `OFFSET LEN` to stderr.
+    Recover {
+        /// The recorded client → server bytes of the untrusted path.
+        #[arg(long)]
+        capture: std::path::PathBuf,
+        /// The file whose 65 bytes the attacker knows.
+        #[arg(long)]
+        known_file: std::path::PathBuf,
     },
     /// Baseline for set-up times: X25519 over one TCP connection (server with --listen).
     Dh {
@@ -238,10 +253,15 @@ async fn run(cli: Cli) -> Result<(), String> {
                 .map_err(|e| e.to_string())?;
             pump(s, &common).await
         }
+        Command::Recover {
+            capture,
+            known_file,
+        } => recover(&capture, &known_file),
         Command::Proxy {
             listen,
             to,
             replace_share,
+            record,
         } => {
             let l = TcpListener::bind(listen)
                 .await
@@ -251,7 +271,13 @@ async fn run(cli: Cli) -> Result<(), String> {
             } else {
                 attack::Mode::Record
             };
-            attack::relay(l, to, mode, Capture::default())
+            let capture = match record {
+                Some(p) => Capture::with_file(
+                    std::fs::File::create(&p).map_err(|e| format!("{}: {e}", p.display()))?,
+                ),
+                None => Capture::default(),
+            };
+            attack::relay(l, to, mode, capture)
                 .await
                 .map_err(|e| e.to_string())
         }
@@ -261,6 +287,27 @@ async fn run(cli: Cli) -> Result<(), String> {
             count,
         } => dh(listen, addr, count).await,
     }
+}
+
+fn recover(capture: &std::path::Path, known_file: &std::path::Path) -> Result<(), String> {
+    let cap = std::fs::read(capture).map_err(|e| format!("{}: {e}", capture.display()))?;
+    let file = std::fs::read(known_file).map_err(|e| format!("{}: {e}", known_file.display()))?;
+    let segs = attack::segments_in_capture(&cap);
+    let (offset, payload) = segs
+        .iter()
+        .find(|(_, p)| p.len() > 65)
+        .ok_or("no segment longer than 65 bytes in the capture")?;
+    let start = usize::try_from(*offset).map_err(|e| e.to_string())?;
+    let known: [u8; 65] = file
+        .get(start..start + 65)
+        .and_then(|k| k.try_into().ok())
+        .ok_or("the known file is shorter than the segment's offset + 65")?;
+    let plain = attack::recover_run(payload, &known);
+    std::io::stdout()
+        .write_all(&plain)
+        .map_err(|e| format!("stdout: {e}"))?;
+    eprintln!("{offset} {}", plain.len());
+    Ok(())
 }
 
 /// stdin → stream and stream → stdout until both ends close.
