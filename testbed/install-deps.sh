@@ -39,6 +39,8 @@ declare -A PKG=(
     [systemd-analyze]=systemd
     [setpriv]=util-linux
     [man]=man-db
+    # testbed/multipath.sh draws docs/multipath.png with it.
+    [gnuplot]=gnuplot-nox
 )
 
 have() {
