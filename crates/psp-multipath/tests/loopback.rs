@@ -253,3 +253,35 @@ async fn bad_paths_are_config_errors() {
         Err(Error::Config(_))
     ));
 }
+
+/// A relay that flips a capability bit in the server's hello on the untrusted path (a field the
+/// initiator does not act on): the hellos then differ between the two views, and the binding
+/// tags on the trusted path must catch it before any data.
+#[tokio::test]
+async fn tampered_hello_fails_the_binding_tag() {
+    let mut l = listener().await;
+    let [u, t] = l.local_addrs().unwrap();
+    let relay = TcpListener::bind(any()).await.unwrap();
+    let r = relay.local_addr().unwrap();
+    tokio::spawn(async move {
+        let (client, _) = relay.accept().await.unwrap();
+        let server = tokio::net::TcpStream::connect(u).await.unwrap();
+        let (mut cr, mut cw) = client.into_split();
+        let (mut sr, mut sw) = server.into_split();
+        let up = tokio::spawn(async move { tokio::io::copy(&mut cr, &mut sw).await });
+        let mut hello = [0u8; 16];
+        sr.read_exact(&mut hello).await.unwrap();
+        hello[6] ^= psp_multipath::wire::caps::ALLOW_PLAIN;
+        cw.write_all(&hello).await.unwrap();
+        let _ = tokio::io::copy(&mut sr, &mut cw).await;
+        let _ = up.await;
+    });
+    let paths = [Path::trusted(any(), t), Path::untrusted(any(), r)];
+    let srv = tokio::spawn(async move { l.accept(&Options::default()).await.map(|_| ()) });
+    let c = connect(&paths, &Options::default()).await;
+    assert!(matches!(c, Err(Error::BindMismatch)), "{c:?}");
+    assert!(matches!(
+        srv.await.unwrap(),
+        Err(Error::BindMismatch) | Err(Error::Io { .. })
+    ));
+}
