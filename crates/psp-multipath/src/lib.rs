@@ -162,9 +162,27 @@ impl Default for SharePolicy {
     }
 }
 
+/// How the stream reaches the paths.
+#[non_exhaustive]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub enum Mode {
+    /// One TCP connection per path; this crate places every segment (the papers' guarantee:
+    /// first segment trusted, share policy) and runs SMKEX over both paths.
+    #[default]
+    Dispersal,
+    /// One `IPPROTO_MPTCP` socket whose initial subflow is bound to the trusted path; further
+    /// subflows come from `ip mptcp endpoint`. **The kernel decides placement** (it cannot pin
+    /// data to a subflow and may reinject on any), so neither the first-segment rule nor the
+    /// share holds, and the key exchange runs single-path (SEP over the one connection: safe
+    /// against passive observers only). See [`MultipathStream::subflows`].
+    KernelMptcp,
+}
+
 /// Connection options (both sides).
 #[derive(Clone, Debug)]
 pub struct Options {
+    /// Dispersal (default) or kernel MPTCP.
+    pub mode: Mode,
     /// The stream protection to ask for (initiator) or allow (responder: any it implements).
     pub cipher: Cipher,
     /// Accept an unprotected stream when the peer cannot scramble (default: refuse).
@@ -184,6 +202,7 @@ impl Default for Options {
     /// Scramble, refuse plain, default share policy, 16 KiB segments, 10 s set-up.
     fn default() -> Self {
         Self {
+            mode: Mode::Dispersal,
             cipher: Cipher::Scramble,
             allow_plain: false,
             advertise_scramble: true,
@@ -239,6 +258,24 @@ impl PathStats {
             retransmits: None,
         }
     }
+}
+
+/// One MPTCP subflow in kernel MPTCP mode, as the kernel reports it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct Subflow {
+    /// Its local address.
+    pub local: Option<SocketAddr>,
+    /// Its remote address.
+    pub remote: Option<SocketAddr>,
+    /// Bytes the peer acknowledged on it (`tcpi_bytes_acked`): what the kernel placed there.
+    pub bytes_acked: u64,
+    /// Bytes received on it.
+    pub bytes_received: u64,
+    /// Smoothed RTT in µs.
+    pub rtt_us: u32,
+    /// Retransmitted segments.
+    pub retransmits: u32,
 }
 
 /// Why a connection could not be set up or a stream ended.
@@ -387,11 +424,14 @@ async fn connect_one(p: &Path) -> Result<TcpStream, Error> {
 /// addresses; any set-up failure ([`Error::Handshake`] for an attacker replacing a share,
 /// [`Error::Refused`], [`Error::Timeout`], [`Error::Io`]).
 pub async fn connect(paths: &[Path], options: &Options) -> Result<MultipathStream, Error> {
-    let [u, t] = split_paths(paths)?;
     setup::random::<1>()?;
+    if options.mode == Mode::KernelMptcp {
+        return connect_mptcp(paths, options).await;
+    }
+    let [u, t] = split_paths(paths)?;
     let go = async {
         let (cu, ct) = tokio::try_join!(connect_one(u), connect_one(t))?;
-        let mut conns = [setup::Conn::new(cu), setup::Conn::new(ct)];
+        let mut conns = vec![setup::Conn::new(cu), setup::Conn::new(ct)];
         let est = setup::initiate(&mut conns, options).await?;
         Ok::<_, Error>((conns, est))
     };
@@ -400,7 +440,63 @@ pub async fn connect(paths: &[Path], options: &Options) -> Result<MultipathStrea
         .map_err(|_| Error::Timeout)??;
     Ok(MultipathStream::new(
         conns,
-        [PathRole::Untrusted, PathRole::Trusted],
+        &[PathRole::Untrusted, PathRole::Trusted],
+        est,
+        options.share,
+        options.segment_len,
+    ))
+}
+
+/// A new `IPPROTO_MPTCP` stream socket for `addr`'s family, or a clear error when the kernel
+/// has no MPTCP.
+fn mptcp_socket(addr: SocketAddr) -> io::Result<Socket> {
+    Socket::new(
+        Domain::for_address(addr),
+        Type::STREAM,
+        Some(Protocol::MPTCP),
+    )
+    .map_err(|e| {
+        io::Error::new(
+            e.kind(),
+            format!(
+                "no MPTCP socket ({e}): is net.mptcp.enabled = 1 and the kernel built with MPTCP?"
+            ),
+        )
+    })
+}
+
+/// Kernel MPTCP mode: one MPTCP connection from the trusted path's local address.
+async fn connect_mptcp(paths: &[Path], options: &Options) -> Result<MultipathStream, Error> {
+    let t = paths
+        .iter()
+        .find(|p| p.role == PathRole::Trusted)
+        .ok_or(Error::Config("kernel MPTCP mode needs a trusted path"))?;
+    let remote = t
+        .remote
+        .ok_or(Error::Config("the trusted path has no remote address"))?;
+    let e = |err| Error::io(Some(PathRole::Trusted), err);
+    let go = async {
+        let sock = mptcp_socket(remote).map_err(e)?;
+        if let Some(dev) = &t.device {
+            sock.bind_device(Some(dev.as_bytes())).map_err(e)?;
+        }
+        if let Some(local) = t.local {
+            sock.bind(&local.into()).map_err(e)?;
+        }
+        sock.set_nonblocking(true).map_err(e)?;
+        let sock = TcpSocket::from_std_stream(sock.into());
+        let s = sock.connect(remote).await.map_err(e)?;
+        s.set_nodelay(true).map_err(e)?;
+        let mut conns = vec![setup::Conn::new(s)];
+        let est = setup::initiate(&mut conns, options).await?;
+        Ok::<_, Error>((conns, est))
+    };
+    let (conns, est) = tokio::time::timeout(options.handshake_timeout, go)
+        .await
+        .map_err(|_| Error::Timeout)??;
+    Ok(MultipathStream::new(
+        conns,
+        &[PathRole::Trusted],
         est,
         options.share,
         options.segment_len,
@@ -419,7 +515,8 @@ pub async fn listen(paths: &[Path]) -> Result<Listener, Error> {
 /// their hellos.
 #[derive(Debug)]
 pub struct Listener {
-    listeners: [TcpListener; 2],
+    /// `[untrusted, trusted]`, or `[trusted]` (an MPTCP socket) in kernel MPTCP mode.
+    listeners: Vec<TcpListener>,
     /// Half-arrived clients: group id → (hello, connection) per path.
     pending: HashMap<[u8; 8], [Option<Pending>; 2]>,
 }
@@ -436,17 +533,21 @@ impl fmt::Debug for setup::Conn {
 /// half-connections can delay a real client, not corrupt it).
 const MAX_PENDING: usize = 64;
 
-fn listen_socket(p: &Path) -> Result<TcpListener, Error> {
+fn listen_socket(p: &Path, mptcp: bool) -> Result<TcpListener, Error> {
     let local = p
         .local
         .ok_or(Error::Config("a path has no local address"))?;
     let e = |err| Error::io(Some(p.role), err);
-    let sock = Socket::new(
-        Domain::for_address(local),
-        Type::STREAM,
-        Some(Protocol::TCP),
-    )
-    .map_err(e)?;
+    let sock = if mptcp {
+        mptcp_socket(local).map_err(e)?
+    } else {
+        Socket::new(
+            Domain::for_address(local),
+            Type::STREAM,
+            Some(Protocol::TCP),
+        )
+        .map_err(e)?
+    };
     sock.set_reuse_address(true).map_err(e)?;
     if let Some(dev) = &p.device {
         sock.bind_device(Some(dev.as_bytes())).map_err(e)?;
@@ -466,7 +567,24 @@ impl Listener {
     pub async fn bind(paths: &[Path]) -> Result<Self, Error> {
         let [u, t] = split_paths(paths)?;
         Ok(Self {
-            listeners: [listen_socket(u)?, listen_socket(t)?],
+            listeners: vec![listen_socket(u, false)?, listen_socket(t, false)?],
+            pending: HashMap::new(),
+        })
+    }
+
+    /// Kernel MPTCP mode: one MPTCP listener on the trusted path's local address (announce
+    /// further addresses with `ip mptcp endpoint ... signal`).
+    ///
+    /// # Errors
+    /// [`Error::Config`] without a trusted path with a local address; [`Error::Io`] if the
+    /// kernel has no MPTCP or binding fails.
+    pub async fn bind_kernel_mptcp(paths: &[Path]) -> Result<Self, Error> {
+        let t = paths
+            .iter()
+            .find(|p| p.role == PathRole::Trusted)
+            .ok_or(Error::Config("kernel MPTCP mode needs a trusted path"))?;
+        Ok(Self {
+            listeners: vec![listen_socket(t, true)?],
             pending: HashMap::new(),
         })
     }
@@ -475,11 +593,8 @@ impl Listener {
     ///
     /// # Errors
     /// The socket's error.
-    pub fn local_addrs(&self) -> io::Result<[SocketAddr; 2]> {
-        Ok([
-            self.listeners[0].local_addr()?,
-            self.listeners[1].local_addr()?,
-        ])
+    pub fn local_addrs(&self) -> io::Result<Vec<SocketAddr>> {
+        self.listeners.iter().map(TcpListener::local_addr).collect()
     }
 
     /// Paths a client on this host would connect with (tests, examples).
@@ -487,8 +602,9 @@ impl Listener {
     /// # Panics
     /// If the listening sockets have no address (they always do once bound).
     pub fn connect_paths(&self) -> [Path; 2] {
-        let [u, t] = self.local_addrs().expect("bound listeners have addresses");
+        let addrs = self.local_addrs().expect("bound listeners have addresses");
         let any = |a: SocketAddr| SocketAddr::new(a.ip(), 0);
+        let (u, t) = (addrs[0], addrs[addrs.len() - 1]);
         [Path::trusted(any(t), t), Path::untrusted(any(u), u)]
     }
 
@@ -500,6 +616,9 @@ impl Listener {
     /// # Errors
     /// Set-up failures of a paired client (as [`connect`]); [`Error::Io`] if accepting fails.
     pub async fn accept(&mut self, options: &Options) -> Result<MultipathStream, Error> {
+        if self.listeners.len() == 1 {
+            return self.accept_mptcp(options).await;
+        }
         loop {
             let (i, sock) = tokio::select! {
                 r = self.listeners[UNTRUSTED].accept() => (UNTRUSTED, r),
@@ -532,21 +651,55 @@ impl Listener {
                 let Some([Some(u), Some(t)]) = self.pending.remove(&hello.group) else {
                     continue;
                 };
-                let (mut conns, hellos) = ([u.0, t.0], [(u.1, u.2), (t.1, t.2)]);
+                let (mut conns, hellos) = (vec![u.0, t.0], [(u.1, u.2), (t.1, t.2)]);
                 let est = tokio::time::timeout(
                     options.handshake_timeout,
-                    setup::respond(&mut conns, hellos, options),
+                    setup::respond(&mut conns, &hellos, options),
                 )
                 .await
                 .map_err(|_| Error::Timeout)??;
                 return Ok(MultipathStream::new(
                     conns,
-                    [PathRole::Untrusted, PathRole::Trusted],
+                    &[PathRole::Untrusted, PathRole::Trusted],
                     est,
                     options.share,
                     options.segment_len,
                 ));
             }
+        }
+    }
+}
+
+impl Listener {
+    async fn accept_mptcp(&mut self, options: &Options) -> Result<MultipathStream, Error> {
+        loop {
+            let (stream, _) = self.listeners[0]
+                .accept()
+                .await
+                .map_err(|e| Error::io(Some(PathRole::Trusted), e))?;
+            let _ = stream.set_nodelay(true);
+            let mut conn = setup::Conn::new(stream);
+            let hello = tokio::time::timeout(options.handshake_timeout, conn.read_hello()).await;
+            let Ok(Ok((raw, hello))) = hello else {
+                continue;
+            };
+            if hello.caps & wire::caps::KERNEL_MPTCP == 0 {
+                continue;
+            }
+            let mut conns = vec![conn];
+            let est = tokio::time::timeout(
+                options.handshake_timeout,
+                setup::respond(&mut conns, &[(raw, hello)], options),
+            )
+            .await
+            .map_err(|_| Error::Timeout)??;
+            return Ok(MultipathStream::new(
+                conns,
+                &[PathRole::Trusted],
+                est,
+                options.share,
+                options.segment_len,
+            ));
         }
     }
 }

@@ -229,21 +229,36 @@ fn supported(cipher: Cipher, mine: u8, theirs: u8) -> bool {
     mine & theirs & need != 0
 }
 
-/// The initiator's side: hellos out, hellos in, handshake, binding. `conns` is indexed by
-/// [`UNTRUSTED`]/[`TRUSTED`].
-pub(crate) async fn initiate(
-    conns: &mut [Conn; 2],
-    options: &Options,
-) -> Result<Established, Error> {
+/// The connections' slots and roles: `[untrusted, trusted]` in dispersal mode, `[trusted]` in
+/// kernel MPTCP mode (one connection; the kernel spreads it over the paths).
+fn roles(n: usize) -> &'static [(usize, PathRole)] {
+    if n == 1 {
+        &[(0, PathRole::Trusted)]
+    } else {
+        &[
+            (UNTRUSTED, PathRole::Untrusted),
+            (TRUSTED, PathRole::Trusted),
+        ]
+    }
+}
+
+/// The slot of the trusted connection.
+fn trusted_slot(n: usize) -> usize {
+    if n == 1 { 0 } else { TRUSTED }
+}
+
+/// The initiator's side: hellos out, handshake (the responder's hellos come in front of its
+/// first message), binding. `conns`: as [`roles`].
+pub(crate) async fn initiate(conns: &mut [Conn], options: &Options) -> Result<Established, Error> {
     let t0 = StdInstant::now();
     let group: [u8; 8] = random()?;
     let wanted = options.cipher;
-    let mine = my_caps(options);
-    let mut sent = [[0u8; HELLO_LEN]; 2];
-    for (i, role) in [
-        (UNTRUSTED, PathRole::Untrusted),
-        (TRUSTED, PathRole::Trusted),
-    ] {
+    let mut mine = my_caps(options);
+    if conns.len() == 1 {
+        mine |= caps::KERNEL_MPTCP;
+    }
+    let mut sent = vec![[0u8; HELLO_LEN]; conns.len()];
+    for &(i, role) in roles(conns.len()) {
         sent[i] = Hello {
             role,
             caps: mine,
@@ -263,12 +278,9 @@ pub(crate) async fn initiate(
         c.expect_hello = true;
     }
     let keys = run_handshake(Role::Initiator, conns, options, None).await?;
-    let mut got = [[0u8; HELLO_LEN]; 2];
-    let mut chosen = [0u8; 2];
-    for (i, role) in [
-        (UNTRUSTED, PathRole::Untrusted),
-        (TRUSTED, PathRole::Trusted),
-    ] {
+    let mut got = vec![[0u8; HELLO_LEN]; conns.len()];
+    let mut chosen = vec![0u8; conns.len()];
+    for &(i, role) in roles(conns.len()) {
         let Some((raw, h)) = conns[i].peer_hello else {
             return Err(Error::Protocol("no hello from the peer"));
         };
@@ -278,7 +290,7 @@ pub(crate) async fn initiate(
         got[i] = raw;
         chosen[i] = h.cipher;
     }
-    if chosen[0] != chosen[1] {
+    if chosen.iter().any(|c| *c != chosen[0]) {
         return Err(Error::Protocol(
             "the peer chose different ciphers on the two paths",
         ));
@@ -295,27 +307,30 @@ pub(crate) async fn initiate(
 
 /// The responder's side, after the listener read and paired both hellos (`hellos` by path).
 pub(crate) async fn respond(
-    conns: &mut [Conn; 2],
-    hellos: [([u8; HELLO_LEN], Hello); 2],
+    conns: &mut [Conn],
+    hellos: &[([u8; HELLO_LEN], Hello)],
     options: &Options,
 ) -> Result<Established, Error> {
     let t0 = StdInstant::now();
-    let (u, t) = (&hellos[UNTRUSTED].1, &hellos[TRUSTED].1);
-    if u.caps != t.caps || u.cipher != t.cipher {
+    let u = &hellos[0].1;
+    if hellos
+        .iter()
+        .any(|(_, h)| h.caps != u.caps || h.cipher != u.cipher)
+    {
         return Err(Error::Protocol("the two hellos differ"));
     }
-    let mine = my_caps(options);
+    let mut mine = my_caps(options);
+    if conns.len() == 1 {
+        mine |= caps::KERNEL_MPTCP;
+    }
     let wanted = Cipher::from_code(u.cipher);
     let cipher = match wanted {
         Some(c) if supported(c, mine, u.caps) => Some(c),
         _ if supported(Cipher::None, mine, u.caps) => Some(Cipher::None),
         _ => None,
     };
-    let mut sent = [[0u8; HELLO_LEN]; 2];
-    for (i, role) in [
-        (UNTRUSTED, PathRole::Untrusted),
-        (TRUSTED, PathRole::Trusted),
-    ] {
+    let mut sent = vec![[0u8; HELLO_LEN]; conns.len()];
+    for &(i, role) in roles(conns.len()) {
         sent[i] = Hello {
             role,
             caps: mine,
@@ -336,10 +351,12 @@ pub(crate) async fn respond(
             Error::Refused("no cipher both sides allow")
         });
     };
-    let got = [hellos[UNTRUSTED].0, hellos[TRUSTED].0];
+    let got: Vec<[u8; HELLO_LEN]> = hellos.iter().map(|h| h.0).collect();
     // Hello context in the initiator's order: its hellos, then ours.
     let ctx = hello_context(&got, &sent);
-    let first = timed(options, conns[UNTRUSTED].read_message(PathRole::Untrusted)).await?;
+    // The request comes on SMKEX path 1: slot 0 in both modes.
+    let first_role = roles(conns.len())[0].1;
+    let first = timed(options, conns[0].read_message(first_role)).await?;
     let keys = run_handshake(Role::Responder, conns, options, Some(first)).await?;
     finish(Role::Responder, conns, options, &keys, &ctx, cipher, t0).await
 }
@@ -354,7 +371,7 @@ async fn timed<T>(
 }
 
 /// `SHA-256("psp-mp v1 hellos" || initiator U, T || responder U, T)`.
-fn hello_context(initiator: &[[u8; HELLO_LEN]; 2], responder: &[[u8; HELLO_LEN]; 2]) -> [u8; 32] {
+fn hello_context(initiator: &[[u8; HELLO_LEN]], responder: &[[u8; HELLO_LEN]]) -> [u8; 32] {
     let mut h = Sha256::new();
     h.update(b"psp-mp v1 hellos");
     for x in initiator.iter().chain(responder) {
@@ -363,25 +380,23 @@ fn hello_context(initiator: &[[u8; HELLO_LEN]; 2], responder: &[[u8; HELLO_LEN];
     h.finalize().into()
 }
 
-fn path_role(p: PathId) -> PathRole {
-    if p == PathId::SECOND {
-        PathRole::Trusted
-    } else {
-        PathRole::Untrusted
-    }
-}
-
 /// Drives psp-core's handshake until it reports. `first`: the responder's first message (the
 /// request, already read from the untrusted path).
 async fn run_handshake(
     role: Role,
-    conns: &mut [Conn; 2],
+    conns: &mut [Conn],
     options: &Options,
     first: Option<Vec<u8>>,
 ) -> Result<SessionKeys, Error> {
     let origin = StdInstant::now();
     let now = || CoreInstant::from_std(origin, StdInstant::now());
-    let cfg = hs_config(role, options);
+    let mut cfg = hs_config(role, options);
+    if conns.len() == 1 {
+        // Kernel MPTCP mode: one connection, so SMKEX cannot put shares and hash on different
+        // paths; SEP runs single-path (safe against passive observers only).
+        cfg.smkex = SmkexMode::Off;
+        cfg.paths = 1;
+    }
     let mut rng = OsRng;
     let mut hs = match (role, first) {
         (Role::Initiator, _) => {
@@ -405,14 +420,14 @@ async fn run_handshake(
     };
     let mut buf = [0u8; psp_core::handshake::messages::MAX_MESSAGE_LEN];
     loop {
-        let mut out: [Vec<u8>; 2] = [Vec::new(), Vec::new()];
+        let mut out: Vec<Vec<u8>> = vec![Vec::new(); conns.len()];
         while let Some(t) = hs.poll_transmit(now(), &mut buf) {
-            let i = index(t.path);
+            let i = if conns.len() == 1 { 0 } else { index(t.path) };
             HandshakeFrame::emit(&buf[..t.len], &mut out[i]);
         }
         for (i, bytes) in out.iter().enumerate() {
             if !bytes.is_empty() {
-                let r = path_role(PathId(u8::try_from(i).unwrap_or(0)));
+                let r = roles(conns.len())[i].1;
                 conns[i]
                     .stream
                     .write_all(bytes)
@@ -428,17 +443,26 @@ async fn run_handshake(
         let deadline = hs.poll_timeout().map_or(options.handshake_timeout, |t| {
             core::time::Duration::from(t.saturating_since(now()))
         });
-        let [cu, ct] = conns;
-        tokio::select! {
-            m = cu.read_message(PathRole::Untrusted) => {
-                // An ignored message (duplicate, wrong ids) changes nothing; the handshake
-                // reports real failures as events.
-                let _ = hs.handle_message(now(), PathId::FIRST, &m?);
-            }
-            m = ct.read_message(PathRole::Trusted) => {
-                let _ = hs.handle_message(now(), PathId::SECOND, &m?);
-            }
-            () = tokio::time::sleep(deadline) => hs.handle_timeout(now()),
+        let sleep = tokio::time::sleep(deadline);
+        match conns {
+            [cu, ct] => tokio::select! {
+                m = cu.read_message(PathRole::Untrusted) => {
+                    // An ignored message (duplicate, wrong ids) changes nothing; the handshake
+                    // reports real failures as events.
+                    let _ = hs.handle_message(now(), PathId::FIRST, &m?);
+                }
+                m = ct.read_message(PathRole::Trusted) => {
+                    let _ = hs.handle_message(now(), PathId::SECOND, &m?);
+                }
+                () = sleep => hs.handle_timeout(now()),
+            },
+            [c] => tokio::select! {
+                m = c.read_message(PathRole::Trusted) => {
+                    let _ = hs.handle_message(now(), PathId::FIRST, &m?);
+                }
+                () = sleep => hs.handle_timeout(now()),
+            },
+            _ => return Err(Error::Config("one or two connections")),
         }
     }
 }
@@ -462,7 +486,7 @@ fn export(keys: &SessionKeys, label: &[u8], ctx: &[u8; 32], out: &mut [u8]) -> R
 /// Sends our binding tag on the trusted path, checks the peer's, derives the stream keys.
 async fn finish(
     role: Role,
-    conns: &mut [Conn; 2],
+    conns: &mut [Conn],
     options: &Options,
     keys: &SessionKeys,
     ctx: &[u8; 32],
@@ -476,7 +500,7 @@ async fn finish(
     let (mut tag, mut expected) = ([0u8; 32], [0u8; 32]);
     export(keys, mine, ctx, &mut tag)?;
     export(keys, theirs, ctx, &mut expected)?;
-    let trusted = &mut conns[TRUSTED];
+    let trusted = &mut conns[trusted_slot(conns.len())];
     let mut frame = [0u8; TAG_FRAME_LEN];
     frame[..2].copy_from_slice(&TAG_MARKER);
     frame[2..].copy_from_slice(&tag);

@@ -78,7 +78,8 @@ struct Head {
 /// Writes are buffered per path: call `flush` (or `shutdown`) before waiting for an answer,
 /// as with a `BufWriter`. After an error, every call returns an error of the same kind.
 pub struct MultipathStream {
-    paths: [PathState; 2],
+    /// `[untrusted, trusted]` (dispersal) or `[trusted]` (kernel MPTCP: one socket).
+    paths: Vec<PathState>,
     cipher: Cipher,
     tx: Tx,
     rx: Rx,
@@ -86,7 +87,7 @@ pub struct MultipathStream {
     segment_len: usize,
     tx_offset: u64,
     tx_seg: u32,
-    sent_payload: [u64; 2],
+    sent_payload: Vec<u64>,
     fin_queued: bool,
     rx_offset: u64,
     rx_seg: u32,
@@ -96,15 +97,14 @@ pub struct MultipathStream {
 
 impl MultipathStream {
     pub(crate) fn new(
-        conns: [Conn; 2],
-        roles: [PathRole; 2],
+        conns: Vec<Conn>,
+        roles: &[PathRole],
         est: Established,
         share: SharePolicy,
         segment_len: usize,
     ) -> Self {
         // The same cap for every cipher, so a segment never exceeds MAX_PAYLOAD with a tag.
         let max_plain = MAX_PAYLOAD - TAG_LEN;
-        let [c0, c1] = conns;
         let mk = |c: Conn, role| {
             // Set-up reads at most one handshake frame or tag past what it needs, and the peer
             // sends no data before the binding tag, so leftovers are at most a few segments;
@@ -142,7 +142,12 @@ impl MultipathStream {
             TxKeys::Aead(k) => Rx::Aead(k),
         };
         Self {
-            paths: [mk(c0, roles[0]), mk(c1, roles[1])],
+            sent_payload: vec![0; conns.len()],
+            paths: conns
+                .into_iter()
+                .zip(roles.iter().copied())
+                .map(|(c, r)| mk(c, r))
+                .collect(),
             cipher: est.cipher,
             tx,
             rx,
@@ -150,7 +155,6 @@ impl MultipathStream {
             segment_len: segment_len.clamp(1, max_plain),
             tx_offset: 0,
             tx_seg: 0,
-            sent_payload: [0; 2],
             fin_queued: false,
             rx_offset: 0,
             rx_seg: 0,
@@ -169,10 +173,12 @@ impl MultipathStream {
         self.setup_time
     }
 
-    /// Per-path counters, `[untrusted, trusted]`, with the kernel's RTT and retransmission
-    /// counts (`TCP_INFO`) read now.
-    pub fn stats(&self) -> [PathStats; 2] {
-        let mut s = [self.paths[0].stats.clone(), self.paths[1].stats.clone()];
+    /// Per-path counters, `[untrusted, trusted]` (indexes [`UNTRUSTED`](crate::UNTRUSTED) and
+    /// [`TRUSTED`](crate::TRUSTED)); in kernel MPTCP mode one entry for the MPTCP socket (see
+    /// [`subflows`](Self::subflows)). With the kernel's RTT and retransmission counts
+    /// (`TCP_INFO`) read now.
+    pub fn stats(&self) -> Vec<PathStats> {
+        let mut s: Vec<PathStats> = self.paths.iter().map(|p| p.stats.clone()).collect();
         for (st, p) in s.iter_mut().zip(&self.paths) {
             if let Some(info) = crate::sys::tcp_info(&p.stream) {
                 st.rtt_us = Some(info.rtt_us);
@@ -182,10 +188,33 @@ impl MultipathStream {
         s
     }
 
-    /// The fraction of payload bytes sent so far on the untrusted path.
+    /// Kernel MPTCP mode: what the kernel did per subflow (addresses, bytes acknowledged and
+    /// received, RTT, retransmissions), read now; `None` in dispersal mode or if the kernel
+    /// does not say.
+    pub fn subflows(&self) -> Option<Vec<crate::Subflow>> {
+        if self.paths.len() != 1 {
+            return None;
+        }
+        let sfs = crate::sys::mptcp_subflows(&self.paths[0].stream)?;
+        Some(
+            sfs.into_iter()
+                .map(|s| crate::Subflow {
+                    local: s.local,
+                    remote: s.remote,
+                    bytes_acked: s.bytes_acked,
+                    bytes_received: s.bytes_received,
+                    rtt_us: s.rtt_us,
+                    retransmits: s.total_retrans,
+                })
+                .collect(),
+        )
+    }
+
+    /// The fraction of payload bytes sent so far on the untrusted path (kernel MPTCP mode: 0,
+    /// as this layer does not know; see [`subflows`](Self::subflows)).
     pub fn untrusted_share(&self) -> f64 {
-        let total = self.sent_payload[0] + self.sent_payload[1];
-        if total == 0 {
+        let total: u64 = self.sent_payload.iter().sum();
+        if total == 0 || self.paths.len() == 1 {
             0.0
         } else {
             self.sent_payload[UNTRUSTED] as f64 / total as f64
@@ -210,7 +239,7 @@ impl MultipathStream {
 
     /// Writes queued bytes of every path until each is empty or its socket is full.
     fn flush_paths(&mut self, cx: &mut Context<'_>) -> io::Result<()> {
-        for i in 0..2 {
+        for i in 0..self.paths.len() {
             loop {
                 let p = &mut self.paths[i];
                 if p.out_pos == p.out.len() {
@@ -253,6 +282,10 @@ impl MultipathStream {
 
     /// The path for the next segment of `n` bytes, if one can take it now.
     fn choose(&self, n: usize) -> Option<usize> {
+        if self.paths.len() == 1 {
+            // Kernel MPTCP mode: one socket, the kernel decides placement.
+            return self.available(0).then_some(0);
+        }
         if self.tx_seg == 0 {
             // The first segment always goes on the trusted path (seed 001 §III).
             return self.available(TRUSTED).then_some(TRUSTED);
@@ -497,7 +530,7 @@ impl AsyncRead for MultipathStream {
         loop {
             let mut pending = false;
             let mut next = None;
-            for i in 0..2 {
+            for i in 0..this.paths.len() {
                 match this.poll_head(cx, i) {
                     Poll::Pending => pending = true,
                     Poll::Ready(Err(e)) => return Poll::Ready(Err(e)),
@@ -533,9 +566,10 @@ impl AsyncRead for MultipathStream {
                 return Poll::Ready(Ok(()));
             }
             // No path holds the next segment.
-            let fins = [this.paths[0].fin, this.paths[1].fin];
-            if let [Some(a), Some(b)] = fins {
-                if a == b && a == (this.rx_offset, this.rx_seg) {
+            if this.paths.iter().all(|p| p.fin.is_some()) {
+                let a = this.paths[0].fin;
+                if this.paths.iter().all(|p| p.fin == a) && a == Some((this.rx_offset, this.rx_seg))
+                {
                     return Poll::Ready(Ok(())); // end of stream
                 }
                 return Poll::Ready(Err(this.fail(Error::Protocol(

@@ -330,8 +330,10 @@ pub mod caps {
     pub const AES128_GCM: u8 = 0x02;
     /// The sender accepts an unprotected stream.
     pub const ALLOW_PLAIN: u8 = 0x04;
+    /// The connection is the only one (kernel MPTCP mode: the kernel spreads it over paths).
+    pub const KERNEL_MPTCP: u8 = 0x08;
     /// All defined bits.
-    pub const ALL: u8 = SCRAMBLE | AES128_GCM | ALLOW_PLAIN;
+    pub const ALL: u8 = SCRAMBLE | AES128_GCM | ALLOW_PLAIN | KERNEL_MPTCP;
 }
 
 /// The responder's cipher code meaning "refused".

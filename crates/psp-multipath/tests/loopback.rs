@@ -26,7 +26,10 @@ async fn listener() -> Listener {
 
 /// A relay in front of the listener's untrusted port; returns client paths through it.
 async fn via_relay(l: &Listener, mode: Mode) -> ([Path; 2], Capture) {
-    let [u, t] = l.local_addrs().unwrap();
+    let (u, t) = match l.local_addrs().unwrap()[..] {
+        [u, t] => (u, t),
+        _ => unreachable!("two listeners"),
+    };
     let relay = TcpListener::bind(any()).await.unwrap();
     let r = relay.local_addr().unwrap();
     let cap = Capture::default();
@@ -260,7 +263,10 @@ async fn bad_paths_are_config_errors() {
 #[tokio::test]
 async fn tampered_hello_fails_the_binding_tag() {
     let mut l = listener().await;
-    let [u, t] = l.local_addrs().unwrap();
+    let (u, t) = match l.local_addrs().unwrap()[..] {
+        [u, t] => (u, t),
+        _ => unreachable!("two listeners"),
+    };
     let relay = TcpListener::bind(any()).await.unwrap();
     let r = relay.local_addr().unwrap();
     tokio::spawn(async move {
@@ -284,4 +290,42 @@ async fn tampered_hello_fails_the_binding_tag() {
         srv.await.unwrap(),
         Err(Error::BindMismatch) | Err(Error::Io { .. })
     ));
+}
+
+/// Kernel MPTCP mode on loopback (one subflow): the stream round-trips and the kernel's
+/// subflow report names the trusted addresses. Skips, saying so, where the kernel has no MPTCP.
+#[tokio::test]
+async fn kernel_mptcp_mode_round_trip_and_subflow_report() {
+    use psp_multipath::Mode;
+    let o = Options {
+        mode: Mode::KernelMptcp,
+        ..Options::default()
+    };
+    let mut l = match Listener::bind_kernel_mptcp(&[Path::listen_trusted(any())]).await {
+        Ok(l) => l,
+        Err(e) => {
+            eprintln!("SKIP kernel_mptcp_mode: this kernel has no MPTCP ({e})");
+            return;
+        }
+    };
+    let t = l.local_addrs().unwrap()[0];
+    let so = o.clone();
+    let srv = tokio::spawn(async move {
+        let mut s = l.accept(&so).await.unwrap();
+        let mut got = Vec::new();
+        s.read_to_end(&mut got).await.unwrap();
+        (got, s.subflows())
+    });
+    let mut c = connect(&[Path::trusted(any(), t)], &o).await.unwrap();
+    c.write_all(&pattern(300_000)).await.unwrap();
+    c.shutdown().await.unwrap();
+    let (got, srv_subflows) = srv.await.unwrap();
+    assert_eq!(got, pattern(300_000));
+    assert_eq!(c.cipher(), Cipher::Scramble);
+    assert_eq!(c.stats().len(), 1);
+    let sfs = c.subflows().expect("an MPTCP socket reports its subflows");
+    assert!(!sfs.is_empty(), "{sfs:?}");
+    assert_eq!(sfs[0].remote, Some(t), "{sfs:?}");
+    assert!(sfs[0].bytes_acked > 0, "{sfs:?}");
+    assert!(srv_subflows.is_some());
 }
