@@ -154,6 +154,8 @@ shape() { # on|off
 }
 
 SRV_PATHS=(--path trusted,10.71.11.2:7000 --path untrusted,10.71.3.2:7001)
+MODE_ARGS=()
+XFER_SRV_PATHS=("${SRV_PATHS[@]}")
 CLI_PATHS=(--path trusted,10.71.1.1=10.71.11.2:7000 --path untrusted,10.71.2.1=10.71.3.2:7001)
 FAILED=0
 # Also a file: failures inside $(...) subshells must count too.
@@ -174,10 +176,12 @@ wait_port() {
 xfer() {
     local cipher=$1 bytes=$2 log=$RUN_DIR/srv.log
     shift 2
-    $S "$MP_BIN" listen "${SRV_PATHS[@]}" --cipher "$cipher" --discard -v </dev/null 2>"$log" &
+    $S "$MP_BIN" listen "${XFER_SRV_PATHS[@]}" "${MODE_ARGS[@]}" --cipher "$cipher" --discard -v \
+        </dev/null 2>"$log" &
     local spid=$!
-    wait_port "$NS_S" 7001 || { fail "server did not listen"; echo 0; return; }
-    if ! $C "$MP_BIN" connect "${CLI_PATHS[@]}" --cipher "$cipher" --send-bytes "$bytes" -v "$@" \
+    wait_port "$NS_S" 7000 || { fail "server did not listen"; echo 0; return; }
+    if ! $C "$MP_BIN" connect "${CLI_PATHS[@]}" "${MODE_ARGS[@]}" --cipher "$cipher" \
+        --send-bytes "$bytes" -v "$@" \
         </dev/null >/dev/null 2>"$RUN_DIR/cli.log"; then
         fail "transfer $cipher $bytes: $(tail -n1 "$RUN_DIR/cli.log")"
     fi
@@ -192,6 +196,11 @@ xfer() {
     # The untrusted path's share of this transfer, from the client's per-path counters.
     awk '/path Untrusted/ {u = $6} /path Trusted/ {t = $6}
         END { if (u + t > 0) printf "%.3f\n", u / (u + t) }' "$RUN_DIR/cli.log" >"$RUN_DIR/share.last"
+    # Kernel MPTCP mode: the share the kernel gave the subflow from the client's wlan address.
+    # (the server's report: bytes received per subflow, its wlan address 10.71.3.2)
+    awk '/mptcp subflow/ { b = $10; if ($4 ~ /^10\.71\.3\./) u += b; else t += b }
+        END { if (u + t > 0) printf "%.3f\n", u / (u + t) }' "$log" >"$RUN_DIR/mptcp-share.last"
+    grep 'mptcp subflow' "$log" | sed 's/^psp-mp: //' >"$RUN_DIR/mptcp-subflows.last" || true
     echo "${rate#* }"
 }
 
@@ -254,6 +263,19 @@ done
 [ "${FILE_HITS[none]}" -gt 100 ] || fail "plain file: eve should see the phrase"
 [ "${FILE_HITS[scramble]}" -eq 0 ] || fail "scrambled file: eve saw the phrase ${FILE_HITS[scramble]} times"
 
+# --- kernel MPTCP: the server announces its wlan address, the client accepts one more subflow --
+MPTCP=1
+if ! $C sysctl -qn net.mptcp.enabled 2>/dev/null | grep -q 1; then
+    MPTCP=0
+    say "this kernel has no MPTCP: kernel-mptcp rows skipped"
+else
+    for ns in "$NS_C" "$NS_S"; do
+        ip netns exec "$ns" sysctl -qw net.mptcp.enabled=1
+        ip -n "$ns" mptcp limits set subflows 2 add_addr_accepted 2
+    done
+    ip -n "$NS_S" mptcp endpoint add 10.71.3.2 dev wlan0 signal
+fi
+
 # --- Fig 18: throughput -----------------------------------------------------------------------
 [ "$QUICK" -eq 1 ] && shape off || shape on
 say "Fig 18: throughput, $([ "$QUICK" -eq 1 ] && echo unshaped || echo shaped 100/54 Mbit/s)"
@@ -271,6 +293,23 @@ TP[scramble,$LAST_MB]=$(awk -v a="${TP[scramble,$LAST_MB]}" -v b="$AGAIN" 'BEGIN
 SHARE_SHAPED=$(cat "$RUN_DIR/share.last")
 say "  untrusted share of a scrambled $LAST_MB MB transfer (adaptive, cap 0.5): $SHARE_SHAPED"
 SCR_VS_PLAIN=$(ratio "$(sum scramble)" "$(sum none)")
+declare -A KTP
+MPTCP_SHARE=n/a
+if [ "$MPTCP" -eq 1 ]; then
+    MODE_ARGS=(--mode kernel-mptcp)
+    # The wildcard address: MP_JOINs to the announced wlan address must find the listener.
+    XFER_SRV_PATHS=(--path trusted,0.0.0.0:7000 --path untrusted,10.71.3.2:7001)
+    for mb in $SIZES_MB; do
+        for cipher in none scramble aes128-gcm; do
+            KTP[$cipher,$mb]=$(xfer "$cipher" $((mb * 1000000)))
+            say "  kernel-mptcp $mb MB $cipher: ${KTP[$cipher,$mb]} Mbit/s"
+        done
+    done
+    MPTCP_SHARE=$(cat "$RUN_DIR/mptcp-share.last")
+    cp "$RUN_DIR/mptcp-subflows.last" "$RUN_DIR/mptcp-subflows.txt"
+    MODE_ARGS=()
+    XFER_SRV_PATHS=("${SRV_PATHS[@]}")
+fi
 AES_VS_PLAIN=$(ratio "$(sum aes128-gcm)" "$(sum none)")
 
 # --- two equal unshaped paths vs one ----------------------------------------------------------
@@ -399,7 +438,18 @@ REPORT=$RUN_DIR/report.md
     for mb in $SIZES_MB; do
         echo "| $mb MB | ${TP[none,$mb]} | ${TP[scramble,$mb]} | ${TP[aes128-gcm,$mb]} | $(ratio "${TP[scramble,$mb]}" "${TP[none,$mb]}") | $(ratio "${TP[aes128-gcm,$mb]}" "${TP[none,$mb]}") |"
     done
+    if [ "$MPTCP" -eq 1 ]; then
+        for mb in $SIZES_MB; do
+            echo "| $mb MB, kernel MPTCP | ${KTP[none,$mb]} | ${KTP[scramble,$mb]} | ${KTP[aes128-gcm,$mb]} | $(ratio "${KTP[scramble,$mb]}" "${KTP[none,$mb]}") | $(ratio "${KTP[aes128-gcm,$mb]}" "${KTP[none,$mb]}") |"
+        done
+    fi
     echo "| paper (seed 000 Fig 18) | 90 | 75 | 2 | 0.83 | 0.02 |"
+    echo
+    echo "Kernel MPTCP mode: the kernel put $MPTCP_SHARE of the last transfer on the wlan subflow (its choice; this layer cannot pin data). The server's subflow report (bytes received per subflow):"
+    echo
+    echo '```text'
+    cat "$RUN_DIR/mptcp-subflows.txt" 2>/dev/null || true
+    echo '```'
     echo
     echo "The untrusted path carried $SHARE_SHAPED of a scrambled $LAST_MB MB transfer (adaptive policy, cap 0.5; the 80 MB scrambled row is the mean of two runs)."
     echo

@@ -573,7 +573,8 @@ impl Listener {
     }
 
     /// Kernel MPTCP mode: one MPTCP listener on the trusted path's local address (announce
-    /// further addresses with `ip mptcp endpoint ... signal`).
+    /// further addresses with `ip mptcp endpoint ... signal`, and listen on the wildcard
+    /// address so that the peer's joins to them find this listener).
     ///
     /// # Errors
     /// [`Error::Config`] without a trusted path with a local address; [`Error::Io`] if the

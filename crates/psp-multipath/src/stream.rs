@@ -92,6 +92,9 @@ pub struct MultipathStream {
     rx_offset: u64,
     rx_seg: u32,
     failed: Option<(io::ErrorKind, String)>,
+    /// Kernel MPTCP mode: the subflows as last seen at the end of the stream (the kernel
+    /// forgets them once the connection closes).
+    subflow_snapshot: Option<Vec<crate::Subflow>>,
     setup_time: core::time::Duration,
 }
 
@@ -159,6 +162,7 @@ impl MultipathStream {
             rx_offset: 0,
             rx_seg: 0,
             failed: None,
+            subflow_snapshot: None,
             setup_time: est.setup_time,
         }
     }
@@ -191,7 +195,27 @@ impl MultipathStream {
     /// Kernel MPTCP mode: what the kernel did per subflow (addresses, bytes acknowledged and
     /// received, RTT, retransmissions), read now; `None` in dispersal mode or if the kernel
     /// does not say.
+    /// Once the connection has ended, the snapshot taken at end of stream (reading or
+    /// shutdown) is returned.
     pub fn subflows(&self) -> Option<Vec<crate::Subflow>> {
+        let live = self.live_subflows();
+        let busy = |v: &Vec<crate::Subflow>| v.iter().any(|s| s.bytes_acked + s.bytes_received > 0);
+        match (live, &self.subflow_snapshot) {
+            (Some(l), _) if busy(&l) => Some(l),
+            (_, Some(snap)) => Some(snap.clone()),
+            (l, None) => l,
+        }
+    }
+
+    fn snapshot_subflows(&mut self) {
+        if let Some(l) = self.live_subflows()
+            && l.iter().any(|s| s.bytes_acked + s.bytes_received > 0)
+        {
+            self.subflow_snapshot = Some(l);
+        }
+    }
+
+    fn live_subflows(&self) -> Option<Vec<crate::Subflow>> {
         if self.paths.len() != 1 {
             return None;
         }
@@ -570,6 +594,7 @@ impl AsyncRead for MultipathStream {
                 let a = this.paths[0].fin;
                 if this.paths.iter().all(|p| p.fin == a) && a == Some((this.rx_offset, this.rx_seg))
                 {
+                    this.snapshot_subflows();
                     return Poll::Ready(Ok(())); // end of stream
                 }
                 return Poll::Ready(Err(this.fail(Error::Protocol(
@@ -634,6 +659,7 @@ impl AsyncWrite for MultipathStream {
         let this = self.get_mut();
         this.check_failed()?;
         if !this.fin_queued {
+            this.snapshot_subflows();
             this.push_fin();
         }
         this.flush_paths(cx)?;

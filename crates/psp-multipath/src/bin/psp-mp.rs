@@ -10,7 +10,9 @@ use std::time::Instant;
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
 use psp_multipath::attack::{self, Capture};
-use psp_multipath::{Cipher, Listener, MultipathStream, Options, Path, PathRole, SharePolicy};
+use psp_multipath::{
+    Cipher, Listener, Mode, MultipathStream, Options, Path, PathRole, SharePolicy,
+};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 
@@ -92,6 +94,11 @@ struct Common {
     /// Stream protection.
     #[arg(long, value_enum, default_value_t = CipherArg::Scramble)]
     cipher: CipherArg,
+    /// dispersal (one TCP connection per path, this tool places the data) or kernel-mptcp (one
+    /// MPTCP socket on the trusted path; subflows from `ip mptcp endpoint`; the kernel decides
+    /// placement and the key exchange is single-path).
+    #[arg(long, value_enum, default_value_t = ModeArg::Dispersal)]
+    mode: ModeArg,
     /// Accept a plain stream if the peer cannot scramble.
     #[arg(long)]
     allow_plain: bool,
@@ -113,6 +120,12 @@ struct Common {
     /// Discard what arrives instead of writing it to stdout.
     #[arg(long)]
     discard: bool,
+}
+
+#[derive(Clone, Copy, ValueEnum)]
+enum ModeArg {
+    Dispersal,
+    KernelMptcp,
 }
 
 #[derive(Clone, Copy, ValueEnum)]
@@ -170,6 +183,10 @@ impl Common {
             }
         };
         Options {
+            mode: match self.mode {
+                ModeArg::Dispersal => Mode::Dispersal,
+                ModeArg::KernelMptcp => Mode::KernelMptcp,
+            },
             cipher: match self.cipher {
                 CipherArg::Scramble => Cipher::Scramble,
                 CipherArg::Aes128Gcm => Cipher::Aes128Gcm,
@@ -213,7 +230,11 @@ async fn run(cli: Cli) -> Result<(), String> {
     match cli.command {
         Command::Listen { common, count } => {
             let paths = common.paths(true)?;
-            let mut l = Listener::bind(&paths).await.map_err(|e| e.to_string())?;
+            let mut l = match common.mode {
+                ModeArg::Dispersal => Listener::bind(&paths).await,
+                ModeArg::KernelMptcp => Listener::bind_kernel_mptcp(&paths).await,
+            }
+            .map_err(|e| e.to_string())?;
             for _ in 0..count.saturating_sub(1) {
                 let mut s = l
                     .accept(&common.options())
@@ -397,6 +418,18 @@ async fn pump(s: MultipathStream, common: &Common) -> Result<(), String> {
                 p.rtt_us.map_or_else(|| "?".to_owned(), |v| v.to_string()),
                 p.retransmits
                     .map_or_else(|| "?".to_owned(), |v| v.to_string()),
+            );
+        }
+        for sf in s.subflows().unwrap_or_default() {
+            let addr = |a: Option<SocketAddr>| a.map_or_else(|| "?".to_owned(), |a| a.to_string());
+            eprintln!(
+                "psp-mp: mptcp subflow {} -> {}: {} B acked, {} B received, rtt {} µs, retransmits {}",
+                addr(sf.local),
+                addr(sf.remote),
+                sf.bytes_acked,
+                sf.bytes_received,
+                sf.rtt_us,
+                sf.retransmits
             );
         }
     }
