@@ -6,6 +6,10 @@
 //! Keys come from an SMKEX handshake (seed 002) run over both paths (`psp_core::handshake`), so
 //! no key ever crosses one path in clear, unlike MPTCP's key in the SYN that the papers used.
 //!
+//! Two modes ([`Mode`]): **dispersal** (default; one TCP connection per path, this crate places
+//! every segment and runs SMKEX over both paths: the papers' guarantee) and **kernel MPTCP**
+//! (one MPTCP socket; the kernel decides placement and the key exchange is single-path).
+//!
 //! Layer: a tokio driver over TCP. All cryptography and the handshake state machine are in
 //! `psp-core`; this crate frames, schedules, reassembles and moves bytes. It does not
 //! retransmit across paths: a path that fails ends the stream with [`Error::PathFailed`].
