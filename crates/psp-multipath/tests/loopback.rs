@@ -329,3 +329,52 @@ async fn kernel_mptcp_mode_round_trip_and_subflow_report() {
     assert!(sfs[0].bytes_acked > 0, "{sfs:?}");
     assert!(srv_subflows.is_some());
 }
+
+/// A path that dies mid-stream ends the stream with an error naming the path, on the receiver
+/// (never a silently short stream).
+#[tokio::test]
+async fn a_failed_path_ends_the_stream_with_a_clear_error() {
+    let mut l = listener().await;
+    let (u, t) = match l.local_addrs().unwrap()[..] {
+        [u, t] => (u, t),
+        _ => unreachable!("two listeners"),
+    };
+    let relay = TcpListener::bind(any()).await.unwrap();
+    let r = relay.local_addr().unwrap();
+    // Forwards the first 200 kB client -> server on the untrusted path, then cuts it.
+    tokio::spawn(async move {
+        let (client, _) = relay.accept().await.unwrap();
+        let server = tokio::net::TcpStream::connect(u).await.unwrap();
+        let (mut cr, mut cw) = client.into_split();
+        let (mut sr, mut sw) = server.into_split();
+        tokio::spawn(async move { tokio::io::copy(&mut sr, &mut cw).await });
+        let mut left = 200_000usize;
+        let mut buf = vec![0u8; 16 * 1024];
+        while left > 0 {
+            let n = cr.read(&mut buf).await.unwrap();
+            if n == 0 {
+                break;
+            }
+            let n = n.min(left);
+            sw.write_all(&buf[..n]).await.unwrap();
+            left -= n;
+        }
+        // Dropping both halves closes the server side of the untrusted connection.
+    });
+    let paths = [Path::trusted(any(), t), Path::untrusted(any(), r)];
+    let srv = tokio::spawn(async move {
+        let mut s = l.accept(&Options::default()).await.unwrap();
+        let mut got = Vec::new();
+        s.read_to_end(&mut got).await.map(|_| got.len())
+    });
+    let mut c = connect(&paths, &Options::default()).await.unwrap();
+    // The client may or may not notice (its socket buffers take the rest); the receiver must.
+    let _ = c.write_all(&pattern(5_000_000)).await;
+    let _ = c.shutdown().await;
+    let err = srv
+        .await
+        .unwrap()
+        .expect_err("the stream must not end cleanly");
+    let msg = err.to_string();
+    assert!(msg.contains("untrusted path"), "{msg}");
+}
