@@ -264,6 +264,18 @@ impl PathStats {
     }
 }
 
+/// Where one side's set-up time went ([`MultipathStream::setup_profile`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct SetupProfile {
+    /// TCP (or MPTCP) connects, both paths in parallel (initiator; zero on the responder).
+    pub connect: Duration,
+    /// From the first hello to the handshake's keys (hellos, SEP, SMKEX).
+    pub handshake: Duration,
+    /// Binding tags: ours sent, the peer's received and checked.
+    pub binding: Duration,
+}
+
 /// One MPTCP subflow in kernel MPTCP mode, as the kernel reports it.
 #[derive(Clone, Debug, PartialEq, Eq)]
 #[non_exhaustive]
@@ -434,21 +446,25 @@ pub async fn connect(paths: &[Path], options: &Options) -> Result<MultipathStrea
     }
     let [u, t] = split_paths(paths)?;
     let go = async {
+        let started = std::time::Instant::now();
         let (cu, ct) = tokio::try_join!(connect_one(u), connect_one(t))?;
+        let connect_time = started.elapsed();
         let mut conns = vec![setup::Conn::new(cu), setup::Conn::new(ct)];
         let est = setup::initiate(&mut conns, options).await?;
-        Ok::<_, Error>((conns, est))
+        Ok::<_, Error>((conns, est, connect_time))
     };
-    let (conns, est) = tokio::time::timeout(options.handshake_timeout, go)
+    let (conns, est, connect_time) = tokio::time::timeout(options.handshake_timeout, go)
         .await
         .map_err(|_| Error::Timeout)??;
-    Ok(MultipathStream::new(
+    let mut s = MultipathStream::new(
         conns,
         &[PathRole::Untrusted, PathRole::Trusted],
         est,
         options.share,
         options.segment_len,
-    ))
+    );
+    s.set_connect_time(connect_time);
+    Ok(s)
 }
 
 /// A new `IPPROTO_MPTCP` stream socket for `addr`'s family, or a clear error when the kernel

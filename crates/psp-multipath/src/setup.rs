@@ -177,6 +177,8 @@ pub(crate) struct Established {
     pub(crate) rx: RxKeys,
     /// Time from the first hello sent to the binding tag verified.
     pub(crate) setup_time: core::time::Duration,
+    /// Time from the first hello sent to the handshake's keys.
+    pub(crate) handshake_time: core::time::Duration,
 }
 
 /// The send-direction key material.
@@ -278,6 +280,7 @@ pub(crate) async fn initiate(conns: &mut [Conn], options: &Options) -> Result<Es
         c.expect_hello = true;
     }
     let keys = run_handshake(Role::Initiator, conns, options, None).await?;
+    let t_keys = t0.elapsed();
     let mut got = vec![[0u8; HELLO_LEN]; conns.len()];
     let mut chosen = vec![0u8; conns.len()];
     for &(i, role) in roles(conns.len()) {
@@ -302,7 +305,16 @@ pub(crate) async fn initiate(conns: &mut [Conn], options: &Options) -> Result<Es
         Some(_) => return Err(Error::Refused("the peer chose a cipher we did not ask for")),
     };
     let ctx = hello_context(&sent, &got);
-    finish(Role::Initiator, conns, options, &keys, &ctx, cipher, t0).await
+    finish(
+        Role::Initiator,
+        conns,
+        options,
+        &keys,
+        &ctx,
+        cipher,
+        (t0, t_keys),
+    )
+    .await
 }
 
 /// The responder's side, after the listener read and paired both hellos (`hellos` by path).
@@ -358,7 +370,17 @@ pub(crate) async fn respond(
     let first_role = roles(conns.len())[0].1;
     let first = timed(options, conns[0].read_message(first_role)).await?;
     let keys = run_handshake(Role::Responder, conns, options, Some(first)).await?;
-    finish(Role::Responder, conns, options, &keys, &ctx, cipher, t0).await
+    let t_keys = t0.elapsed();
+    finish(
+        Role::Responder,
+        conns,
+        options,
+        &keys,
+        &ctx,
+        cipher,
+        (t0, t_keys),
+    )
+    .await
 }
 
 async fn timed<T>(
@@ -491,7 +513,7 @@ async fn finish(
     keys: &SessionKeys,
     ctx: &[u8; 32],
     cipher: Cipher,
-    t0: StdInstant,
+    (t0, t_keys): (StdInstant, core::time::Duration),
 ) -> Result<Established, Error> {
     let (mine, theirs): (&[u8], &[u8]) = match role {
         Role::Initiator => (b"psp-mp v1 bind initiator", b"psp-mp v1 bind responder"),
@@ -560,5 +582,6 @@ async fn finish(
         tx: make(tx_label)?,
         rx: make(rx_label)?,
         setup_time: t0.elapsed(),
+        handshake_time: t_keys,
     })
 }

@@ -96,6 +96,8 @@ pub struct MultipathStream {
     /// forgets them once the connection closes).
     subflow_snapshot: Option<Vec<crate::Subflow>>,
     setup_time: core::time::Duration,
+    handshake_time: core::time::Duration,
+    connect_time: core::time::Duration,
 }
 
 impl MultipathStream {
@@ -164,6 +166,8 @@ impl MultipathStream {
             failed: None,
             subflow_snapshot: None,
             setup_time: est.setup_time,
+            handshake_time: est.handshake_time,
+            connect_time: core::time::Duration::ZERO,
         }
     }
 
@@ -175,6 +179,19 @@ impl MultipathStream {
     /// How long set-up took on this side (hellos, SMKEX, binding tags).
     pub fn setup_time(&self) -> core::time::Duration {
         self.setup_time
+    }
+
+    /// Where set-up time went on this side (for the set-up benchmark's profile).
+    pub fn setup_profile(&self) -> crate::SetupProfile {
+        crate::SetupProfile {
+            connect: self.connect_time,
+            handshake: self.handshake_time,
+            binding: self.setup_time.saturating_sub(self.handshake_time),
+        }
+    }
+
+    pub(crate) fn set_connect_time(&mut self, d: core::time::Duration) {
+        self.connect_time = d;
     }
 
     /// Per-path counters, `[untrusted, trusted]` (indexes [`UNTRUSTED`](crate::UNTRUSTED) and

@@ -262,7 +262,15 @@ async fn run(cli: Cli) -> Result<(), String> {
                         .await
                         .map_err(|e| e.to_string())?;
                     let us = t.elapsed().as_micros();
-                    let _ = writeln!(out, "{us}");
+                    let p = s.setup_profile();
+                    // total, then its parts: connects, hellos + SEP/SMKEX, binding tags.
+                    let _ = writeln!(
+                        out,
+                        "{us} {} {} {}",
+                        p.connect.as_micros(),
+                        p.handshake.as_micros(),
+                        p.binding.as_micros()
+                    );
                     s.shutdown().await.map_err(|e| e.to_string())?;
                     let mut sink = Vec::new();
                     s.read_to_end(&mut sink).await.map_err(|e| e.to_string())?;
