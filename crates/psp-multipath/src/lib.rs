@@ -19,8 +19,9 @@
 //!   other path or under a key it never saw: no plaintext, no key;
 //! - an active attacker on one path who replaces an SMKEX share is detected (the handshake
 //!   fails) before any data flows;
-//! - an attacker on **both** paths can run the key exchange with each side (no long-term keys
-//!   here) and read everything; and with 65 known plaintext bytes of a segment the scrambler
+//! - an active attacker on **both** paths can run the key exchange with each side and read
+//!   everything, unless the peer's long-term key is pinned ([`Options::static_key`],
+//!   [`Options::pinned_peer`]); and with 65 known plaintext bytes of a segment the scrambler
 //!   (linear, no integrity) gives up the rest of that segment (`docs/SCRAMBLER.md`). Choose
 //!   [`Cipher::Aes128Gcm`] where that matters.
 //!
@@ -182,6 +183,40 @@ pub enum Mode {
     KernelMptcp,
 }
 
+/// A long-term X25519 secret ([`Options::static_key`]). Zeroized on drop; `Debug` prints no
+/// key material.
+#[derive(Clone)]
+pub struct LongTermKey([u8; 32]);
+
+impl LongTermKey {
+    /// The key for 32 secret bytes (e.g. from the OS RNG, stored by the caller).
+    pub fn from_bytes(secret: [u8; 32]) -> Self {
+        Self(secret)
+    }
+
+    /// Its public key, for the peer to pin.
+    pub fn public_key(&self) -> [u8; 32] {
+        psp_core::handshake::StaticKey::from_bytes(self.0).public_key()
+    }
+
+    pub(crate) fn secret(&self) -> [u8; 32] {
+        self.0
+    }
+}
+
+impl Drop for LongTermKey {
+    #[inline(never)]
+    fn drop(&mut self) {
+        zeroize::Zeroize::zeroize(&mut self.0);
+    }
+}
+
+impl fmt::Debug for LongTermKey {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("LongTermKey(..)")
+    }
+}
+
 /// Connection options (both sides).
 #[derive(Clone, Debug)]
 pub struct Options {
@@ -200,10 +235,17 @@ pub struct Options {
     pub segment_len: usize,
     /// The longest set-up (connect, hellos, SMKEX, binding) may take.
     pub handshake_timeout: Duration,
+    /// This host's long-term X25519 secret, mixed into the key exchange (seed 002 §10): with
+    /// the peer pinning its public key, an active attacker on **both** paths is refused.
+    pub static_key: Option<LongTermKey>,
+    /// The peer's long-term public key to require (`Error::Handshake(IdentityMismatch)` for
+    /// another or none). Learn it on first use from [`MultipathStream::peer_static`] (TOFU).
+    pub pinned_peer: Option<[u8; 32]>,
 }
 
 impl Default for Options {
-    /// Scramble, refuse plain, default share policy, 16 KiB segments, 10 s set-up.
+    /// Scramble, refuse plain, default share policy, 16 KiB segments, 10 s set-up, no
+    /// long-term keys.
     fn default() -> Self {
         Self {
             mode: Mode::Dispersal,
@@ -213,6 +255,8 @@ impl Default for Options {
             share: SharePolicy::default(),
             segment_len: 16 * 1024,
             handshake_timeout: Duration::from_secs(10),
+            static_key: None,
+            pinned_peer: None,
         }
     }
 }

@@ -16,7 +16,7 @@ use psp_core::crypto::SuiteId;
 use psp_core::handshake::messages::SuiteList;
 use psp_core::handshake::rand_core::{self, CryptoRng, RngCore};
 use psp_core::handshake::{
-    Config as HsConfig, Event, Handshake, PathId, Peer, Role, SessionKeys, SmkexMode,
+    Config as HsConfig, Event, Handshake, PathId, Peer, Role, SessionKeys, SmkexMode, StaticKey,
 };
 use psp_core::scramble::{SEED_LEN, Seed};
 use psp_core::time::{Duration as CoreDuration, Instant as CoreInstant};
@@ -179,6 +179,8 @@ pub(crate) struct Established {
     pub(crate) setup_time: core::time::Duration,
     /// Time from the first hello sent to the handshake's keys.
     pub(crate) handshake_time: core::time::Duration,
+    /// The peer's long-term public key, if it sent one.
+    pub(crate) peer_static: Option<[u8; 32]>,
 }
 
 /// The send-direction key material.
@@ -207,6 +209,10 @@ fn hs_config(role: Role, options: &Options) -> HsConfig {
     // TCP retransmits for us: a handshake retransmission would only duplicate a message.
     cfg.rto = timeout;
     cfg.max_rto = timeout;
+    cfg.static_key = options
+        .static_key
+        .as_ref()
+        .map(|k| StaticKey::from_bytes(k.secret()));
     cfg
 }
 
@@ -425,7 +431,7 @@ async fn run_handshake(
             let peer = Peer {
                 mac: RESPONDER_MAC,
                 addr: RESPONDER_ADDR,
-                pinned_static: None,
+                pinned_static: options.pinned_peer,
             };
             Handshake::initiate(now(), cfg, peer, &mut rng)
         }
@@ -433,7 +439,7 @@ async fn run_handshake(
             let peer = Peer {
                 mac: INITIATOR_MAC,
                 addr: INITIATOR_ADDR,
-                pinned_static: None,
+                pinned_static: options.pinned_peer,
             };
             let msg = first.ok_or(Error::Protocol("no request"))?;
             Handshake::respond(now(), cfg, peer, PathId::FIRST, &msg, &mut rng)
@@ -583,5 +589,6 @@ async fn finish(
         rx: make(rx_label)?,
         setup_time: t0.elapsed(),
         handshake_time: t_keys,
+        peer_static: keys.peer_static(),
     })
 }

@@ -98,6 +98,7 @@ pub struct MultipathStream {
     setup_time: core::time::Duration,
     handshake_time: core::time::Duration,
     connect_time: core::time::Duration,
+    peer_static: Option<[u8; 32]>,
 }
 
 impl MultipathStream {
@@ -168,6 +169,7 @@ impl MultipathStream {
             setup_time: est.setup_time,
             handshake_time: est.handshake_time,
             connect_time: core::time::Duration::ZERO,
+            peer_static: est.peer_static,
         }
     }
 
@@ -179,6 +181,12 @@ impl MultipathStream {
     /// How long set-up took on this side (hellos, SMKEX, binding tags).
     pub fn setup_time(&self) -> core::time::Duration {
         self.setup_time
+    }
+
+    /// The peer's long-term public key, if it used one (pin it in
+    /// [`Options::pinned_peer`](crate::Options::pinned_peer) for later connections: TOFU).
+    pub fn peer_static(&self) -> Option<[u8; 32]> {
+        self.peer_static
     }
 
     /// Where set-up time went on this side (for the set-up benchmark's profile).

@@ -378,3 +378,98 @@ async fn a_failed_path_ends_the_stream_with_a_clear_error() {
     let msg = err.to_string();
     assert!(msg.contains("untrusted path"), "{msg}");
 }
+
+/// Seed 002 §10: with long-term keys pinned, an active attacker on **both** paths (here a
+/// `Listener` + `connect` relay that runs SMKEX with each side, as testbed/multipath.sh's
+/// "limit 1" does) is refused; without pinning it reads the stream (the documented limit).
+#[tokio::test]
+async fn pinned_long_term_keys_stop_an_attacker_on_both_paths() {
+    use psp_multipath::LongTermKey;
+    let server_key = LongTermKey::from_bytes([7; 32]);
+    let pinned = Options {
+        pinned_peer: Some(server_key.public_key()),
+        ..Options::default()
+    };
+    let server_opts = Options {
+        static_key: Some(server_key),
+        ..Options::default()
+    };
+    for (client_opts, attacker_wins) in [(Options::default(), true), (pinned, false)] {
+        let mut server = listener().await;
+        let server_paths = server.connect_paths();
+        let mut mitm = listener().await;
+        let client_paths = mitm.connect_paths();
+        let so = server_opts.clone();
+        let srv = tokio::spawn(async move {
+            let mut s = server.accept(&so).await?;
+            let mut got = Vec::new();
+            let _ = s.read_to_end(&mut got).await;
+            Ok::<_, Error>(got)
+        });
+        // The attacker: terminates the client's two connections, opens its own to the server,
+        // copies the plaintext across and keeps a copy.
+        let relay = tokio::spawn(async move {
+            let mut from_client = mitm.accept(&Options::default()).await?;
+            let mut to_server = connect(&server_paths, &Options::default()).await?;
+            let mut seen = Vec::new();
+            from_client
+                .read_to_end(&mut seen)
+                .await
+                .map_err(|e| Error::io(None, e))?;
+            to_server
+                .write_all(&seen)
+                .await
+                .map_err(|e| Error::io(None, e))?;
+            to_server.shutdown().await.map_err(|e| Error::io(None, e))?;
+            Ok::<_, Error>(seen)
+        });
+        let client = connect(&client_paths, &client_opts).await;
+        if attacker_wins {
+            let mut c = client.expect("no pinning: the attacker's handshake succeeds");
+            c.write_all(&pattern(10_000)).await.unwrap();
+            c.shutdown().await.unwrap();
+            assert_eq!(
+                relay.await.unwrap().unwrap(),
+                pattern(10_000),
+                "the attacker read it"
+            );
+            assert_eq!(srv.await.unwrap().unwrap(), pattern(10_000));
+        } else {
+            assert!(
+                matches!(client, Err(Error::Handshake(FailReason::IdentityMismatch))),
+                "{client:?}"
+            );
+            relay.abort();
+            srv.abort();
+        }
+    }
+}
+
+#[tokio::test]
+async fn pinned_key_of_the_real_server_connects_and_is_reported() {
+    use psp_multipath::LongTermKey;
+    let key = LongTermKey::from_bytes([9; 32]);
+    let public = key.public_key();
+    let mut l = listener().await;
+    let paths = l.connect_paths();
+    let so = Options {
+        static_key: Some(key),
+        ..Options::default()
+    };
+    assert_eq!(format!("{:?}", so.static_key), "Some(LongTermKey(..))");
+    let srv = tokio::spawn(async move {
+        let mut s = l.accept(&so).await.unwrap();
+        let mut got = Vec::new();
+        s.read_to_end(&mut got).await.unwrap();
+        got
+    });
+    let o = Options {
+        pinned_peer: Some(public),
+        ..Options::default()
+    };
+    let mut c = connect(&paths, &o).await.unwrap();
+    assert_eq!(c.peer_static(), Some(public));
+    c.write_all(b"hello").await.unwrap();
+    c.shutdown().await.unwrap();
+    assert_eq!(srv.await.unwrap(), b"hello");
+}
