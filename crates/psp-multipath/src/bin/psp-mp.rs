@@ -11,7 +11,7 @@ use std::time::Instant;
 use clap::{Args, Parser, Subcommand, ValueEnum};
 use psp_multipath::attack::{self, Capture};
 use psp_multipath::{
-    Cipher, Listener, Mode, MultipathStream, Options, Path, PathRole, SharePolicy,
+    Cipher, Listener, LongTermKey, Mode, MultipathStream, Options, Path, PathRole, SharePolicy,
 };
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
@@ -72,6 +72,12 @@ enum Command {
         #[arg(long)]
         known_file: std::path::PathBuf,
     },
+    /// Print the public key of a `--key-file` secret (for the peer's `--pin`).
+    Pubkey {
+        /// The secret: 64 hex digits.
+        #[arg(long)]
+        key_file: std::path::PathBuf,
+    },
     /// Baseline for set-up times: X25519 over one TCP connection (server with --listen).
     Dh {
         /// Serve (else connect to ADDR).
@@ -120,6 +126,14 @@ struct Common {
     /// Discard what arrives instead of writing it to stdout.
     #[arg(long)]
     discard: bool,
+    /// This host's long-term X25519 secret: a file holding 64 hex digits (e.g. from
+    /// `psp-gateway keygen --bytes 32`); mixed into the key exchange (seed 002 §10).
+    #[arg(long)]
+    key_file: Option<std::path::PathBuf>,
+    /// Require the peer's long-term public key (64 hex digits; `-v` prints the peer's, and
+    /// `psp-mp pubkey` this host's): stops an active attacker on both paths.
+    #[arg(long)]
+    pin: Option<String>,
 }
 
 #[derive(Clone, Copy, ValueEnum)]
@@ -171,8 +185,33 @@ fn parse_path(s: &str, listen: bool) -> Result<Path, String> {
     Ok(p)
 }
 
+fn hex32(what: &str, text: &str) -> Result<[u8; 32], String> {
+    let text = text.trim();
+    let mut out = [0u8; 32];
+    if text.len() != 64 {
+        return Err(format!("{what}: want 64 hex digits, got {}", text.len()));
+    }
+    for (i, o) in out.iter_mut().enumerate() {
+        *o = u8::from_str_radix(&text[2 * i..2 * i + 2], 16)
+            .map_err(|_| format!("{what}: not hex"))?;
+    }
+    Ok(out)
+}
+
+fn read_key(path: &std::path::Path) -> Result<LongTermKey, String> {
+    let text = std::fs::read_to_string(path).map_err(|e| format!("{}: {e}", path.display()))?;
+    Ok(LongTermKey::from_bytes(hex32(
+        &path.display().to_string(),
+        &text,
+    )?))
+}
+
+fn to_hex(b: &[u8]) -> String {
+    b.iter().map(|x| format!("{x:02x}")).collect()
+}
+
 impl Common {
-    fn options(&self) -> Options {
+    fn options(&self) -> Result<Options, String> {
         let share = if self.fixed {
             SharePolicy::Fixed {
                 untrusted_permille: self.share.min(1000),
@@ -182,7 +221,7 @@ impl Common {
                 max_untrusted_permille: self.share.min(1000),
             }
         };
-        Options {
+        Ok(Options {
             mode: match self.mode {
                 ModeArg::Dispersal => Mode::Dispersal,
                 ModeArg::KernelMptcp => Mode::KernelMptcp,
@@ -195,8 +234,10 @@ impl Common {
             allow_plain: self.allow_plain || matches!(self.cipher, CipherArg::None),
             share,
             segment_len: self.segment,
+            static_key: self.key_file.as_deref().map(read_key).transpose()?,
+            pinned_peer: self.pin.as_deref().map(|p| hex32("--pin", p)).transpose()?,
             ..Options::default()
-        }
+        })
     }
 
     fn paths(&self, listen: bool) -> Result<Vec<Path>, String> {
@@ -237,7 +278,7 @@ async fn run(cli: Cli) -> Result<(), String> {
             .map_err(|e| e.to_string())?;
             for _ in 0..count.saturating_sub(1) {
                 let mut s = l
-                    .accept(&common.options())
+                    .accept(&common.options()?)
                     .await
                     .map_err(|e| e.to_string())?;
                 // Set-up benchmark clients send nothing: wait for their end of stream.
@@ -246,14 +287,14 @@ async fn run(cli: Cli) -> Result<(), String> {
                 let _ = s.shutdown().await;
             }
             let s = l
-                .accept(&common.options())
+                .accept(&common.options()?)
                 .await
                 .map_err(|e| e.to_string())?;
             pump(s, &common).await
         }
         Command::Connect { common, setup_only } => {
             let paths = common.paths(false)?;
-            let options = common.options();
+            let options = common.options()?;
             if let Some(n) = setup_only {
                 let mut out = std::io::stdout().lock();
                 for _ in 0..n {
@@ -281,6 +322,10 @@ async fn run(cli: Cli) -> Result<(), String> {
                 .await
                 .map_err(|e| e.to_string())?;
             pump(s, &common).await
+        }
+        Command::Pubkey { key_file } => {
+            println!("{}", to_hex(&read_key(&key_file)?.public_key()));
+            Ok(())
         }
         Command::Recover {
             capture,
@@ -348,6 +393,12 @@ async fn pump(s: MultipathStream, common: &Common) -> Result<(), String> {
             s.cipher().name(),
             s.setup_time().as_micros()
         );
+        if let Some(k) = s.peer_static() {
+            eprintln!(
+                "psp-mp: peer's long-term key {} (pin it with --pin)",
+                to_hex(&k)
+            );
+        }
     }
     let (mut r, mut w) = tokio::io::split(s);
     let up = async move {
