@@ -32,12 +32,13 @@
 # plain / scrambled / aes128-gcm on the shaped links, dispersal mode), two equal unshaped paths
 # vs one, seed 002 Fig 13 (SMKEX set-up time vs one-path X25519), a share replaced on the
 # untrusted path (the handshake must fail), and the honest limits: an attacker on both paths
-# reads the stream; 65 known plaintext bytes recover one segment of the untrusted path.
+# reads the stream (unless the server's long-term key is pinned); 65 known plaintext bytes
+# recover one segment of the untrusted path.
 #
 # Last line:
 #   RESULT scrambled_vs_plain=… aes_vs_plain=… eve_hits_plain=N eve_hits_scrambled=0
 #          smkex_extra_us=… mitm_one_path_detected=1 two_paths_vs_one=… eve_both_paths_hits=N
-#          known_plaintext_recovered_bytes=N
+#          pinned_both_paths_refused=1 known_plaintext_recovered_bytes=N
 # Exit 0 when every measurement ran (and the security checks came out as expected), 1
 # otherwise, 2 on bad arguments.
 set -euo pipefail
@@ -410,6 +411,32 @@ wait "$spid" || fail "both-path MITM: server"
 EVE_BOTH=$(hits 0123456789 "$RUN_DIR/eve-both.bin")
 [ "$EVE_BOTH" -gt 1000 ] || fail "both-path attacker should read the stream ($EVE_BOTH hits)"
 
+say "  ... unless the server's long-term key is pinned (seed 002 §10)"
+head -c 32 /dev/urandom | od -An -tx1 | tr -d ' \n' >"$RUN_DIR/server.key"
+chmod 600 "$RUN_DIR/server.key"
+PIN=$("$MP_BIN" pubkey --key-file "$RUN_DIR/server.key")
+$S "$MP_BIN" listen "${SRV_PATHS[@]}" --key-file "$RUN_DIR/server.key" --discard </dev/null 2>/dev/null &
+spid=$!
+wait_port "$NS_S" 7001
+$E sh -c "'$MP_BIN' listen --path trusted,10.71.1.254:7100 --path untrusted,10.71.2.254:7101 \
+    </dev/null 2>/dev/null | '$MP_BIN' connect --pin $PIN \
+    --path trusted,10.71.11.2:7000 --path untrusted,10.71.3.2:7001 >/dev/null 2>&1" &
+epid=$!
+wait_port "$NS_E" 7101
+PINNED_REFUSED=0
+if $C "$MP_BIN" connect --pin "$PIN" --path trusted,10.71.1.1=10.71.1.254:7100 \
+    --path untrusted,10.71.2.1=10.71.2.254:7101 --send-bytes 1000 </dev/null >/dev/null \
+    2>"$RUN_DIR/pinned-cli.log"; then
+    fail "pinned: the client connected through the attacker"
+elif grep -q identity_mismatch "$RUN_DIR/pinned-cli.log"; then
+    PINNED_REFUSED=1
+else
+    fail "pinned: unexpected client error: $(cat "$RUN_DIR/pinned-cli.log")"
+fi
+say "  client: $(cat "$RUN_DIR/pinned-cli.log")"
+kill "$spid" "$epid" 2>/dev/null || true
+wait "$spid" "$epid" 2>/dev/null || true
+
 say "limit 2: 65 known plaintext bytes recover a segment of the untrusted path"
 head -c 2000000 /dev/urandom >"$RUN_DIR/secret.bin"
 $E "$MP_BIN" proxy --listen 10.71.2.254:7101 --to 10.71.3.2:7001 --record "$RUN_DIR/rec.bin" &
@@ -492,7 +519,7 @@ REPORT=$RUN_DIR/report.md
     echo
     echo "SMKEX extra at the median: $SMKEX_EXTRA µs (paper, seed 002 Fig 13: about +50 µs). Ping RTT client-server on the trusted path: $PING_US µs (mean of 50). SMKEX here is 4 round trips (TCP connect, SEP Request/Accept, shares and nonces, confirmation) against 2 for the baseline (connect, one share each way)."
     echo
-    echo "Attacks: a share replaced on the untrusted path detected: $MITM_DETECTED (client error: \`$(cat "$RUN_DIR/mitm-cli.log")\`); an active attacker on both paths read $EVE_BOTH of 100000 patterns; 65 known plaintext bytes recovered $KP_BYTES bytes (one whole segment) of the untrusted path without the key."
+    echo "Attacks: a share replaced on the untrusted path detected: $MITM_DETECTED (client error: \`$(cat "$RUN_DIR/mitm-cli.log")\`); an active attacker on both paths read $EVE_BOTH of 100000 patterns, and was refused when the client pinned the server's long-term key: $PINNED_REFUSED (\`$(cat "$RUN_DIR/pinned-cli.log")\`); 65 known plaintext bytes recovered $KP_BYTES bytes (one whole segment) of the untrusted path without the key."
 } >"$REPORT"
 cat "$REPORT" >&2
 
@@ -541,6 +568,6 @@ EOF
     fi
 fi
 
-echo "RESULT scrambled_vs_plain=$SCR_VS_PLAIN aes_vs_plain=$AES_VS_PLAIN eve_hits_plain=${EVE_HITS[none]} eve_hits_scrambled=${EVE_HITS[scramble]} smkex_extra_us=$SMKEX_EXTRA mitm_one_path_detected=$MITM_DETECTED two_paths_vs_one=$TWO_VS_ONE eve_both_paths_hits=$EVE_BOTH known_plaintext_recovered_bytes=$KP_BYTES"
+echo "RESULT scrambled_vs_plain=$SCR_VS_PLAIN aes_vs_plain=$AES_VS_PLAIN eve_hits_plain=${EVE_HITS[none]} eve_hits_scrambled=${EVE_HITS[scramble]} smkex_extra_us=$SMKEX_EXTRA mitm_one_path_detected=$MITM_DETECTED two_paths_vs_one=$TWO_VS_ONE eve_both_paths_hits=$EVE_BOTH pinned_both_paths_refused=$PINNED_REFUSED known_plaintext_recovered_bytes=$KP_BYTES"
 [ -e "$RUN_DIR/failed" ] && FAILED=1
 exit $FAILED

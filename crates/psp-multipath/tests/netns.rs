@@ -40,5 +40,6 @@ fn quick_testbed_run_eve_reads_nothing_and_mitm_is_detected() {
     assert_eq!(n("eve_hits_scrambled"), 0, "{result}");
     assert_eq!(n("mitm_one_path_detected"), 1, "{result}");
     assert!(n("eve_both_paths_hits") > 1000, "{result}");
+    assert_eq!(n("pinned_both_paths_refused"), 1, "{result}");
     assert!(n("known_plaintext_recovered_bytes") > 65, "{result}");
 }
