@@ -46,6 +46,8 @@ declare -A PKG=(
     [sipp]=sip-tester
     [arping]=iputils-arping
     [ethtool]=ethtool
+    # testbed/multipath.sh draws docs/multipath.png with it.
+    [gnuplot]=gnuplot-nox
 )
 
 have() {

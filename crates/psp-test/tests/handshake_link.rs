@@ -289,6 +289,28 @@ fn two_paths_establish_smkex_session() {
 }
 
 #[test]
+fn exported_keying_material_matches_per_label() {
+    let mut sim = Sim::new(cfg(MAC_A, 1, 2), cfg(MAC_B, 2, 2), lan(), 11);
+    sim.run(Instant::from_secs(60), &mut no_tamper());
+    let (a, b) = (
+        Sim::keys(&sim.a_events).expect("A established"),
+        Sim::keys(&sim.b_events).expect("B established"),
+    );
+    let (mut a1, mut b1, mut a2) = ([0u8; 20], [0u8; 20], [0u8; 20]);
+    a.export(b"label one", &mut a1).unwrap();
+    b.export(b"label one", &mut b1).unwrap();
+    a.export(b"label two", &mut a2).unwrap();
+    assert_eq!(a1, b1, "both hosts derive the same bytes");
+    assert_ne!(a1, a2, "labels separate the outputs");
+    assert_ne!(a1, [0; 20]);
+    let mut long = vec![0u8; 255 * 32 + 1];
+    assert_eq!(
+        a.export(b"x", &mut long),
+        Err(psp_core::handshake::ExportError::TooLong)
+    );
+}
+
+#[test]
 fn one_path_runs_thesis_sep_and_says_single_path() {
     let mut sim = Sim::new(cfg(MAC_A, 1, 1), cfg(MAC_B, 2, 2), lan(), 2);
     sim.run(Instant::from_secs(60), &mut no_tamper());

@@ -307,6 +307,32 @@ impl SessionKeys {
     pub fn peer_static(&self) -> Option<[u8; KEY_LEN]> {
         self.peer_static
     }
+
+    /// Derives `out.len()` bytes of keying material for another use of this session (e.g.
+    /// psp-multipath's scrambler seeds), bound to `label`: HKDF-SHA-256 with salt
+    /// `"psp-sep-v1 exporter"`, input `k_i2r || k_r2i` and info `label`. Both hosts get the same
+    /// bytes for the same label; different labels give independent outputs, and the outputs do
+    /// not reveal the session keys.
+    ///
+    /// # Errors
+    /// [`ExportError::NoKey`] if the suite has no key (`none`: there is nothing secret to export
+    /// from); [`ExportError::TooLong`] if `out` is longer than 255 * 32 bytes (HKDF's limit).
+    pub fn export(&self, label: &[u8], out: &mut [u8]) -> Result<(), ExportError> {
+        let len = self.suite.key_len();
+        if len == 0 {
+            return Err(ExportError::NoKey);
+        }
+        let (i2r, r2i) = match self.role {
+            Role::Initiator => (&self.send[..len], &self.recv[..len]),
+            Role::Responder => (&self.recv[..len], &self.send[..len]),
+        };
+        let mut ikm = [0u8; 2 * schedule::MAX_KEY_LEN];
+        ikm[..len].copy_from_slice(i2r);
+        ikm[len..2 * len].copy_from_slice(r2i);
+        let hk = hkdf::Hkdf::<sha2::Sha256>::new(Some(EXPORTER_SALT), &ikm[..2 * len]);
+        ikm.zeroize();
+        hk.expand(label, out).map_err(|_| ExportError::TooLong)
+    }
 }
 
 impl Drop for SessionKeys {
@@ -328,6 +354,30 @@ impl fmt::Debug for SessionKeys {
             .finish_non_exhaustive()
     }
 }
+
+/// The HKDF salt of [`SessionKeys::export`].
+const EXPORTER_SALT: &[u8] = b"psp-sep-v1 exporter";
+
+/// Why [`SessionKeys::export`] produced nothing.
+#[non_exhaustive]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ExportError {
+    /// The session's suite (`none`) has no key to export from.
+    NoKey,
+    /// More than 255 * 32 bytes were asked for.
+    TooLong,
+}
+
+impl fmt::Display for ExportError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Self::NoKey => "the session has no key to export from",
+            Self::TooLong => "too much keying material asked for",
+        })
+    }
+}
+
+impl core::error::Error for ExportError {}
 
 /// What a handshake reports.
 #[derive(Debug)]

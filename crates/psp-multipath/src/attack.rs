@@ -1,0 +1,253 @@
+//! On-path attackers for the tests and `testbed/multipath.sh` (`psp-mp proxy`): a TCP relay
+//! that records what crosses it (an eavesdropper who sees one path) or replaces the SMKEX share
+//! the initiator sends (an active attacker on one path). Not for production use.
+//!
+//! The relay terminates TCP, as a real man in the middle does; it parses only the hello and the
+//! handshake framing of `crate::wire`, never trusting either.
+
+use core::net::SocketAddr;
+use std::sync::{Arc, Mutex};
+
+use psp_core::handshake::messages::{Body, Repr};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::{TcpListener, TcpStream};
+
+use crate::wire::{HELLO_LEN, HandshakeFrame};
+
+/// What the relay does to the client → server bytes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Mode {
+    /// Forward unchanged (record only).
+    Record,
+    /// Replace the X25519 share in the initiator's SMKEX `Share` message with the attacker's.
+    ReplaceShare,
+}
+
+/// What a relay saw, shared with the caller while it runs.
+#[derive(Clone, Debug, Default)]
+pub struct Capture {
+    inner: Arc<Mutex<CaptureInner>>,
+}
+
+#[derive(Debug, Default)]
+struct CaptureInner {
+    client_to_server: Vec<u8>,
+    server_to_client: Vec<u8>,
+    shares_replaced: u32,
+    /// Also append client → server bytes here (the testbed's recording eavesdropper).
+    file: Option<std::fs::File>,
+}
+
+impl Capture {
+    /// A capture that also appends the client → server bytes to `file`.
+    pub fn with_file(file: std::fs::File) -> Self {
+        let c = Self::default();
+        c.lock().file = Some(file);
+        c
+    }
+
+    /// The bytes the client sent through the relay (after any change).
+    pub fn client_to_server(&self) -> Vec<u8> {
+        self.lock().client_to_server.clone()
+    }
+
+    /// The bytes the server sent through the relay.
+    pub fn server_to_client(&self) -> Vec<u8> {
+        self.lock().server_to_client.clone()
+    }
+
+    /// How many shares were replaced.
+    pub fn shares_replaced(&self) -> u32 {
+        self.lock().shares_replaced
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, CaptureInner> {
+        // A poisoned lock only means a relay task panicked mid-append; the bytes are still
+        // what was captured.
+        self.inner
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+}
+
+/// Relays every connection accepted on `listener` to `upstream`, forever (spawn it).
+///
+/// # Errors
+/// An accept error.
+pub async fn relay(
+    listener: TcpListener,
+    upstream: SocketAddr,
+    mode: Mode,
+    capture: Capture,
+) -> std::io::Result<()> {
+    loop {
+        let (client, _) = listener.accept().await?;
+        let capture = capture.clone();
+        tokio::spawn(async move {
+            if let Ok(server) = TcpStream::connect(upstream).await {
+                relay_one(client, server, mode, capture).await;
+            }
+        });
+    }
+}
+
+async fn relay_one(client: TcpStream, server: TcpStream, mode: Mode, capture: Capture) {
+    let (mut cr, mut cw) = client.into_split();
+    let (mut sr, mut sw) = server.into_split();
+    let cap = capture.clone();
+    let down = async move {
+        let mut buf = vec![0u8; 64 * 1024];
+        while let Ok(n) = sr.read(&mut buf).await {
+            if n == 0 || cw.write_all(&buf[..n]).await.is_err() {
+                break;
+            }
+            cap.lock().server_to_client.extend_from_slice(&buf[..n]);
+        }
+        let _ = cw.shutdown().await;
+    };
+    let up = async move {
+        let mut buf = vec![0u8; 64 * 1024];
+        // Pending bytes not yet forwarded while the relay still looks for the share.
+        let mut held: Vec<u8> = Vec::new();
+        let mut looking = mode == Mode::ReplaceShare;
+        let mut parsed_hello = false;
+        while let Ok(n) = cr.read(&mut buf).await {
+            if n == 0 {
+                break;
+            }
+            let mut out = buf[..n].to_vec();
+            if looking {
+                held.extend_from_slice(&out);
+                out = Vec::new();
+                loop {
+                    if !parsed_hello {
+                        if held.len() < HELLO_LEN {
+                            break;
+                        }
+                        out.extend(held.drain(..HELLO_LEN));
+                        parsed_hello = true;
+                    }
+                    match HandshakeFrame::parse(&held) {
+                        Ok(Some((range, end))) => {
+                            let msg = replace_share(&held[range]);
+                            if let Some(m) = &msg {
+                                HandshakeFrame::emit(m, &mut out);
+                                capture.lock().shares_replaced += 1;
+                                looking = false;
+                            } else {
+                                out.extend_from_slice(&held[..end]);
+                            }
+                            held.drain(..end);
+                            if !looking {
+                                out.append(&mut held);
+                                break;
+                            }
+                        }
+                        Ok(None) => break,
+                        Err(_) => {
+                            // Not our protocol: stop looking, pass everything on.
+                            looking = false;
+                            out.append(&mut held);
+                            break;
+                        }
+                    }
+                }
+            }
+            if sw.write_all(&out).await.is_err() {
+                break;
+            }
+            let mut c = capture.lock();
+            c.client_to_server.extend_from_slice(&out);
+            if let Some(f) = c.file.as_mut() {
+                use std::io::Write as _;
+                let _ = f.write_all(&out);
+            }
+        }
+        let _ = sw.shutdown().await;
+    };
+    tokio::join!(down, up);
+}
+
+/// The message with its share replaced, if it is a `Share`.
+fn replace_share(msg: &[u8]) -> Option<Vec<u8>> {
+    let mut repr = Repr::parse_bytes(msg).ok()?;
+    let Body::Share { expiry_secs, .. } = repr.body else {
+        return None;
+    };
+    // The attacker's own share: any valid X25519 point works for the demonstration (this is
+    // the public key of scalar 1... times the basepoint, i.e. the basepoint 9).
+    let mut share = [0u8; 32];
+    share[0] = 9;
+    repr.body = Body::Share { expiry_secs, share };
+    let mut out = vec![0u8; repr.buffer_len()];
+    let n = repr.emit(&mut out);
+    out.truncate(n);
+    Some(out)
+}
+
+/// The data segments a client sent on one path, from the raw bytes of that connection
+/// (client → server, as [`Capture::client_to_server`] or a reassembled TCP stream gives them):
+/// `(stream offset, scrambled payload)` per segment. The hello, the handshake frames and the
+/// clear segment headers are public, so a passive observer can do this.
+pub fn segments_in_capture(bytes: &[u8]) -> Vec<(u64, Vec<u8>)> {
+    use crate::wire::{Kind, Segment, segment_len};
+    let mut rest = bytes.get(HELLO_LEN..).unwrap_or_default();
+    // Handshake frames while they hold handshake messages.
+    while let Ok(Some((range, end))) = HandshakeFrame::parse(rest) {
+        if Repr::parse_bytes(&rest[range]).is_err() {
+            break;
+        }
+        rest = &rest[end..];
+    }
+    let mut out = Vec::new();
+    while let Ok(Some(len)) = segment_len(rest) {
+        let seg = Segment::new_unchecked(&rest[..len]);
+        match crate::wire::Repr::parse(&seg) {
+            Ok(r) if r.kind == Kind::Data => out.push((r.offset, seg.payload().to_vec())),
+            Ok(_) => {}
+            Err(_) => break,
+        }
+        rest = &rest[len..];
+    }
+    out
+}
+
+/// The known-plaintext attack on one scrambled run (docs/SCRAMBLER.md): from 65 known
+/// plaintext bytes at the start of `scrambled` (a contiguous run, e.g. one segment), recovers
+/// the rest of the run with `b[i] = B[i] ^ B[i-1] ^ b[i-65]`, no key needed. Returns the whole
+/// run's plaintext (the known bytes first); a run shorter than 65 bytes comes back as given.
+pub fn recover_run(scrambled: &[u8], known: &[u8; 65]) -> Vec<u8> {
+    if scrambled.len() <= known.len() {
+        return known[..scrambled.len()].to_vec();
+    }
+    let mut b = Vec::with_capacity(scrambled.len());
+    b.extend_from_slice(known);
+    for i in known.len()..scrambled.len() {
+        b.push(scrambled[i] ^ scrambled[i - 1] ^ b[i - 65]);
+    }
+    b
+}
+
+#[cfg(test)]
+mod tests {
+    use psp_core::scramble::{Scrambler, Seed};
+
+    use super::*;
+
+    #[test]
+    fn known_65_bytes_recover_a_run_without_the_key() {
+        let plain: Vec<u8> = (0..5000u32).map(|i| (i * 31 + i / 7) as u8).collect();
+        let mut s = Scrambler::new(&Seed::from_key(b"secret"));
+        let mut scrambled = plain.clone();
+        s.scramble_in_place(&mut scrambled);
+        // A run in the middle of the stream, as one segment on the untrusted path.
+        let run = &scrambled[1000..3000];
+        let known: [u8; 65] = plain[1000..1065].try_into().unwrap();
+        assert_eq!(recover_run(run, &known), &plain[1000..3000]);
+        // 64 bytes are not enough to start: with a wrong 65th byte the output is wrong.
+        let mut wrong = known;
+        wrong[64] ^= 1;
+        assert_ne!(recover_run(run, &wrong), &plain[1000..3000]);
+    }
+}

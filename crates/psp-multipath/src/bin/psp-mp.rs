@@ -1,0 +1,543 @@
+//! `psp-mp`: netcat over two paths. `listen` or `connect` with two `--path` options copies
+//! stdin to the stream and the stream to stdout; `proxy` is the testbed's on-path attacker;
+//! `dh` is the one-path Diffie-Hellman baseline for set-up times. One-line errors, exit 1.
+
+use core::net::SocketAddr;
+use core::time::Duration;
+use std::io::Write as _;
+use std::process::ExitCode;
+use std::time::Instant;
+
+use clap::{Args, Parser, Subcommand, ValueEnum};
+use psp_multipath::attack::{self, Capture};
+use psp_multipath::{
+    Cipher, Listener, LongTermKey, Mode, MultipathStream, Options, Path, PathRole, SharePolicy,
+};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::{TcpListener, TcpStream};
+
+#[derive(Parser)]
+#[command(
+    name = "psp-mp",
+    version,
+    about = "A byte stream scrambled over a trusted and an untrusted path (netcat-like)"
+)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Wait for a client on two paths; stream to stdout, stdin to the stream.
+    Listen {
+        #[command(flatten)]
+        common: Common,
+        /// Serve this many clients one after another (set-up benchmarks), then exit.
+        #[arg(long, default_value_t = 1)]
+        count: u32,
+    },
+    /// Connect on two paths; stdin to the stream, stream to stdout.
+    Connect {
+        #[command(flatten)]
+        common: Common,
+        /// Set up this many connections, print each set-up time in µs, send nothing.
+        #[arg(long)]
+        setup_only: Option<u32>,
+    },
+    /// On-path attacker for the testbed: relay TCP from LISTEN to TO.
+    Proxy {
+        /// Where to accept.
+        #[arg(long)]
+        listen: SocketAddr,
+        /// Where to relay to.
+        #[arg(long)]
+        to: SocketAddr,
+        /// Replace the SMKEX share the initiator sends (an active attacker on one path).
+        #[arg(long)]
+        replace_share: bool,
+        /// Append the client → server bytes to this file (a recording eavesdropper).
+        #[arg(long)]
+        record: Option<std::path::PathBuf>,
+    },
+    /// Known-plaintext attack (docs/SCRAMBLER.md): from a recorded untrusted path (`proxy
+    /// --record`) and the sent file, take 65 bytes of the file at the start of the first
+    /// untrusted segment and recover that segment without the key; the plaintext goes to
+    /// stdout, `OFFSET LEN` to stderr.
+    Recover {
+        /// The recorded client → server bytes of the untrusted path.
+        #[arg(long)]
+        capture: std::path::PathBuf,
+        /// The file whose 65 bytes the attacker knows.
+        #[arg(long)]
+        known_file: std::path::PathBuf,
+    },
+    /// Print the public key of a `--key-file` secret (for the peer's `--pin`).
+    Pubkey {
+        /// The secret: 64 hex digits.
+        #[arg(long)]
+        key_file: std::path::PathBuf,
+    },
+    /// Baseline for set-up times: X25519 over one TCP connection (server with --listen).
+    Dh {
+        /// Serve (else connect to ADDR).
+        #[arg(long)]
+        listen: bool,
+        /// Address to listen on or connect to.
+        addr: SocketAddr,
+        /// Number of exchanges.
+        #[arg(long, default_value_t = 1)]
+        count: u32,
+    },
+}
+
+#[derive(Args)]
+struct Common {
+    /// A path: `trusted,[LOCAL=]REMOTE` or `untrusted,...` (connect), `trusted,LOCAL` (listen);
+    /// append `,dev=IFNAME` to bind to an interface. Give two, one of each role.
+    #[arg(long = "path", required = true, num_args = 1)]
+    paths: Vec<String>,
+    /// Stream protection.
+    #[arg(long, value_enum, default_value_t = CipherArg::Scramble)]
+    cipher: CipherArg,
+    /// dispersal (one TCP connection per path, this tool places the data) or kernel-mptcp (one
+    /// MPTCP socket on the trusted path; subflows from `ip mptcp endpoint`; the kernel decides
+    /// placement and the key exchange is single-path).
+    #[arg(long, value_enum, default_value_t = ModeArg::Dispersal)]
+    mode: ModeArg,
+    /// Accept a plain stream if the peer cannot scramble.
+    #[arg(long)]
+    allow_plain: bool,
+    /// Per mille of the stream on the untrusted path: the most (adaptive) or exactly (--fixed).
+    #[arg(long, default_value_t = 500)]
+    share: u16,
+    /// Exact share instead of adaptive.
+    #[arg(long)]
+    fixed: bool,
+    /// Segment payload size in bytes (at most 16384).
+    #[arg(long, default_value_t = 16384)]
+    segment: usize,
+    /// Print progress and the rate on stderr every second, and per-path counters at the end.
+    #[arg(long, short)]
+    verbose: bool,
+    /// Send this many bytes of "0123456789" repeated instead of stdin (iperf-style).
+    #[arg(long)]
+    send_bytes: Option<u64>,
+    /// Discard what arrives instead of writing it to stdout.
+    #[arg(long)]
+    discard: bool,
+    /// This host's long-term X25519 secret: a file holding 64 hex digits (e.g. from
+    /// `psp-gateway keygen --bytes 32`); mixed into the key exchange (seed 002 §10).
+    #[arg(long)]
+    key_file: Option<std::path::PathBuf>,
+    /// Require the peer's long-term public key (64 hex digits; `-v` prints the peer's, and
+    /// `psp-mp pubkey` this host's): stops an active attacker on both paths.
+    #[arg(long)]
+    pin: Option<String>,
+}
+
+#[derive(Clone, Copy, ValueEnum)]
+enum ModeArg {
+    Dispersal,
+    KernelMptcp,
+}
+
+#[derive(Clone, Copy, ValueEnum)]
+enum CipherArg {
+    Scramble,
+    #[value(name = "aes128-gcm")]
+    Aes128Gcm,
+    None,
+}
+
+fn parse_path(s: &str, listen: bool) -> Result<Path, String> {
+    let mut parts = s.split(',');
+    let role = match parts.next() {
+        Some("trusted") => PathRole::Trusted,
+        Some("untrusted") => PathRole::Untrusted,
+        _ => return Err(format!("path `{s}`: start with `trusted,` or `untrusted,`")),
+    };
+    let addrs = parts
+        .next()
+        .ok_or_else(|| format!("path `{s}`: no address"))?;
+    let addr = |a: &str| {
+        a.parse::<SocketAddr>()
+            .map_err(|e| format!("path `{s}`: `{a}`: {e}"))
+    };
+    let (local, remote) = if listen {
+        (Some(addr(addrs)?), None)
+    } else if let Some((l, r)) = addrs.split_once('=') {
+        let local = match l.parse::<core::net::IpAddr>() {
+            Ok(ip) => SocketAddr::new(ip, 0),
+            Err(_) => addr(l)?,
+        };
+        (Some(local), Some(addr(r)?))
+    } else {
+        (None, Some(addr(addrs)?))
+    };
+    let mut p = Path::new(role, local, remote);
+    for extra in parts {
+        match extra.split_once('=') {
+            Some(("dev", d)) => p.device = Some(d.to_owned()),
+            _ => return Err(format!("path `{s}`: unknown option `{extra}`")),
+        }
+    }
+    Ok(p)
+}
+
+fn hex32(what: &str, text: &str) -> Result<[u8; 32], String> {
+    let text = text.trim();
+    let mut out = [0u8; 32];
+    if text.len() != 64 {
+        return Err(format!("{what}: want 64 hex digits, got {}", text.len()));
+    }
+    for (i, o) in out.iter_mut().enumerate() {
+        *o = u8::from_str_radix(&text[2 * i..2 * i + 2], 16)
+            .map_err(|_| format!("{what}: not hex"))?;
+    }
+    Ok(out)
+}
+
+fn read_key(path: &std::path::Path) -> Result<LongTermKey, String> {
+    let text = std::fs::read_to_string(path).map_err(|e| format!("{}: {e}", path.display()))?;
+    Ok(LongTermKey::from_bytes(hex32(
+        &path.display().to_string(),
+        &text,
+    )?))
+}
+
+fn to_hex(b: &[u8]) -> String {
+    b.iter().map(|x| format!("{x:02x}")).collect()
+}
+
+impl Common {
+    fn options(&self) -> Result<Options, String> {
+        let share = if self.fixed {
+            SharePolicy::Fixed {
+                untrusted_permille: self.share.min(1000),
+            }
+        } else {
+            SharePolicy::Adaptive {
+                max_untrusted_permille: self.share.min(1000),
+            }
+        };
+        Ok(Options {
+            mode: match self.mode {
+                ModeArg::Dispersal => Mode::Dispersal,
+                ModeArg::KernelMptcp => Mode::KernelMptcp,
+            },
+            cipher: match self.cipher {
+                CipherArg::Scramble => Cipher::Scramble,
+                CipherArg::Aes128Gcm => Cipher::Aes128Gcm,
+                CipherArg::None => Cipher::None,
+            },
+            allow_plain: self.allow_plain || matches!(self.cipher, CipherArg::None),
+            share,
+            segment_len: self.segment,
+            static_key: self.key_file.as_deref().map(read_key).transpose()?,
+            pinned_peer: self.pin.as_deref().map(|p| hex32("--pin", p)).transpose()?,
+            ..Options::default()
+        })
+    }
+
+    fn paths(&self, listen: bool) -> Result<Vec<Path>, String> {
+        self.paths.iter().map(|p| parse_path(p, listen)).collect()
+    }
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    // One thread: every step of a set-up is a wake-up, and cross-thread wake-ups made set-ups
+    // ~25 % slower (loopback medians: handshake 841 -> 602 µs, the DH baseline 431 -> 335 µs);
+    // a loopback transfer still runs at ~8 Gbit/s.
+    let rt = match tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("psp-mp: tokio runtime: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    match rt.block_on(run(cli)) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("psp-mp: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+async fn run(cli: Cli) -> Result<(), String> {
+    match cli.command {
+        Command::Listen { common, count } => {
+            let paths = common.paths(true)?;
+            let mut l = match common.mode {
+                ModeArg::Dispersal => Listener::bind(&paths).await,
+                ModeArg::KernelMptcp => Listener::bind_kernel_mptcp(&paths).await,
+            }
+            .map_err(|e| e.to_string())?;
+            for _ in 0..count.saturating_sub(1) {
+                let mut s = l
+                    .accept(&common.options()?)
+                    .await
+                    .map_err(|e| e.to_string())?;
+                // Set-up benchmark clients send nothing: wait for their end of stream.
+                let mut sink = Vec::new();
+                s.read_to_end(&mut sink).await.map_err(|e| e.to_string())?;
+                let _ = s.shutdown().await;
+            }
+            let s = l
+                .accept(&common.options()?)
+                .await
+                .map_err(|e| e.to_string())?;
+            pump(s, &common).await
+        }
+        Command::Connect { common, setup_only } => {
+            let paths = common.paths(false)?;
+            let options = common.options()?;
+            if let Some(n) = setup_only {
+                let mut out = std::io::stdout().lock();
+                for _ in 0..n {
+                    let t = Instant::now();
+                    let mut s = psp_multipath::connect(&paths, &options)
+                        .await
+                        .map_err(|e| e.to_string())?;
+                    let us = t.elapsed().as_micros();
+                    let p = s.setup_profile();
+                    // total, then its parts: connects, hellos + SEP/SMKEX, binding tags.
+                    let _ = writeln!(
+                        out,
+                        "{us} {} {} {}",
+                        p.connect.as_micros(),
+                        p.handshake.as_micros(),
+                        p.binding.as_micros()
+                    );
+                    s.shutdown().await.map_err(|e| e.to_string())?;
+                    let mut sink = Vec::new();
+                    s.read_to_end(&mut sink).await.map_err(|e| e.to_string())?;
+                }
+                return Ok(());
+            }
+            let s = psp_multipath::connect(&paths, &options)
+                .await
+                .map_err(|e| e.to_string())?;
+            pump(s, &common).await
+        }
+        Command::Pubkey { key_file } => {
+            println!("{}", to_hex(&read_key(&key_file)?.public_key()));
+            Ok(())
+        }
+        Command::Recover {
+            capture,
+            known_file,
+        } => recover(&capture, &known_file),
+        Command::Proxy {
+            listen,
+            to,
+            replace_share,
+            record,
+        } => {
+            let l = TcpListener::bind(listen)
+                .await
+                .map_err(|e| format!("{listen}: {e}"))?;
+            let mode = if replace_share {
+                attack::Mode::ReplaceShare
+            } else {
+                attack::Mode::Record
+            };
+            let capture = match record {
+                Some(p) => Capture::with_file(
+                    std::fs::File::create(&p).map_err(|e| format!("{}: {e}", p.display()))?,
+                ),
+                None => Capture::default(),
+            };
+            attack::relay(l, to, mode, capture)
+                .await
+                .map_err(|e| e.to_string())
+        }
+        Command::Dh {
+            listen,
+            addr,
+            count,
+        } => dh(listen, addr, count).await,
+    }
+}
+
+fn recover(capture: &std::path::Path, known_file: &std::path::Path) -> Result<(), String> {
+    let cap = std::fs::read(capture).map_err(|e| format!("{}: {e}", capture.display()))?;
+    let file = std::fs::read(known_file).map_err(|e| format!("{}: {e}", known_file.display()))?;
+    let segs = attack::segments_in_capture(&cap);
+    let (offset, payload) = segs
+        .iter()
+        .find(|(_, p)| p.len() > 65)
+        .ok_or("no segment longer than 65 bytes in the capture")?;
+    let start = usize::try_from(*offset).map_err(|e| e.to_string())?;
+    let known: [u8; 65] = file
+        .get(start..start + 65)
+        .and_then(|k| k.try_into().ok())
+        .ok_or("the known file is shorter than the segment's offset + 65")?;
+    let plain = attack::recover_run(payload, &known);
+    std::io::stdout()
+        .write_all(&plain)
+        .map_err(|e| format!("stdout: {e}"))?;
+    eprintln!("{offset} {}", plain.len());
+    Ok(())
+}
+
+/// stdin → stream and stream → stdout until both ends close.
+async fn pump(s: MultipathStream, common: &Common) -> Result<(), String> {
+    let (verbose, send_bytes, discard) = (common.verbose, common.send_bytes, common.discard);
+    if verbose {
+        eprintln!(
+            "psp-mp: connected, cipher {}, set-up {} µs",
+            s.cipher().name(),
+            s.setup_time().as_micros()
+        );
+        if let Some(k) = s.peer_static() {
+            eprintln!(
+                "psp-mp: peer's long-term key {} (pin it with --pin)",
+                to_hex(&k)
+            );
+        }
+    }
+    let (mut r, mut w) = tokio::io::split(s);
+    let up = async move {
+        if let Some(mut left) = send_bytes {
+            let buf: Vec<u8> = b"0123456789".iter().copied().cycle().take(64_000).collect();
+            while left > 0 {
+                let n = usize::try_from(left).map_or(buf.len(), |l| l.min(buf.len()));
+                w.write_all(&buf[..n]).await.map_err(|e| e.to_string())?;
+                left -= n as u64;
+            }
+        } else {
+            let mut stdin = tokio::io::stdin();
+            let mut buf = vec![0u8; 64 * 1024];
+            loop {
+                let n = stdin
+                    .read(&mut buf)
+                    .await
+                    .map_err(|e| format!("stdin: {e}"))?;
+                if n == 0 {
+                    break;
+                }
+                w.write_all(&buf[..n]).await.map_err(|e| e.to_string())?;
+            }
+        }
+        w.shutdown().await.map_err(|e| e.to_string())?;
+        Ok::<_, String>(w)
+    };
+    let down = async move {
+        let mut stdout = tokio::io::stdout();
+        let mut buf = vec![0u8; 64 * 1024];
+        let start = Instant::now();
+        let (mut total, mut last, mut last_t) = (0u64, 0u64, Instant::now());
+        loop {
+            let n = r.read(&mut buf).await.map_err(|e| e.to_string())?;
+            if n == 0 {
+                break;
+            }
+            if !discard {
+                stdout
+                    .write_all(&buf[..n])
+                    .await
+                    .map_err(|e| format!("stdout: {e}"))?;
+            }
+            total += n as u64;
+            if verbose && last_t.elapsed() >= Duration::from_secs(1) {
+                let rate = (total - last) as f64 * 8.0 / last_t.elapsed().as_secs_f64() / 1e6;
+                eprintln!(
+                    "psp-mp: {} MB received, {rate:.1} Mbit/s",
+                    total / 1_000_000
+                );
+                (last, last_t) = (total, Instant::now());
+            }
+        }
+        stdout.flush().await.map_err(|e| format!("stdout: {e}"))?;
+        if verbose && total > 0 {
+            let secs = start.elapsed().as_secs_f64();
+            eprintln!(
+                "psp-mp: received {total} bytes in {secs:.3} s, {:.1} Mbit/s",
+                total as f64 * 8.0 / secs / 1e6
+            );
+        }
+        Ok::<_, String>(r)
+    };
+    let (w, r) = tokio::try_join!(up, down)?;
+    let s = r.unsplit(w);
+    if verbose {
+        for p in s.stats() {
+            eprintln!(
+                "psp-mp: path {:?} {}: sent {} B in {} segments, received {} B in {} segments, rtt {} µs, retransmits {}",
+                p.role,
+                p.peer.map_or_else(|| "?".to_owned(), |a| a.to_string()),
+                p.bytes_sent,
+                p.segments_sent,
+                p.bytes_received,
+                p.segments_received,
+                p.rtt_us.map_or_else(|| "?".to_owned(), |v| v.to_string()),
+                p.retransmits
+                    .map_or_else(|| "?".to_owned(), |v| v.to_string()),
+            );
+        }
+        for sf in s.subflows().unwrap_or_default() {
+            let addr = |a: Option<SocketAddr>| a.map_or_else(|| "?".to_owned(), |a| a.to_string());
+            eprintln!(
+                "psp-mp: mptcp subflow {} -> {}: {} B acked, {} B received, rtt {} µs, retransmits {}",
+                addr(sf.local),
+                addr(sf.remote),
+                sf.bytes_acked,
+                sf.bytes_received,
+                sf.rtt_us,
+                sf.retransmits
+            );
+        }
+    }
+    Ok(())
+}
+
+/// One-path X25519 exchange: the client sends its share, the server answers with its own;
+/// each side then computes the shared secret (the set-up seed 002 Fig 13 compares against).
+async fn dh(listen: bool, addr: SocketAddr, count: u32) -> Result<(), String> {
+    use psp_core::handshake::Role;
+    use psp_core::handshake::schedule::Ephemeral;
+    let ephemeral = || -> Result<Ephemeral, String> {
+        let mut secret = [0u8; 32];
+        getrandom::fill(&mut secret).map_err(|e| format!("OS RNG: {e}"))?;
+        Ok(Ephemeral::from_bytes(secret))
+    };
+    if listen {
+        let l = TcpListener::bind(addr)
+            .await
+            .map_err(|e| format!("{addr}: {e}"))?;
+        for _ in 0..count {
+            let (mut s, _) = l.accept().await.map_err(|e| e.to_string())?;
+            let mut peer = [0u8; 32];
+            s.read_exact(&mut peer).await.map_err(|e| e.to_string())?;
+            let eph = ephemeral()?;
+            s.write_all(&eph.public_share())
+                .await
+                .map_err(|e| e.to_string())?;
+            eph.complete(Role::Responder, &peer, None, None)
+                .map_err(|e| e.to_string())?;
+        }
+        return Ok(());
+    }
+    let mut out = std::io::stdout().lock();
+    for _ in 0..count {
+        let t = Instant::now();
+        let mut s = TcpStream::connect(addr).await.map_err(|e| e.to_string())?;
+        s.set_nodelay(true).map_err(|e| e.to_string())?;
+        let eph = ephemeral()?;
+        s.write_all(&eph.public_share())
+            .await
+            .map_err(|e| e.to_string())?;
+        let mut peer = [0u8; 32];
+        s.read_exact(&mut peer).await.map_err(|e| e.to_string())?;
+        eph.complete(Role::Initiator, &peer, None, None)
+            .map_err(|e| e.to_string())?;
+        let _ = writeln!(out, "{}", t.elapsed().as_micros());
+    }
+    Ok(())
+}

@@ -1,0 +1,770 @@
+//! # psp-multipath
+//!
+//! The scrambler used as seeds 000/001 use it: one byte stream, scrambled and dispersed over a
+//! **trusted** path (their Ethernet) and an **untrusted** path (their WLAN), so an eavesdropper
+//! on the untrusted path reads nothing, while the first segment always goes on the trusted path.
+//! Keys come from an SMKEX handshake (seed 002) run over both paths (`psp_core::handshake`), so
+//! no key ever crosses one path in clear, unlike MPTCP's key in the SYN that the papers used.
+//!
+//! Two modes ([`Mode`]): **dispersal** (default; one TCP connection per path, this crate places
+//! every segment and runs SMKEX over both paths: the papers' guarantee) and **kernel MPTCP**
+//! (one MPTCP socket; the kernel decides placement and the key exchange is single-path).
+//!
+//! Layer: a tokio driver over TCP. All cryptography and the handshake state machine are in
+//! `psp-core`; this crate frames, schedules, reassembles and moves bytes. It does not
+//! retransmit across paths: a path that fails ends the stream with [`Error::PathFailed`].
+//!
+//! What it protects, and what not (`docs/MULTIPATH.md` has the full threat model):
+//! - an eavesdropper on **one** path sees scrambled segments whose 64-byte history lies on the
+//!   other path or under a key it never saw: no plaintext, no key;
+//! - an active attacker on one path who replaces an SMKEX share is detected (the handshake
+//!   fails) before any data flows;
+//! - an active attacker on **both** paths can run the key exchange with each side and read
+//!   everything, unless the peer's long-term key is pinned ([`Options::static_key`],
+//!   [`Options::pinned_peer`]); and with 65 known plaintext bytes of a segment the scrambler
+//!   (linear, no integrity) gives up the rest of that segment (`docs/SCRAMBLER.md`). Choose
+//!   [`Cipher::Aes128Gcm`] where that matters.
+//!
+//! ```no_run
+//! use psp_multipath::{Options, Path, connect};
+//! use tokio::io::AsyncWriteExt;
+//!
+//! # async fn demo() -> Result<(), Box<dyn core::error::Error>> {
+//! let paths = [
+//!     Path::trusted("10.1.0.1:0".parse()?, "10.1.0.2:7000".parse()?),
+//!     Path::untrusted("10.2.0.1:0".parse()?, "10.2.0.2:7001".parse()?),
+//! ];
+//! let mut stream = connect(&paths, &Options::default()).await?;
+//! stream.write_all(b"0123456789").await?;
+//! stream.shutdown().await?; // flushes both paths and ends the stream
+//! # Ok(()) }
+//! ```
+//!
+//! A runnable round trip on loopback:
+//!
+//! ```
+//! use psp_multipath::{Listener, Options, Path, connect};
+//! use tokio::io::{AsyncReadExt, AsyncWriteExt};
+//!
+//! # #[tokio::main(flavor = "current_thread")]
+//! # async fn main() -> Result<(), psp_multipath::Error> {
+//! let any = "127.0.0.1:0".parse().unwrap();
+//! let mut listener = Listener::bind(&[Path::listen_trusted(any), Path::listen_untrusted(any)]).await?;
+//! let paths = listener.connect_paths();
+//! let server = tokio::spawn(async move {
+//!     let mut s = listener.accept(&Options::default()).await?;
+//!     let mut got = Vec::new();
+//!     s.read_to_end(&mut got).await.map_err(|e| psp_multipath::Error::io(None, e))?;
+//!     Ok::<_, psp_multipath::Error>(got)
+//! });
+//! let mut c = connect(&paths, &Options::default()).await?;
+//! c.write_all(&b"0123456789".repeat(10_000)).await.unwrap();
+//! c.shutdown().await.unwrap();
+//! assert_eq!(server.await.unwrap()?, b"0123456789".repeat(10_000));
+//! assert!(c.stats()[0].bytes_sent > 0 && c.stats()[1].bytes_sent > 0); // both paths used
+//! # Ok(()) }
+//! ```
+//!
+//! MSRV: the workspace's (`rust-version`). No features. Linux only for the `TCP_INFO` counters
+//! (elsewhere they read `None`).
+
+use core::fmt;
+use core::net::SocketAddr;
+use core::time::Duration;
+use std::collections::HashMap;
+use std::io;
+
+use psp_core::handshake::FailReason;
+use socket2::{Domain, Protocol, Socket, Type};
+use tokio::net::{TcpListener, TcpSocket, TcpStream};
+
+pub mod attack;
+mod setup;
+mod stream;
+mod sys;
+pub mod wire;
+
+pub use stream::MultipathStream;
+pub use wire::{Cipher, PathRole};
+
+/// Index of the untrusted path in `[_; 2]` arrays ([`MultipathStream::stats`]).
+pub const UNTRUSTED: usize = 0;
+/// Index of the trusted path in `[_; 2]` arrays.
+pub const TRUSTED: usize = 1;
+
+/// One path: its role and the addresses (local to bind, remote to connect to), optionally a
+/// network interface to bind to (`SO_BINDTODEVICE`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Path {
+    /// Trusted or untrusted.
+    pub role: PathRole,
+    /// The local address (connect: source, port 0 for any; listen: where to listen).
+    pub local: Option<SocketAddr>,
+    /// The peer's address (connect only).
+    pub remote: Option<SocketAddr>,
+    /// An interface to bind the socket to, e.g. `"wlan0"`.
+    pub device: Option<String>,
+}
+
+impl Path {
+    /// A trusted path from `local` to `remote`.
+    pub fn trusted(local: SocketAddr, remote: SocketAddr) -> Self {
+        Self::new(PathRole::Trusted, Some(local), Some(remote))
+    }
+
+    /// An untrusted path from `local` to `remote`.
+    pub fn untrusted(local: SocketAddr, remote: SocketAddr) -> Self {
+        Self::new(PathRole::Untrusted, Some(local), Some(remote))
+    }
+
+    /// A trusted path to listen on at `local`.
+    pub fn listen_trusted(local: SocketAddr) -> Self {
+        Self::new(PathRole::Trusted, Some(local), None)
+    }
+
+    /// An untrusted path to listen on at `local`.
+    pub fn listen_untrusted(local: SocketAddr) -> Self {
+        Self::new(PathRole::Untrusted, Some(local), None)
+    }
+
+    /// A path with the given parts and no device.
+    pub fn new(role: PathRole, local: Option<SocketAddr>, remote: Option<SocketAddr>) -> Self {
+        Self {
+            role,
+            local,
+            remote,
+            device: None,
+        }
+    }
+}
+
+/// How segments after the first are spread over the paths. The untrusted path's share is a
+/// **security** parameter (what an eavesdropper there gets to see, scrambled) as much as a
+/// throughput one; the first segment always goes on the trusted path.
+#[non_exhaustive]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SharePolicy {
+    /// Exactly this many per mille of the payload bytes on the untrusted path (deficit round
+    /// robin over segments); a slow path slows the stream.
+    Fixed {
+        /// Per mille of payload bytes on the untrusted path (0..=1000).
+        untrusted_permille: u16,
+    },
+    /// Each segment goes on a path whose socket has room (as MPTCP's scheduler does), but the
+    /// untrusted path never carries more than this share; a slow untrusted path carries less.
+    Adaptive {
+        /// The most per mille of payload bytes the untrusted path may carry (0..=1000).
+        max_untrusted_permille: u16,
+    },
+}
+
+impl Default for SharePolicy {
+    /// Adaptive, at most half on the untrusted path.
+    fn default() -> Self {
+        Self::Adaptive {
+            max_untrusted_permille: 500,
+        }
+    }
+}
+
+/// How the stream reaches the paths.
+#[non_exhaustive]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub enum Mode {
+    /// One TCP connection per path; this crate places every segment (the papers' guarantee:
+    /// first segment trusted, share policy) and runs SMKEX over both paths.
+    #[default]
+    Dispersal,
+    /// One `IPPROTO_MPTCP` socket whose initial subflow is bound to the trusted path; further
+    /// subflows come from `ip mptcp endpoint`. **The kernel decides placement** (it cannot pin
+    /// data to a subflow and may reinject on any), so neither the first-segment rule nor the
+    /// share holds, and the key exchange runs single-path (SEP over the one connection: safe
+    /// against passive observers only). See [`MultipathStream::subflows`].
+    KernelMptcp,
+}
+
+/// A long-term X25519 secret ([`Options::static_key`]). Zeroized on drop; `Debug` prints no
+/// key material.
+#[derive(Clone)]
+pub struct LongTermKey([u8; 32]);
+
+impl LongTermKey {
+    /// The key for 32 secret bytes (e.g. from the OS RNG, stored by the caller).
+    pub fn from_bytes(secret: [u8; 32]) -> Self {
+        Self(secret)
+    }
+
+    /// Its public key, for the peer to pin.
+    pub fn public_key(&self) -> [u8; 32] {
+        psp_core::handshake::StaticKey::from_bytes(self.0).public_key()
+    }
+
+    pub(crate) fn secret(&self) -> [u8; 32] {
+        self.0
+    }
+}
+
+impl Drop for LongTermKey {
+    #[inline(never)]
+    fn drop(&mut self) {
+        zeroize::Zeroize::zeroize(&mut self.0);
+    }
+}
+
+impl fmt::Debug for LongTermKey {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("LongTermKey(..)")
+    }
+}
+
+/// Connection options (both sides).
+#[derive(Clone, Debug)]
+pub struct Options {
+    /// Dispersal (default) or kernel MPTCP.
+    pub mode: Mode,
+    /// The stream protection to ask for (initiator) or allow (responder: any it implements).
+    pub cipher: Cipher,
+    /// Accept an unprotected stream when the peer cannot scramble (default: refuse).
+    pub allow_plain: bool,
+    /// Announce the scramble capability (the papers' MP_CAPABLE bit). Only `false` to play a
+    /// peer without it, as the tests do.
+    pub advertise_scramble: bool,
+    /// How the stream is spread over the paths.
+    pub share: SharePolicy,
+    /// The largest segment payload in bytes (at most 16384).
+    pub segment_len: usize,
+    /// The longest set-up (connect, hellos, SMKEX, binding) may take.
+    pub handshake_timeout: Duration,
+    /// This host's long-term X25519 secret, mixed into the key exchange (seed 002 §10): with
+    /// the peer pinning its public key, an active attacker on **both** paths is refused.
+    pub static_key: Option<LongTermKey>,
+    /// The peer's long-term public key to require (`Error::Handshake(IdentityMismatch)` for
+    /// another or none). Learn it on first use from [`MultipathStream::peer_static`] (TOFU).
+    pub pinned_peer: Option<[u8; 32]>,
+}
+
+impl Default for Options {
+    /// Scramble, refuse plain, default share policy, 16 KiB segments, 10 s set-up, no
+    /// long-term keys.
+    fn default() -> Self {
+        Self {
+            mode: Mode::Dispersal,
+            cipher: Cipher::Scramble,
+            allow_plain: false,
+            advertise_scramble: true,
+            share: SharePolicy::default(),
+            segment_len: 16 * 1024,
+            handshake_timeout: Duration::from_secs(10),
+            static_key: None,
+            pinned_peer: None,
+        }
+    }
+}
+
+/// Counters of one path (per-path sequence numbers are checked on receive; a gap ends the
+/// stream).
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct PathStats {
+    /// Which path.
+    pub role: PathRole,
+    /// Our address on it.
+    pub local: Option<SocketAddr>,
+    /// The peer's address on it.
+    pub peer: Option<SocketAddr>,
+    /// Stream (payload) bytes sent on it.
+    pub bytes_sent: u64,
+    /// Stream bytes received on it and delivered.
+    pub bytes_received: u64,
+    /// Data segments sent.
+    pub segments_sent: u64,
+    /// Data segments delivered.
+    pub segments_received: u64,
+    /// Bytes handed to the socket (headers and tags included).
+    pub wire_bytes_sent: u64,
+    /// Bytes parsed from the socket (headers and tags included).
+    pub wire_bytes_received: u64,
+    /// The kernel's smoothed RTT in µs (`TCP_INFO`), when read.
+    pub rtt_us: Option<u32>,
+    /// The kernel's retransmitted segments (`TCP_INFO` total_retrans), i.e. loss on the path.
+    pub retransmits: Option<u32>,
+}
+
+impl PathStats {
+    fn new(role: PathRole) -> Self {
+        Self {
+            role,
+            local: None,
+            peer: None,
+            bytes_sent: 0,
+            bytes_received: 0,
+            segments_sent: 0,
+            segments_received: 0,
+            wire_bytes_sent: 0,
+            wire_bytes_received: 0,
+            rtt_us: None,
+            retransmits: None,
+        }
+    }
+}
+
+/// Where one side's set-up time went ([`MultipathStream::setup_profile`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct SetupProfile {
+    /// TCP (or MPTCP) connects, both paths in parallel (initiator; zero on the responder).
+    pub connect: Duration,
+    /// From the first hello to the handshake's keys (hellos, SEP, SMKEX).
+    pub handshake: Duration,
+    /// Binding tags: ours sent, the peer's received and checked.
+    pub binding: Duration,
+}
+
+/// One MPTCP subflow in kernel MPTCP mode, as the kernel reports it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct Subflow {
+    /// Its local address.
+    pub local: Option<SocketAddr>,
+    /// Its remote address.
+    pub remote: Option<SocketAddr>,
+    /// Bytes the peer acknowledged on it (`tcpi_bytes_acked`): what the kernel placed there.
+    pub bytes_acked: u64,
+    /// Bytes received on it.
+    pub bytes_received: u64,
+    /// Smoothed RTT in µs.
+    pub rtt_us: u32,
+    /// Retransmitted segments.
+    pub retransmits: u32,
+}
+
+/// Why a connection could not be set up or a stream ended.
+#[non_exhaustive]
+#[derive(Debug)]
+pub enum Error {
+    /// A socket error (on a path, if known).
+    Io {
+        /// The path, if the error is tied to one.
+        path: Option<PathRole>,
+        /// The OS error.
+        source: io::Error,
+    },
+    /// The peer sent bytes that do not parse.
+    Wire {
+        /// The path, if known.
+        path: Option<PathRole>,
+        /// What was wrong.
+        error: wire::Error,
+    },
+    /// The SMKEX handshake failed (`smkex_mismatch`: an active attacker on one path).
+    Handshake(FailReason),
+    /// The hellos seen by the two sides differ (tampered in transit): the binding tag did not
+    /// verify.
+    BindMismatch,
+    /// Negotiation refused the connection (e.g. the peer cannot scramble and plain is not
+    /// allowed).
+    Refused(&'static str),
+    /// The peer broke the protocol.
+    Protocol(&'static str),
+    /// A segment did not authenticate (AES-GCM).
+    Auth {
+        /// The path it came on.
+        path: PathRole,
+    },
+    /// A path failed during the stream.
+    PathFailed {
+        /// Which.
+        path: PathRole,
+        /// Why.
+        reason: String,
+    },
+    /// Set-up took longer than [`Options::handshake_timeout`].
+    Timeout,
+    /// The paths given are not one trusted and one untrusted, or lack an address.
+    Config(&'static str),
+}
+
+impl Error {
+    /// An I/O error on `path`.
+    pub fn io(path: Option<PathRole>, source: io::Error) -> Self {
+        Self::Io { path, source }
+    }
+
+    /// The `io::ErrorKind` the stream reports this as.
+    fn io_kind(&self) -> io::ErrorKind {
+        match self {
+            Self::Io { source, .. } => source.kind(),
+            Self::Timeout => io::ErrorKind::TimedOut,
+            Self::PathFailed { .. } => io::ErrorKind::ConnectionAborted,
+            _ => io::ErrorKind::InvalidData,
+        }
+    }
+}
+
+fn path_name(p: Option<PathRole>) -> &'static str {
+    match p {
+        Some(PathRole::Trusted) => " on the trusted path",
+        Some(PathRole::Untrusted) => " on the untrusted path",
+        None => "",
+    }
+}
+
+impl fmt::Display for Error {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::Io { path, source } => write!(f, "{source}{}", path_name(*path)),
+            Self::Wire { path, error } => write!(f, "bad bytes{}: {error}", path_name(*path)),
+            Self::Handshake(r) => write!(f, "key exchange failed: {r}"),
+            Self::BindMismatch => f.write_str("hello binding tag mismatch (tampered set-up)"),
+            Self::Refused(why) => write!(f, "refused: {why}"),
+            Self::Protocol(why) => write!(f, "protocol error: {why}"),
+            Self::Auth { path } => {
+                write!(f, "segment failed authentication{}", path_name(Some(*path)))
+            }
+            Self::PathFailed { path, reason } => {
+                write!(f, "path failed{}: {reason}", path_name(Some(*path)))
+            }
+            Self::Timeout => f.write_str("set-up timed out"),
+            Self::Config(why) => write!(f, "bad configuration: {why}"),
+        }
+    }
+}
+
+impl core::error::Error for Error {
+    fn source(&self) -> Option<&(dyn core::error::Error + 'static)> {
+        match self {
+            Self::Io { source, .. } => Some(source),
+            Self::Wire { error, .. } => Some(error),
+            Self::Handshake(r) => Some(r),
+            _ => None,
+        }
+    }
+}
+
+/// `[untrusted, trusted]` out of two paths, or an error.
+fn split_paths(paths: &[Path]) -> Result<[&Path; 2], Error> {
+    let [a, b] = paths else {
+        return Err(Error::Config("give exactly two paths"));
+    };
+    match (a.role, b.role) {
+        (PathRole::Untrusted, PathRole::Trusted) => Ok([a, b]),
+        (PathRole::Trusted, PathRole::Untrusted) => Ok([b, a]),
+        _ => Err(Error::Config(
+            "one path must be trusted and the other untrusted",
+        )),
+    }
+}
+
+async fn connect_one(p: &Path) -> Result<TcpStream, Error> {
+    let remote = p
+        .remote
+        .ok_or(Error::Config("a path has no remote address"))?;
+    let e = |err| Error::io(Some(p.role), err);
+    let sock = if remote.is_ipv4() {
+        TcpSocket::new_v4()
+    } else {
+        TcpSocket::new_v6()
+    }
+    .map_err(e)?;
+    if let Some(dev) = &p.device {
+        sock.bind_device(Some(dev.as_bytes())).map_err(e)?;
+    }
+    if let Some(local) = p.local {
+        sock.bind(local).map_err(e)?;
+    }
+    let s = sock.connect(remote).await.map_err(e)?;
+    s.set_nodelay(true).map_err(e)?;
+    Ok(s)
+}
+
+/// Connects both paths, runs set-up (hellos, SMKEX, binding) and returns the stream.
+///
+/// # Errors
+/// [`Error::Config`] unless `paths` is one trusted and one untrusted path with remote
+/// addresses; any set-up failure ([`Error::Handshake`] for an attacker replacing a share,
+/// [`Error::Refused`], [`Error::Timeout`], [`Error::Io`]).
+pub async fn connect(paths: &[Path], options: &Options) -> Result<MultipathStream, Error> {
+    setup::random::<1>()?;
+    if options.mode == Mode::KernelMptcp {
+        return connect_mptcp(paths, options).await;
+    }
+    let [u, t] = split_paths(paths)?;
+    let go = async {
+        let started = std::time::Instant::now();
+        let (cu, ct) = tokio::try_join!(connect_one(u), connect_one(t))?;
+        let connect_time = started.elapsed();
+        let mut conns = vec![setup::Conn::new(cu), setup::Conn::new(ct)];
+        let est = setup::initiate(&mut conns, options).await?;
+        Ok::<_, Error>((conns, est, connect_time))
+    };
+    let (conns, est, connect_time) = tokio::time::timeout(options.handshake_timeout, go)
+        .await
+        .map_err(|_| Error::Timeout)??;
+    let mut s = MultipathStream::new(
+        conns,
+        &[PathRole::Untrusted, PathRole::Trusted],
+        est,
+        options.share,
+        options.segment_len,
+    );
+    s.set_connect_time(connect_time);
+    Ok(s)
+}
+
+/// A new `IPPROTO_MPTCP` stream socket for `addr`'s family, or a clear error when the kernel
+/// has no MPTCP.
+fn mptcp_socket(addr: SocketAddr) -> io::Result<Socket> {
+    Socket::new(
+        Domain::for_address(addr),
+        Type::STREAM,
+        Some(Protocol::MPTCP),
+    )
+    .map_err(|e| {
+        io::Error::new(
+            e.kind(),
+            format!(
+                "no MPTCP socket ({e}): is net.mptcp.enabled = 1 and the kernel built with MPTCP?"
+            ),
+        )
+    })
+}
+
+/// Kernel MPTCP mode: one MPTCP connection from the trusted path's local address.
+async fn connect_mptcp(paths: &[Path], options: &Options) -> Result<MultipathStream, Error> {
+    let t = paths
+        .iter()
+        .find(|p| p.role == PathRole::Trusted)
+        .ok_or(Error::Config("kernel MPTCP mode needs a trusted path"))?;
+    let remote = t
+        .remote
+        .ok_or(Error::Config("the trusted path has no remote address"))?;
+    let e = |err| Error::io(Some(PathRole::Trusted), err);
+    let go = async {
+        let sock = mptcp_socket(remote).map_err(e)?;
+        if let Some(dev) = &t.device {
+            sock.bind_device(Some(dev.as_bytes())).map_err(e)?;
+        }
+        if let Some(local) = t.local {
+            sock.bind(&local.into()).map_err(e)?;
+        }
+        sock.set_nonblocking(true).map_err(e)?;
+        let sock = TcpSocket::from_std_stream(sock.into());
+        let s = sock.connect(remote).await.map_err(e)?;
+        s.set_nodelay(true).map_err(e)?;
+        let mut conns = vec![setup::Conn::new(s)];
+        let est = setup::initiate(&mut conns, options).await?;
+        Ok::<_, Error>((conns, est))
+    };
+    let (conns, est) = tokio::time::timeout(options.handshake_timeout, go)
+        .await
+        .map_err(|_| Error::Timeout)??;
+    Ok(MultipathStream::new(
+        conns,
+        &[PathRole::Trusted],
+        est,
+        options.share,
+        options.segment_len,
+    ))
+}
+
+/// Binds listeners for the two paths; see [`Listener::bind`].
+///
+/// # Errors
+/// As [`Listener::bind`].
+pub async fn listen(paths: &[Path]) -> Result<Listener, Error> {
+    Listener::bind(paths).await
+}
+
+/// Two TCP listeners, one per path, that pair a client's two connections by the group id in
+/// their hellos.
+#[derive(Debug)]
+pub struct Listener {
+    /// `[untrusted, trusted]`, or `[trusted]` (an MPTCP socket) in kernel MPTCP mode.
+    listeners: Vec<TcpListener>,
+    /// Half-arrived clients: group id → (hello, connection) per path.
+    pending: HashMap<[u8; 8], [Option<Pending>; 2]>,
+}
+
+type Pending = (setup::Conn, [u8; wire::HELLO_LEN], wire::Hello);
+
+impl fmt::Debug for setup::Conn {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Conn").finish_non_exhaustive()
+    }
+}
+
+/// The most half-arrived clients kept; beyond, an arbitrary one is dropped (a flood of
+/// half-connections can delay a real client, not corrupt it).
+const MAX_PENDING: usize = 64;
+
+fn listen_socket(p: &Path, mptcp: bool) -> Result<TcpListener, Error> {
+    let local = p
+        .local
+        .ok_or(Error::Config("a path has no local address"))?;
+    let e = |err| Error::io(Some(p.role), err);
+    let sock = if mptcp {
+        mptcp_socket(local).map_err(e)?
+    } else {
+        Socket::new(
+            Domain::for_address(local),
+            Type::STREAM,
+            Some(Protocol::TCP),
+        )
+        .map_err(e)?
+    };
+    sock.set_reuse_address(true).map_err(e)?;
+    if let Some(dev) = &p.device {
+        sock.bind_device(Some(dev.as_bytes())).map_err(e)?;
+    }
+    sock.bind(&local.into()).map_err(e)?;
+    sock.listen(128).map_err(e)?;
+    sock.set_nonblocking(true).map_err(e)?;
+    TcpListener::from_std(sock.into()).map_err(e)
+}
+
+impl Listener {
+    /// Listens on each path's local address.
+    ///
+    /// # Errors
+    /// [`Error::Config`] unless one trusted and one untrusted path with local addresses;
+    /// [`Error::Io`] if binding fails.
+    pub async fn bind(paths: &[Path]) -> Result<Self, Error> {
+        let [u, t] = split_paths(paths)?;
+        Ok(Self {
+            listeners: vec![listen_socket(u, false)?, listen_socket(t, false)?],
+            pending: HashMap::new(),
+        })
+    }
+
+    /// Kernel MPTCP mode: one MPTCP listener on the trusted path's local address (announce
+    /// further addresses with `ip mptcp endpoint ... signal`, and listen on the wildcard
+    /// address so that the peer's joins to them find this listener).
+    ///
+    /// # Errors
+    /// [`Error::Config`] without a trusted path with a local address; [`Error::Io`] if the
+    /// kernel has no MPTCP or binding fails.
+    pub async fn bind_kernel_mptcp(paths: &[Path]) -> Result<Self, Error> {
+        let t = paths
+            .iter()
+            .find(|p| p.role == PathRole::Trusted)
+            .ok_or(Error::Config("kernel MPTCP mode needs a trusted path"))?;
+        Ok(Self {
+            listeners: vec![listen_socket(t, true)?],
+            pending: HashMap::new(),
+        })
+    }
+
+    /// The bound addresses, `[untrusted, trusted]`.
+    ///
+    /// # Errors
+    /// The socket's error.
+    pub fn local_addrs(&self) -> io::Result<Vec<SocketAddr>> {
+        self.listeners.iter().map(TcpListener::local_addr).collect()
+    }
+
+    /// Paths a client on this host would connect with (tests, examples).
+    ///
+    /// # Panics
+    /// If the listening sockets have no address (they always do once bound).
+    pub fn connect_paths(&self) -> [Path; 2] {
+        let addrs = self.local_addrs().expect("bound listeners have addresses");
+        let any = |a: SocketAddr| SocketAddr::new(a.ip(), 0);
+        let (u, t) = (addrs[0], addrs[addrs.len() - 1]);
+        [Path::trusted(any(t), t), Path::untrusted(any(u), u)]
+    }
+
+    /// Waits for a client's two connections, then runs set-up as responder.
+    ///
+    /// Connections whose hello does not parse, or arrives on the listener of the other role,
+    /// are dropped and waiting goes on; a set-up failure after pairing is returned.
+    ///
+    /// # Errors
+    /// Set-up failures of a paired client (as [`connect`]); [`Error::Io`] if accepting fails.
+    pub async fn accept(&mut self, options: &Options) -> Result<MultipathStream, Error> {
+        if self.listeners.len() == 1 {
+            return self.accept_mptcp(options).await;
+        }
+        loop {
+            let (i, sock) = tokio::select! {
+                r = self.listeners[UNTRUSTED].accept() => (UNTRUSTED, r),
+                r = self.listeners[TRUSTED].accept() => (TRUSTED, r),
+            };
+            let role = if i == TRUSTED {
+                PathRole::Trusted
+            } else {
+                PathRole::Untrusted
+            };
+            let (stream, _) = sock.map_err(|e| Error::io(Some(role), e))?;
+            let _ = stream.set_nodelay(true);
+            let mut conn = setup::Conn::new(stream);
+            let hello = tokio::time::timeout(options.handshake_timeout, conn.read_hello()).await;
+            let Ok(Ok((raw, hello))) = hello else {
+                continue;
+            };
+            if hello.role != role {
+                continue;
+            }
+            if self.pending.len() >= MAX_PENDING
+                && !self.pending.contains_key(&hello.group)
+                && let Some(k) = self.pending.keys().next().copied()
+            {
+                self.pending.remove(&k);
+            }
+            let slot = self.pending.entry(hello.group).or_insert([None, None]);
+            slot[i] = Some((conn, raw, hello));
+            if slot.iter().all(Option::is_some) {
+                let Some([Some(u), Some(t)]) = self.pending.remove(&hello.group) else {
+                    continue;
+                };
+                let (mut conns, hellos) = (vec![u.0, t.0], [(u.1, u.2), (t.1, t.2)]);
+                let est = tokio::time::timeout(
+                    options.handshake_timeout,
+                    setup::respond(&mut conns, &hellos, options),
+                )
+                .await
+                .map_err(|_| Error::Timeout)??;
+                return Ok(MultipathStream::new(
+                    conns,
+                    &[PathRole::Untrusted, PathRole::Trusted],
+                    est,
+                    options.share,
+                    options.segment_len,
+                ));
+            }
+        }
+    }
+}
+
+impl Listener {
+    async fn accept_mptcp(&mut self, options: &Options) -> Result<MultipathStream, Error> {
+        loop {
+            let (stream, _) = self.listeners[0]
+                .accept()
+                .await
+                .map_err(|e| Error::io(Some(PathRole::Trusted), e))?;
+            let _ = stream.set_nodelay(true);
+            let mut conn = setup::Conn::new(stream);
+            let hello = tokio::time::timeout(options.handshake_timeout, conn.read_hello()).await;
+            let Ok(Ok((raw, hello))) = hello else {
+                continue;
+            };
+            if hello.caps & wire::caps::KERNEL_MPTCP == 0 {
+                continue;
+            }
+            let mut conns = vec![conn];
+            let est = tokio::time::timeout(
+                options.handshake_timeout,
+                setup::respond(&mut conns, &[(raw, hello)], options),
+            )
+            .await
+            .map_err(|_| Error::Timeout)??;
+            return Ok(MultipathStream::new(
+                conns,
+                &[PathRole::Trusted],
+                est,
+                options.share,
+                options.segment_len,
+            ));
+        }
+    }
+}

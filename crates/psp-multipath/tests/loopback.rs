@@ -1,0 +1,475 @@
+//! Dispersal mode over real TCP on loopback: round trips per cipher, the share policy, an
+//! eavesdropping relay on the untrusted path, a relay that replaces the SMKEX share, and
+//! capability negotiation. (The namespace test with two links and tcpdump is `netns.rs`.)
+#![allow(missing_docs)]
+
+use core::net::SocketAddr;
+
+use psp_core::handshake::FailReason;
+use psp_multipath::attack::{self, Capture, Mode};
+use psp_multipath::{
+    Cipher, Error, Listener, MultipathStream, Options, Path, PathRole, SharePolicy, TRUSTED,
+    UNTRUSTED, connect,
+};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpListener;
+
+fn any() -> SocketAddr {
+    "127.0.0.1:0".parse().unwrap()
+}
+
+async fn listener() -> Listener {
+    Listener::bind(&[Path::listen_trusted(any()), Path::listen_untrusted(any())])
+        .await
+        .unwrap()
+}
+
+/// A relay in front of the listener's untrusted port; returns client paths through it.
+async fn via_relay(l: &Listener, mode: Mode) -> ([Path; 2], Capture) {
+    let (u, t) = match l.local_addrs().unwrap()[..] {
+        [u, t] => (u, t),
+        _ => unreachable!("two listeners"),
+    };
+    let relay = TcpListener::bind(any()).await.unwrap();
+    let r = relay.local_addr().unwrap();
+    let cap = Capture::default();
+    tokio::spawn(attack::relay(relay, u, mode, cap.clone()));
+    ([Path::trusted(any(), t), Path::untrusted(any(), r)], cap)
+}
+
+/// Sends `data` client → server and `back` server → client at once; returns what each got.
+async fn exchange(
+    mut l: Listener,
+    paths: [Path; 2],
+    client: Options,
+    server: Options,
+    data: Vec<u8>,
+    back: Vec<u8>,
+) -> (Vec<u8>, Vec<u8>, MultipathStream) {
+    let srv = tokio::spawn(async move {
+        let s = l.accept(&server).await.unwrap();
+        let (mut r, mut w) = tokio::io::split(s);
+        let send = async move {
+            w.write_all(&back).await.unwrap();
+            w.shutdown().await.unwrap();
+        };
+        let recv = async move {
+            let mut got = Vec::new();
+            r.read_to_end(&mut got).await.unwrap();
+            got
+        };
+        let ((), got) = tokio::join!(send, recv);
+        got
+    });
+    let c = connect(&paths, &client).await.unwrap();
+    let (mut r, mut w) = tokio::io::split(c);
+    let send = async move {
+        w.write_all(&data).await.unwrap();
+        w.shutdown().await.unwrap();
+        w
+    };
+    let recv = async move {
+        let mut got = Vec::new();
+        r.read_to_end(&mut got).await.unwrap();
+        (got, r)
+    };
+    let (w, (got_back, r)) = tokio::join!(send, recv);
+    let server_got = srv.await.unwrap();
+    (server_got, got_back, r.unsplit(w))
+}
+
+fn pattern(n: usize) -> Vec<u8> {
+    b"0123456789".iter().copied().cycle().take(n).collect()
+}
+
+fn count(hay: &[u8], needle: &[u8]) -> usize {
+    hay.windows(needle.len()).filter(|w| *w == needle).count()
+}
+
+fn opts(cipher: Cipher) -> Options {
+    Options {
+        cipher,
+        allow_plain: cipher == Cipher::None,
+        ..Options::default()
+    }
+}
+
+#[tokio::test]
+async fn round_trip_each_cipher_both_directions() {
+    for cipher in [Cipher::Scramble, Cipher::Aes128Gcm, Cipher::None] {
+        let l = listener().await;
+        let paths = l.connect_paths();
+        let data: Vec<u8> = (0..3_000_017u32).map(|i| (i * 7 + i / 251) as u8).collect();
+        let back = pattern(777_777);
+        let (got, got_back, c) = exchange(
+            l,
+            paths,
+            opts(cipher),
+            opts(cipher),
+            data.clone(),
+            back.clone(),
+        )
+        .await;
+        assert_eq!(got.len(), data.len(), "{cipher:?}");
+        assert!(got == data, "{cipher:?}: stream corrupted");
+        assert!(got_back == back, "{cipher:?}: reverse stream corrupted");
+        assert_eq!(c.cipher(), cipher);
+        let s = c.stats();
+        assert_eq!(s[UNTRUSTED].role, PathRole::Untrusted);
+        assert_eq!(
+            s[UNTRUSTED].bytes_sent + s[TRUSTED].bytes_sent,
+            data.len() as u64
+        );
+        assert_eq!(
+            s[UNTRUSTED].bytes_received + s[TRUSTED].bytes_received,
+            back.len() as u64
+        );
+        assert!(s[UNTRUSTED].bytes_sent > 0 && s[TRUSTED].bytes_sent > 0);
+        assert!(
+            c.untrusted_share() <= 0.5 + 1e-9,
+            "default share cap is 50 %"
+        );
+        assert!(s[TRUSTED].rtt_us.is_some());
+    }
+}
+
+#[tokio::test]
+async fn fixed_share_policy_is_exact_and_first_segment_is_trusted() {
+    for permille in [0u16, 250, 900] {
+        let l = listener().await;
+        let (paths, cap) = via_relay(&l, Mode::Record).await;
+        let o = Options {
+            share: SharePolicy::Fixed {
+                untrusted_permille: permille,
+            },
+            segment_len: 1000,
+            ..Options::default()
+        };
+        let (got, _, c) = exchange(l, paths, o.clone(), o, pattern(100_000), Vec::new()).await;
+        assert_eq!(got, pattern(100_000));
+        let s = c.stats();
+        let want = 100_000 * u64::from(permille) / 1000;
+        assert!(
+            s[UNTRUSTED].bytes_sent.abs_diff(want) <= 1000,
+            "{permille}‰: untrusted carried {}",
+            s[UNTRUSTED].bytes_sent
+        );
+        // The relay sees the untrusted path: hello, handshake, then segments; segment 0 (stream
+        // offset 0) never appears there.
+        let seen = cap.client_to_server();
+        let zero_offset_header = [0u8; 8];
+        let data_headers = seen
+            .windows(20)
+            .filter(|w| w[0] == 1 && w[1] == 0 && w[8..16] == zero_offset_header)
+            .count();
+        assert_eq!(
+            data_headers, 0,
+            "the first segment went on the untrusted path"
+        );
+    }
+}
+
+#[tokio::test]
+async fn eavesdropper_on_untrusted_path_reads_plain_but_not_scrambled() {
+    let mut hits = Vec::new();
+    for cipher in [Cipher::None, Cipher::Scramble, Cipher::Aes128Gcm] {
+        let l = listener().await;
+        let (paths, cap) = via_relay(&l, Mode::Record).await;
+        let (got, _, c) = exchange(
+            l,
+            paths,
+            opts(cipher),
+            opts(cipher),
+            pattern(500_000),
+            Vec::new(),
+        )
+        .await;
+        assert_eq!(got, pattern(500_000));
+        assert!(c.stats()[UNTRUSTED].bytes_sent > 100_000);
+        hits.push(count(&cap.client_to_server(), b"0123456789"));
+    }
+    assert!(
+        hits[0] > 10_000,
+        "plain: the eavesdropper reads the stream ({hits:?})"
+    );
+    assert_eq!(hits[1], 0, "scrambled: nothing");
+    assert_eq!(hits[2], 0, "aes128-gcm: nothing");
+}
+
+#[tokio::test]
+async fn share_replaced_on_one_path_fails_the_handshake() {
+    let mut l = listener().await;
+    let (paths, cap) = via_relay(&l, Mode::ReplaceShare).await;
+    let srv = tokio::spawn(async move { l.accept(&Options::default()).await.map(|_| ()) });
+    let client = connect(&paths, &Options::default()).await;
+    let server = srv.await.unwrap();
+    assert_eq!(cap.shares_replaced(), 1);
+    // The responder sees a transcript with the attacker's share; its hash arrives at the
+    // initiator on the trusted path and does not match what the initiator sent.
+    assert!(
+        matches!(client, Err(Error::Handshake(FailReason::SmkexMismatch))),
+        "client: {client:?}"
+    );
+    assert!(server.is_err(), "server must not establish: {server:?}");
+}
+
+#[tokio::test]
+async fn peer_without_scramble_is_refused_unless_plain_is_allowed() {
+    let legacy = Options {
+        advertise_scramble: false,
+        ..Options::default()
+    };
+    // Client wants scramble, server cannot: refused on both sides.
+    let mut l = listener().await;
+    let paths = l.connect_paths();
+    let srv = tokio::spawn(async move { l.accept(&legacy).await.map(|_| ()) });
+    let c = connect(&paths, &Options::default()).await;
+    assert!(matches!(c, Err(Error::Refused(_))), "{c:?}");
+    assert!(matches!(srv.await.unwrap(), Err(Error::Refused(_))));
+
+    // Both allow plain: the stream runs in clear, and says so.
+    let legacy_plain = Options {
+        advertise_scramble: false,
+        allow_plain: true,
+        ..Options::default()
+    };
+    let client = Options {
+        allow_plain: true,
+        ..Options::default()
+    };
+    let l = listener().await;
+    let paths = l.connect_paths();
+    let (got, _, c) = exchange(l, paths, client, legacy_plain, pattern(1000), Vec::new()).await;
+    assert_eq!(got, pattern(1000));
+    assert_eq!(c.cipher(), Cipher::None);
+}
+
+#[tokio::test]
+async fn bad_paths_are_config_errors() {
+    let p = Path::trusted(any(), any());
+    assert!(matches!(
+        connect(&[p.clone(), p.clone()], &Options::default()).await,
+        Err(Error::Config(_))
+    ));
+    assert!(matches!(
+        connect(&[p], &Options::default()).await,
+        Err(Error::Config(_))
+    ));
+}
+
+/// A relay that flips a capability bit in the server's hello on the untrusted path (a field the
+/// initiator does not act on): the hellos then differ between the two views, and the binding
+/// tags on the trusted path must catch it before any data.
+#[tokio::test]
+async fn tampered_hello_fails_the_binding_tag() {
+    let mut l = listener().await;
+    let (u, t) = match l.local_addrs().unwrap()[..] {
+        [u, t] => (u, t),
+        _ => unreachable!("two listeners"),
+    };
+    let relay = TcpListener::bind(any()).await.unwrap();
+    let r = relay.local_addr().unwrap();
+    tokio::spawn(async move {
+        let (client, _) = relay.accept().await.unwrap();
+        let server = tokio::net::TcpStream::connect(u).await.unwrap();
+        let (mut cr, mut cw) = client.into_split();
+        let (mut sr, mut sw) = server.into_split();
+        let up = tokio::spawn(async move { tokio::io::copy(&mut cr, &mut sw).await });
+        let mut hello = [0u8; 16];
+        sr.read_exact(&mut hello).await.unwrap();
+        hello[6] ^= psp_multipath::wire::caps::ALLOW_PLAIN;
+        cw.write_all(&hello).await.unwrap();
+        let _ = tokio::io::copy(&mut sr, &mut cw).await;
+        let _ = up.await;
+    });
+    let paths = [Path::trusted(any(), t), Path::untrusted(any(), r)];
+    let srv = tokio::spawn(async move { l.accept(&Options::default()).await.map(|_| ()) });
+    let c = connect(&paths, &Options::default()).await;
+    assert!(matches!(c, Err(Error::BindMismatch)), "{c:?}");
+    assert!(matches!(
+        srv.await.unwrap(),
+        Err(Error::BindMismatch) | Err(Error::Io { .. })
+    ));
+}
+
+/// Kernel MPTCP mode on loopback (one subflow): the stream round-trips and the kernel's
+/// subflow report names the trusted addresses. Skips, saying so, where the kernel has no MPTCP.
+#[tokio::test]
+async fn kernel_mptcp_mode_round_trip_and_subflow_report() {
+    use psp_multipath::Mode;
+    let o = Options {
+        mode: Mode::KernelMptcp,
+        ..Options::default()
+    };
+    let mut l = match Listener::bind_kernel_mptcp(&[Path::listen_trusted(any())]).await {
+        Ok(l) => l,
+        Err(e) => {
+            eprintln!("SKIP kernel_mptcp_mode: this kernel has no MPTCP ({e})");
+            return;
+        }
+    };
+    let t = l.local_addrs().unwrap()[0];
+    let so = o.clone();
+    let srv = tokio::spawn(async move {
+        let mut s = l.accept(&so).await.unwrap();
+        let mut got = Vec::new();
+        s.read_to_end(&mut got).await.unwrap();
+        (got, s.subflows())
+    });
+    let mut c = connect(&[Path::trusted(any(), t)], &o).await.unwrap();
+    c.write_all(&pattern(300_000)).await.unwrap();
+    c.shutdown().await.unwrap();
+    let (got, srv_subflows) = srv.await.unwrap();
+    assert_eq!(got, pattern(300_000));
+    assert_eq!(c.cipher(), Cipher::Scramble);
+    assert_eq!(c.stats().len(), 1);
+    let sfs = c.subflows().expect("an MPTCP socket reports its subflows");
+    assert!(!sfs.is_empty(), "{sfs:?}");
+    assert_eq!(sfs[0].remote, Some(t), "{sfs:?}");
+    assert!(sfs[0].bytes_acked > 0, "{sfs:?}");
+    assert!(srv_subflows.is_some());
+}
+
+/// A path that dies mid-stream ends the stream with an error naming the path, on the receiver
+/// (never a silently short stream).
+#[tokio::test]
+async fn a_failed_path_ends_the_stream_with_a_clear_error() {
+    let mut l = listener().await;
+    let (u, t) = match l.local_addrs().unwrap()[..] {
+        [u, t] => (u, t),
+        _ => unreachable!("two listeners"),
+    };
+    let relay = TcpListener::bind(any()).await.unwrap();
+    let r = relay.local_addr().unwrap();
+    // Forwards the first 200 kB client -> server on the untrusted path, then cuts it.
+    tokio::spawn(async move {
+        let (client, _) = relay.accept().await.unwrap();
+        let server = tokio::net::TcpStream::connect(u).await.unwrap();
+        let (mut cr, mut cw) = client.into_split();
+        let (mut sr, mut sw) = server.into_split();
+        tokio::spawn(async move { tokio::io::copy(&mut sr, &mut cw).await });
+        let mut left = 200_000usize;
+        let mut buf = vec![0u8; 16 * 1024];
+        while left > 0 {
+            let n = cr.read(&mut buf).await.unwrap();
+            if n == 0 {
+                break;
+            }
+            let n = n.min(left);
+            sw.write_all(&buf[..n]).await.unwrap();
+            left -= n;
+        }
+        // Dropping both halves closes the server side of the untrusted connection.
+    });
+    let paths = [Path::trusted(any(), t), Path::untrusted(any(), r)];
+    let srv = tokio::spawn(async move {
+        let mut s = l.accept(&Options::default()).await.unwrap();
+        let mut got = Vec::new();
+        s.read_to_end(&mut got).await.map(|_| got.len())
+    });
+    let mut c = connect(&paths, &Options::default()).await.unwrap();
+    // The client may or may not notice (its socket buffers take the rest); the receiver must.
+    let _ = c.write_all(&pattern(5_000_000)).await;
+    let _ = c.shutdown().await;
+    let err = srv
+        .await
+        .unwrap()
+        .expect_err("the stream must not end cleanly");
+    let msg = err.to_string();
+    assert!(msg.contains("untrusted path"), "{msg}");
+}
+
+/// Seed 002 §10: with long-term keys pinned, an active attacker on **both** paths (here a
+/// `Listener` + `connect` relay that runs SMKEX with each side, as testbed/multipath.sh's
+/// "limit 1" does) is refused; without pinning it reads the stream (the documented limit).
+#[tokio::test]
+async fn pinned_long_term_keys_stop_an_attacker_on_both_paths() {
+    use psp_multipath::LongTermKey;
+    let server_key = LongTermKey::from_bytes([7; 32]);
+    let pinned = Options {
+        pinned_peer: Some(server_key.public_key()),
+        ..Options::default()
+    };
+    let server_opts = Options {
+        static_key: Some(server_key),
+        ..Options::default()
+    };
+    for (client_opts, attacker_wins) in [(Options::default(), true), (pinned, false)] {
+        let mut server = listener().await;
+        let server_paths = server.connect_paths();
+        let mut mitm = listener().await;
+        let client_paths = mitm.connect_paths();
+        let so = server_opts.clone();
+        let srv = tokio::spawn(async move {
+            let mut s = server.accept(&so).await?;
+            let mut got = Vec::new();
+            let _ = s.read_to_end(&mut got).await;
+            Ok::<_, Error>(got)
+        });
+        // The attacker: terminates the client's two connections, opens its own to the server,
+        // copies the plaintext across and keeps a copy.
+        let relay = tokio::spawn(async move {
+            let mut from_client = mitm.accept(&Options::default()).await?;
+            let mut to_server = connect(&server_paths, &Options::default()).await?;
+            let mut seen = Vec::new();
+            from_client
+                .read_to_end(&mut seen)
+                .await
+                .map_err(|e| Error::io(None, e))?;
+            to_server
+                .write_all(&seen)
+                .await
+                .map_err(|e| Error::io(None, e))?;
+            to_server.shutdown().await.map_err(|e| Error::io(None, e))?;
+            Ok::<_, Error>(seen)
+        });
+        let client = connect(&client_paths, &client_opts).await;
+        if attacker_wins {
+            let mut c = client.expect("no pinning: the attacker's handshake succeeds");
+            c.write_all(&pattern(10_000)).await.unwrap();
+            c.shutdown().await.unwrap();
+            assert_eq!(
+                relay.await.unwrap().unwrap(),
+                pattern(10_000),
+                "the attacker read it"
+            );
+            assert_eq!(srv.await.unwrap().unwrap(), pattern(10_000));
+        } else {
+            assert!(
+                matches!(client, Err(Error::Handshake(FailReason::IdentityMismatch))),
+                "{client:?}"
+            );
+            relay.abort();
+            srv.abort();
+        }
+    }
+}
+
+#[tokio::test]
+async fn pinned_key_of_the_real_server_connects_and_is_reported() {
+    use psp_multipath::LongTermKey;
+    let key = LongTermKey::from_bytes([9; 32]);
+    let public = key.public_key();
+    let mut l = listener().await;
+    let paths = l.connect_paths();
+    let so = Options {
+        static_key: Some(key),
+        ..Options::default()
+    };
+    assert_eq!(format!("{:?}", so.static_key), "Some(LongTermKey(..))");
+    let srv = tokio::spawn(async move {
+        let mut s = l.accept(&so).await.unwrap();
+        let mut got = Vec::new();
+        s.read_to_end(&mut got).await.unwrap();
+        got
+    });
+    let o = Options {
+        pinned_peer: Some(public),
+        ..Options::default()
+    };
+    let mut c = connect(&paths, &o).await.unwrap();
+    assert_eq!(c.peer_static(), Some(public));
+    c.write_all(b"hello").await.unwrap();
+    c.shutdown().await.unwrap();
+    assert_eq!(srv.await.unwrap(), b"hello");
+}

@@ -1,0 +1,45 @@
+//! Root, CI: `testbed/multipath.sh --quick` with this build's `psp-mp`, in network namespaces
+//! (client with a trusted and an untrusted link, eve routing both and capturing the untrusted
+//! one, server). Checks the security half of the RESULT line; the timing half of a debug build
+//! means nothing and is not checked. Fails loudly (never skips) when it cannot set up.
+#![allow(missing_docs)]
+
+use std::path::Path;
+use std::process::Command;
+
+fn field<'a>(result: &'a str, key: &str) -> &'a str {
+    result
+        .split_whitespace()
+        .find_map(|kv| kv.strip_prefix(key)?.strip_prefix('='))
+        .unwrap_or_else(|| panic!("no {key}= in {result}"))
+}
+
+#[test]
+fn quick_testbed_run_eve_reads_nothing_and_mitm_is_detected() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+    let out = Command::new("bash")
+        .arg(root.join("testbed/multipath.sh"))
+        .args(["--quick", "--no-build"])
+        .env("MP_BIN", env!("CARGO_BIN_EXE_psp-mp"))
+        .output()
+        .expect("run testbed/multipath.sh (needs bash)");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        out.status.success(),
+        "multipath.sh --quick failed ({}):\n{stderr}\n{stdout}",
+        out.status
+    );
+    let result = stdout
+        .lines()
+        .last()
+        .filter(|l| l.starts_with("RESULT "))
+        .unwrap_or_else(|| panic!("no RESULT line:\n{stdout}\n{stderr}"));
+    let n = |k| field(result, k).parse::<u64>().unwrap();
+    assert!(n("eve_hits_plain") > 1000, "{result}");
+    assert_eq!(n("eve_hits_scrambled"), 0, "{result}");
+    assert_eq!(n("mitm_one_path_detected"), 1, "{result}");
+    assert!(n("eve_both_paths_hits") > 1000, "{result}");
+    assert_eq!(n("pinned_both_paths_refused"), 1, "{result}");
+    assert!(n("known_plaintext_recovered_bytes") > 65, "{result}");
+}

@@ -1,0 +1,29 @@
+//! psp-multipath's parsers never panic on any bytes: the segment view and `Repr::parse` (a
+//! parsed header emits back to the same bytes), the hello (same), the handshake framing, and
+//! the capture walker an eavesdropper uses.
+#![no_main]
+
+use libfuzzer_sys::fuzz_target;
+use psp_multipath::attack::segments_in_capture;
+use psp_multipath::wire::{HEADER_LEN, HandshakeFrame, Hello, Repr, Segment, segment_len};
+
+fuzz_target!(|input: &[u8]| {
+    if let Ok(seg) = Segment::new_checked(input) {
+        let _ = (seg.path_seq(), seg.offset(), seg.seg(), seg.payload(), seg.total_len());
+        if let Ok(repr) = Repr::parse(&seg) {
+            let mut out = [0u8; HEADER_LEN];
+            repr.emit(&mut out);
+            assert_eq!(&out[..], &input[..HEADER_LEN]);
+        }
+    }
+    if let Ok(Some(len)) = segment_len(input) {
+        assert!(len <= input.len());
+    }
+    if let Ok(h) = Hello::parse(input) {
+        assert_eq!(&h.emit()[..], &input[..psp_multipath::wire::HELLO_LEN]);
+    }
+    if let Ok(Some((range, end))) = HandshakeFrame::parse(input) {
+        assert!(range.end == end && end <= input.len());
+    }
+    let _ = segments_in_capture(input);
+});

@@ -1,0 +1,573 @@
+#!/usr/bin/env bash
+# testbed/multipath.sh: seed 000's Fig 12 testbed in network namespaces, for psp-multipath
+# (`psp-mp`): a client with a trusted "ethernet" and an untrusted "wlan" path to a server, and an
+# attacker (eve) on the untrusted link. Root; not in CI (the full run takes a few minutes);
+# `--quick` is the CI variant (crates/psp-multipath/tests/netns.rs runs it).
+#
+# Usage:
+#   sudo testbed/multipath.sh [--quick] [--no-build] [--no-write] [--keep] [--setups N]
+#
+#   --quick      unshaped links only, 4 MB transfers, 20 set-ups: a smoke run (CI)
+#   --no-build   use $MP_BIN (default target/release/psp-mp) as it is
+#   --no-write   do not touch BENCHMARKS.md and docs/multipath.png
+#   --keep       keep the run directory (captures, logs)
+#   --setups N   set-ups per kind for the set-up time comparison (default 200)
+#
+# Topology (every box a namespace NAME-$SFX; eve routes both links but, except in the
+# "both paths" experiment, only looks at the untrusted one):
+#
+#   mpc (client)                      mpe (eve: router)                     mps (server)
+#   eth0  10.71.1.1/24 ---- e0 10.71.1.254 | e1 10.71.11.254 ---- eth0  10.71.11.2/24  trusted
+#   wlan0 10.71.2.1/24 ---- w0 10.71.2.254 | w1 10.71.3.254  ---- wlan0 10.71.3.2/24   untrusted
+#                           tcpdump -i w0 (the eavesdropper on the untrusted path)
+#
+# Shaped runs put tbf on both ends' egress: 100 Mbit/s on eth0, 54 Mbit/s on wlan0 (the paper's
+# Ethernet and 802.11g). Active attackers (share replacement, both-path man in the middle,
+# recording relay) run as `psp-mp proxy` / `psp-mp listen | psp-mp connect` in eve, and the
+# client addresses them directly (as if eve redirected the connections: this kernel has no
+# nftables tool installed, and redirection changes nothing the protocol sees).
+#
+# Experiments: Figs 13/14 (the repeated "0123456789" stream as eve sees it, plain vs scrambled),
+# Figs 16/17 (a text file's known phrase in eve's capture), Fig 18 (throughput of 20/40/60/80 MB
+# plain / scrambled / aes128-gcm on the shaped links, dispersal mode), two equal unshaped paths
+# vs one, seed 002 Fig 13 (SMKEX set-up time vs one-path X25519), a share replaced on the
+# untrusted path (the handshake must fail), and the honest limits: an attacker on both paths
+# reads the stream (unless the server's long-term key is pinned); 65 known plaintext bytes
+# recover one segment of the untrusted path.
+#
+# Last line:
+#   RESULT scrambled_vs_plain=… aes_vs_plain=… eve_hits_plain=N eve_hits_scrambled=0
+#          smkex_extra_us=… mitm_one_path_detected=1 two_paths_vs_one=… eve_both_paths_hits=N
+#          pinned_both_paths_refused=1 known_plaintext_recovered_bytes=N
+# Exit 0 when every measurement ran (and the security checks came out as expected), 1
+# otherwise, 2 on bad arguments.
+set -euo pipefail
+
+HERE=$(cd "$(dirname "$0")" && pwd)
+ROOT=$(cd "$HERE/.." && pwd)
+QUICK=0
+BUILD=1
+WRITE=1
+KEEP=0
+SETUPS=200
+SIZES_MB="20 40 60 80"
+
+usage() { sed -n '/^# Usage:/,/^# Topology/p' "$0" | sed '$d; s/^# \{0,1\}//'; }
+bad_usage() {
+    echo "multipath.sh: error: $*" >&2
+    exit 2
+}
+say() { echo "== $*" >&2; }
+
+while [ $# -gt 0 ]; do
+    case $1 in
+    --quick) QUICK=1; shift ;;
+    --no-build) BUILD=0; shift ;;
+    --no-write) WRITE=0; shift ;;
+    --keep) KEEP=1; shift ;;
+    --setups) SETUPS=${2:-}; shift 2 || bad_usage "--setups needs a value" ;;
+    -h | --help) usage; exit 0 ;;
+    *) bad_usage "unknown argument '$1'" ;;
+    esac
+done
+[[ $SETUPS =~ ^[1-9][0-9]*$ ]] || bad_usage "--setups must be a positive integer"
+[ "$(id -u)" -eq 0 ] || bad_usage "run as root (network namespaces)"
+if [ "$QUICK" -eq 1 ]; then
+    SETUPS=20
+    SIZES_MB="4"
+    WRITE=0
+fi
+
+for t in ip tc tcpdump; do
+    command -v "$t" >/dev/null || {
+        say "installing test tools (testbed/install-deps.sh)"
+        "$HERE/install-deps.sh" >&2
+        break
+    }
+done
+MP_BIN=${MP_BIN:-$ROOT/target/release/psp-mp}
+if [ "$BUILD" -eq 1 ]; then
+    say "building psp-mp (release)"
+    (cd "$ROOT" && cargo build --release --locked -p psp-multipath --bin psp-mp >&2)
+fi
+[ -x "$MP_BIN" ] || bad_usage "no $MP_BIN (drop --no-build or set MP_BIN)"
+
+RUN_DIR=$(mktemp -d /tmp/psp-multipath.XXXXXX)
+SFX="mp$$"
+NS_C="mpc-$SFX" NS_E="mpe-$SFX" NS_S="mps-$SFX"
+PIDS=()
+on_exit() {
+    local rc=$?
+    for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null || true; done
+    for n in "$NS_C" "$NS_E" "$NS_S"; do ip netns del "$n" 2>/dev/null || true; done
+    if [ "$KEEP" -eq 1 ]; then
+        echo "multipath.sh: run directory kept: $RUN_DIR" >&2
+    else
+        rm -rf "$RUN_DIR"
+    fi
+    return $rc
+}
+trap on_exit EXIT
+trap 'exit 130' INT
+trap 'exit 143' TERM
+
+# Plain words, not functions: a background `$S cmd &` is then cmd itself (ip netns exec execs),
+# so `kill $!` reaches it.
+C="ip netns exec $NS_C"
+E="ip netns exec $NS_E"
+S="ip netns exec $NS_S"
+
+# --- topology ---------------------------------------------------------------------------------
+for n in "$NS_C" "$NS_E" "$NS_S"; do
+    ip netns add "$n"
+    ip -n "$n" link set lo up
+    ip netns exec "$n" sysctl -qw net.ipv6.conf.all.disable_ipv6=1
+done
+link() { # NS1 IF1 ADDR1 NS2 IF2 ADDR2
+    ip -n "$1" link add "$2" type veth peer name "$5" netns "$4"
+    ip -n "$1" addr add "$3" dev "$2"
+    ip -n "$4" addr add "$6" dev "$5"
+    ip -n "$1" link set "$2" up
+    ip -n "$4" link set "$5" up
+}
+link "$NS_C" eth0 10.71.1.1/24 "$NS_E" e0 10.71.1.254/24
+link "$NS_E" e1 10.71.11.254/24 "$NS_S" eth0 10.71.11.2/24
+link "$NS_C" wlan0 10.71.2.1/24 "$NS_E" w0 10.71.2.254/24
+link "$NS_E" w1 10.71.3.254/24 "$NS_S" wlan0 10.71.3.2/24
+ip -n "$NS_C" route add 10.71.11.0/24 via 10.71.1.254
+ip -n "$NS_C" route add 10.71.3.0/24 via 10.71.2.254
+ip -n "$NS_S" route add 10.71.1.0/24 via 10.71.11.254
+ip -n "$NS_S" route add 10.71.2.0/24 via 10.71.3.254
+$E sysctl -qw net.ipv4.ip_forward=1
+$C ping -c1 -W2 10.71.11.2 >/dev/null
+$C ping -c1 -W2 10.71.3.2 >/dev/null
+
+shape() { # on|off
+    local ns dev rate
+    for x in "$NS_C:eth0:100mbit" "$NS_S:eth0:100mbit" "$NS_C:wlan0:54mbit" "$NS_S:wlan0:54mbit"; do
+        IFS=: read -r ns dev rate <<<"$x"
+        tc -n "$ns" qdisc del dev "$dev" root 2>/dev/null || true
+        if [ "$1" = on ]; then
+            # burst: 1 ms at the rate (at least a few full frames); a 50 ms queue.
+            tc -n "$ns" qdisc add dev "$dev" root tbf rate "$rate" burst 32kbit latency 50ms
+        fi
+    done
+}
+
+SRV_PATHS=(--path trusted,10.71.11.2:7000 --path untrusted,10.71.3.2:7001)
+MODE_ARGS=()
+XFER_SRV_PATHS=("${SRV_PATHS[@]}")
+CLI_PATHS=(--path trusted,10.71.1.1=10.71.11.2:7000 --path untrusted,10.71.2.1=10.71.3.2:7001)
+FAILED=0
+# Also a file: failures inside $(...) subshells must count too.
+fail() { echo "multipath.sh: FAILED: $*" >&2; FAILED=1; touch "$RUN_DIR/failed"; }
+
+# Waits until something listens on PORT in namespace NS.
+wait_port() {
+    local i
+    for i in $(seq 1 100); do
+        ip netns exec "$1" ss -Hltn "sport = :$2" | grep -q . && return 0
+        sleep 0.05
+    done
+    return 1
+}
+
+# xfer CIPHER BYTES [client args...]: one transfer client -> server of BYTES of the repeated
+# pattern; prints the server's Mbit/s (stream bytes over the time from set-up done to the end).
+xfer() {
+    local cipher=$1 bytes=$2 log=$RUN_DIR/srv.log
+    shift 2
+    $S "$MP_BIN" listen "${XFER_SRV_PATHS[@]}" "${MODE_ARGS[@]}" --cipher "$cipher" --discard -v \
+        </dev/null 2>"$log" &
+    local spid=$!
+    wait_port "$NS_S" 7000 || { fail "server did not listen"; echo 0; return; }
+    if ! $C "$MP_BIN" connect "${CLI_PATHS[@]}" "${MODE_ARGS[@]}" --cipher "$cipher" \
+        --send-bytes "$bytes" -v "$@" \
+        </dev/null >/dev/null 2>"$RUN_DIR/cli.log"; then
+        fail "transfer $cipher $bytes: $(tail -n1 "$RUN_DIR/cli.log")"
+    fi
+    wait "$spid" || fail "server $cipher $bytes: $(tail -n1 "$log")"
+    local rate
+    rate=$(sed -n 's/.*received \([0-9]*\) bytes in .* s, \([0-9.]*\) Mbit\/s/\1 \2/p' "$log" | tail -n1)
+    if [ "${rate%% *}" != "$bytes" ]; then
+        fail "transfer $cipher $bytes: server got ${rate%% *} bytes"
+        echo 0
+        return
+    fi
+    # The untrusted path's share of this transfer, from the client's per-path counters.
+    awk '/path Untrusted/ {u = $6} /path Trusted/ {t = $6}
+        END { if (u + t > 0) printf "%.3f\n", u / (u + t) }' "$RUN_DIR/cli.log" >"$RUN_DIR/share.last"
+    # Kernel MPTCP mode: the share the kernel gave the subflow from the client's wlan address.
+    # (the server's report: bytes received per subflow, its wlan address 10.71.3.2)
+    awk '/mptcp subflow/ { b = $10; if ($4 ~ /^10\.71\.3\./) u += b; else t += b }
+        END { if (u + t > 0) printf "%.3f\n", u / (u + t) }' "$log" >"$RUN_DIR/mptcp-share.last"
+    grep 'mptcp subflow' "$log" | sed 's/^psp-mp: //' >"$RUN_DIR/mptcp-subflows.last" || true
+    echo "${rate#* }"
+}
+
+# Counts occurrences of a fixed string in a binary file.
+hits() { { grep -aoF -- "$1" "$2" || true; } | wc -l; }
+
+# capture FILE CMD...: runs CMD while eve captures the untrusted link (w0) into FILE.
+capture() {
+    local file=$1
+    shift
+    $E tcpdump -i w0 -U -s 0 -w "$file" tcp 2>/dev/null &
+    local tpid=$!
+    sleep 0.5
+    "$@"
+    sleep 0.3
+    kill -INT "$tpid" 2>/dev/null || true
+    wait "$tpid" 2>/dev/null || true
+}
+
+median_f() { sort -g "$1" | awk '{a[NR]=$1} END{print (NR%2 ? a[(NR+1)/2] : (a[NR/2]+a[NR/2+1])/2)}'; }
+median() { sort -n "$1" | awk '{a[NR]=$1} END{print (NR%2 ? a[(NR+1)/2] : int((a[NR/2]+a[NR/2+1])/2))}'; }
+pct() { sort -n "$1" | awk -v p="$2" '{a[NR]=$1} END{i=int(NR*p/100+0.999); if(i<1)i=1; print a[i]}'; }
+ratio() { awk -v a="$1" -v b="$2" 'BEGIN{ if (b > 0) printf "%.2f", a / b; else print "nan" }'; }
+
+CPU=$(grep -m1 'model name' /proc/cpuinfo | sed 's/.*: //')
+say "CPU: $CPU, $(nproc) cores; binary: $MP_BIN"
+
+# --- Figs 13/14: the iperf-style stream as eve sees it ----------------------------------------
+shape off
+say "Figs 13/14: repeated 0123456789, eve on the untrusted path"
+declare -A EVE_HITS
+for cipher in none scramble; do
+    capture "$RUN_DIR/eve-$cipher.pcap" xfer "$cipher" 2000000 >/dev/null
+    EVE_HITS[$cipher]=$(hits 0123456789 "$RUN_DIR/eve-$cipher.pcap")
+    # The payload of a few full-size packets as tcpdump -A prints them (one long line each).
+    tcpdump -r "$RUN_DIR/eve-$cipher.pcap" -A -n 2>/dev/null | awk 'length > 1000' |
+        sed -n '20,24p' | cut -c60-131 >"$RUN_DIR/eve-$cipher.txt" || true
+done
+[ "${EVE_HITS[none]}" -gt 100 ] || fail "plain: eve should read the pattern (${EVE_HITS[none]} hits)"
+[ "${EVE_HITS[scramble]}" -eq 0 ] || fail "scrambled: eve read ${EVE_HITS[scramble]} patterns"
+
+# --- Figs 16/17: a text file with a known phrase ----------------------------------------------
+say "Figs 16/17: file transfer, known phrase in eve's capture"
+TEXT=$RUN_DIR/file.txt
+for i in $(seq 1 20000); do
+    echo "line $i: The quick brown fox jumps over the lazy dog; psp-multipath file test."
+done >"$TEXT"
+declare -A FILE_HITS
+for cipher in none scramble; do
+    run_file() {
+        $S "$MP_BIN" listen "${SRV_PATHS[@]}" --cipher "$1" </dev/null >"$RUN_DIR/got.txt" 2>/dev/null &
+        local spid=$!
+        wait_port "$NS_S" 7001
+        $C "$MP_BIN" connect "${CLI_PATHS[@]}" --cipher "$1" <"$TEXT" >/dev/null ||
+            fail "file transfer $1"
+        wait "$spid" || fail "file server $1"
+        cmp -s "$TEXT" "$RUN_DIR/got.txt" || fail "file transfer $1: file differs"
+    }
+    capture "$RUN_DIR/file-$cipher.pcap" run_file "$cipher"
+    FILE_HITS[$cipher]=$(hits "quick brown fox" "$RUN_DIR/file-$cipher.pcap")
+done
+[ "${FILE_HITS[none]}" -gt 100 ] || fail "plain file: eve should see the phrase"
+[ "${FILE_HITS[scramble]}" -eq 0 ] || fail "scrambled file: eve saw the phrase ${FILE_HITS[scramble]} times"
+
+# --- kernel MPTCP: the server announces its wlan address, the client accepts one more subflow --
+MPTCP=1
+if ! $C sysctl -qn net.mptcp.enabled 2>/dev/null | grep -q 1; then
+    MPTCP=0
+    say "this kernel has no MPTCP: kernel-mptcp rows skipped"
+else
+    for ns in "$NS_C" "$NS_S"; do
+        ip netns exec "$ns" sysctl -qw net.mptcp.enabled=1
+        ip -n "$ns" mptcp limits set subflows 2 add_addr_accepted 2
+    done
+    ip -n "$NS_S" mptcp endpoint add 10.71.3.2 dev wlan0 signal
+fi
+
+# --- Fig 18: throughput -----------------------------------------------------------------------
+[ "$QUICK" -eq 1 ] && shape off || shape on
+say "Fig 18: throughput, $([ "$QUICK" -eq 1 ] && echo unshaped || echo shaped 100/54 Mbit/s)"
+declare -A TP
+for mb in $SIZES_MB; do
+    for cipher in none scramble aes128-gcm; do
+        TP[$cipher,$mb]=$(xfer "$cipher" $((mb * 1000000)))
+        say "  $mb MB $cipher: ${TP[$cipher,$mb]} Mbit/s"
+    done
+done
+sum() { local t=0 mb; for mb in $SIZES_MB; do t=$(awk -v a="$t" -v b="${TP[$1,$mb]}" 'BEGIN{print a+b}'); done; echo "$t"; }
+LAST_MB=${SIZES_MB##* }
+AGAIN=$(xfer scramble $((LAST_MB * 1000000)))
+TP[scramble,$LAST_MB]=$(awk -v a="${TP[scramble,$LAST_MB]}" -v b="$AGAIN" 'BEGIN{printf "%.1f", (a + b) / 2}')
+SHARE_SHAPED=$(cat "$RUN_DIR/share.last")
+say "  untrusted share of a scrambled $LAST_MB MB transfer (adaptive, cap 0.5): $SHARE_SHAPED"
+SCR_VS_PLAIN=$(ratio "$(sum scramble)" "$(sum none)")
+declare -A KTP
+MPTCP_SHARE=n/a
+if [ "$MPTCP" -eq 1 ]; then
+    MODE_ARGS=(--mode kernel-mptcp)
+    # The wildcard address: MP_JOINs to the announced wlan address must find the listener.
+    XFER_SRV_PATHS=(--path trusted,0.0.0.0:7000 --path untrusted,10.71.3.2:7001)
+    for mb in $SIZES_MB; do
+        for cipher in none scramble aes128-gcm; do
+            KTP[$cipher,$mb]=$(xfer "$cipher" $((mb * 1000000)))
+            say "  kernel-mptcp $mb MB $cipher: ${KTP[$cipher,$mb]} Mbit/s"
+        done
+    done
+    MPTCP_SHARE=$(cat "$RUN_DIR/mptcp-share.last")
+    cp "$RUN_DIR/mptcp-subflows.last" "$RUN_DIR/mptcp-subflows.txt"
+    MODE_ARGS=()
+    XFER_SRV_PATHS=("${SRV_PATHS[@]}")
+fi
+AES_VS_PLAIN=$(ratio "$(sum aes128-gcm)" "$(sum none)")
+
+# --- two equal unshaped paths vs one ----------------------------------------------------------
+shape off
+say "dispersal: two equal unshaped paths vs one (scramble)"
+BIG=$((QUICK ? 20000000 : 200000000))
+# Alternating repetitions, medians: the machine is shared, single runs swing by 2x or more.
+: >"$RUN_DIR/one.mbps"
+: >"$RUN_DIR/two.mbps"
+for _ in $(seq 1 $((QUICK ? 1 : 5))); do
+    xfer scramble "$BIG" --fixed --share 0 >>"$RUN_DIR/one.mbps"
+    xfer scramble "$BIG" >>"$RUN_DIR/two.mbps"
+done
+ONE=$(median_f "$RUN_DIR/one.mbps")
+TWO=$(median_f "$RUN_DIR/two.mbps")
+TWO_VS_ONE=$(ratio "$TWO" "$ONE")
+say "  one path $ONE Mbit/s, two paths $TWO Mbit/s"
+# The same with both links shaped to 100 Mbit/s: where the links, not the 2 vCPUs, are the
+# bottleneck.
+EQ_ONE=n/a EQ_TWO=n/a EQ_RATIO=n/a
+if [ "$QUICK" -eq 0 ]; then
+    shape on
+    for x in "$NS_C:wlan0" "$NS_S:wlan0"; do
+        tc -n "${x%:*}" qdisc change dev "${x#*:}" root tbf rate 100mbit burst 32kbit latency 50ms
+    done
+    EQ_ONE=$(xfer scramble 100000000 --fixed --share 0)
+    EQ_TWO=$(xfer scramble 100000000)
+    EQ_RATIO=$(ratio "$EQ_TWO" "$EQ_ONE")
+    say "  both shaped to 100 Mbit/s: one path $EQ_ONE, two paths $EQ_TWO Mbit/s"
+    shape off
+fi
+
+# --- seed 002 Fig 13: set-up time -------------------------------------------------------------
+say "set-up time: SMKEX over two paths vs X25519 over one ($SETUPS each)"
+$S "$MP_BIN" listen "${SRV_PATHS[@]}" --count "$SETUPS" </dev/null >/dev/null 2>"$RUN_DIR/srv.log" &
+spid=$!
+wait_port "$NS_S" 7001
+$C "$MP_BIN" connect "${CLI_PATHS[@]}" --setup-only "$SETUPS" >"$RUN_DIR/smkex.prof" || fail "SMKEX set-ups"
+# Columns: total, TCP connects, hellos + SEP/SMKEX, binding tags (µs).
+for col in 1 2 3 4; do awk -v c="$col" '{print $c}' "$RUN_DIR/smkex.prof" >"$RUN_DIR/smkex.c$col"; done
+cp "$RUN_DIR/smkex.c1" "$RUN_DIR/smkex.us"
+wait "$spid" || fail "SMKEX set-up server"
+$S "$MP_BIN" dh --listen 10.71.11.2:7002 --count "$SETUPS" &
+spid=$!
+wait_port "$NS_S" 7002
+$C "$MP_BIN" dh 10.71.11.2:7002 --count "$SETUPS" >"$RUN_DIR/dh.us" || fail "DH set-ups"
+wait "$spid" || fail "DH server"
+PING_US=$($C ping -c 50 -i 0.01 -q 10.71.11.2 | sed -n 's|.* = [0-9.]*/\([0-9.]*\)/.*|\1|p' |
+    awk '{printf "%d", $1 * 1000}')
+SMKEX_MED=$(median "$RUN_DIR/smkex.us")
+DH_MED=$(median "$RUN_DIR/dh.us")
+SMKEX_EXTRA=$((SMKEX_MED - DH_MED))
+PCTS="10 25 50 75 90 99"
+SMKEX_P=$(for p in $PCTS; do pct "$RUN_DIR/smkex.us" "$p"; done | xargs)
+DH_P=$(for p in $PCTS; do pct "$RUN_DIR/dh.us" "$p"; done | xargs)
+say "  median SMKEX $SMKEX_MED us, DH $DH_MED us"
+
+# --- active attacker on the untrusted path replaces a share -----------------------------------
+say "MITM on one path: eve replaces the client's SMKEX share"
+$E "$MP_BIN" proxy --listen 10.71.2.254:7101 --to 10.71.3.2:7001 --replace-share &
+PIDS+=($!)
+$S "$MP_BIN" listen "${SRV_PATHS[@]}" </dev/null >/dev/null 2>"$RUN_DIR/mitm-srv.log" &
+spid=$!
+wait_port "$NS_S" 7001
+wait_port "$NS_E" 7101
+MITM_DETECTED=0
+if $C "$MP_BIN" connect --path trusted,10.71.1.1=10.71.11.2:7000 \
+    --path untrusted,10.71.2.1=10.71.2.254:7101 --send-bytes 1000 </dev/null >/dev/null \
+    2>"$RUN_DIR/mitm-cli.log"; then
+    fail "the handshake succeeded with a replaced share"
+elif grep -q smkex_mismatch "$RUN_DIR/mitm-cli.log"; then
+    MITM_DETECTED=1
+else
+    fail "MITM: unexpected client error: $(cat "$RUN_DIR/mitm-cli.log")"
+fi
+say "  client: $(cat "$RUN_DIR/mitm-cli.log")"
+kill "$spid" 2>/dev/null || true
+wait "$spid" 2>/dev/null || true
+kill "${PIDS[-1]}" 2>/dev/null || true
+
+# --- the honest limits ------------------------------------------------------------------------
+say "limit 1: an active attacker on both paths (no long-term keys) reads the stream"
+$S "$MP_BIN" listen "${SRV_PATHS[@]}" --discard </dev/null 2>/dev/null &
+spid=$!
+wait_port "$NS_S" 7001
+$E sh -c "'$MP_BIN' listen --path trusted,10.71.1.254:7100 --path untrusted,10.71.2.254:7101 \
+    </dev/null | tee '$RUN_DIR/eve-both.bin' | '$MP_BIN' connect \
+    --path trusted,10.71.11.2:7000 --path untrusted,10.71.3.2:7001 >/dev/null" &
+epid=$!
+wait_port "$NS_E" 7101
+$C "$MP_BIN" connect --path trusted,10.71.1.1=10.71.1.254:7100 \
+    --path untrusted,10.71.2.1=10.71.2.254:7101 --send-bytes 1000000 </dev/null >/dev/null ||
+    fail "both-path MITM: client"
+wait "$epid" || fail "both-path MITM: eve's relay"
+wait "$spid" || fail "both-path MITM: server"
+EVE_BOTH=$(hits 0123456789 "$RUN_DIR/eve-both.bin")
+[ "$EVE_BOTH" -gt 1000 ] || fail "both-path attacker should read the stream ($EVE_BOTH hits)"
+
+say "  ... unless the server's long-term key is pinned (seed 002 §10)"
+head -c 32 /dev/urandom | od -An -tx1 | tr -d ' \n' >"$RUN_DIR/server.key"
+chmod 600 "$RUN_DIR/server.key"
+PIN=$("$MP_BIN" pubkey --key-file "$RUN_DIR/server.key")
+$S "$MP_BIN" listen "${SRV_PATHS[@]}" --key-file "$RUN_DIR/server.key" --discard </dev/null 2>/dev/null &
+spid=$!
+wait_port "$NS_S" 7001
+$E sh -c "'$MP_BIN' listen --path trusted,10.71.1.254:7100 --path untrusted,10.71.2.254:7101 \
+    </dev/null 2>/dev/null | '$MP_BIN' connect --pin $PIN \
+    --path trusted,10.71.11.2:7000 --path untrusted,10.71.3.2:7001 >/dev/null 2>&1" &
+epid=$!
+wait_port "$NS_E" 7101
+PINNED_REFUSED=0
+if $C "$MP_BIN" connect --pin "$PIN" --path trusted,10.71.1.1=10.71.1.254:7100 \
+    --path untrusted,10.71.2.1=10.71.2.254:7101 --send-bytes 1000 </dev/null >/dev/null \
+    2>"$RUN_DIR/pinned-cli.log"; then
+    fail "pinned: the client connected through the attacker"
+elif grep -q identity_mismatch "$RUN_DIR/pinned-cli.log"; then
+    PINNED_REFUSED=1
+else
+    fail "pinned: unexpected client error: $(cat "$RUN_DIR/pinned-cli.log")"
+fi
+say "  client: $(cat "$RUN_DIR/pinned-cli.log")"
+kill "$spid" "$epid" 2>/dev/null || true
+wait "$spid" "$epid" 2>/dev/null || true
+
+say "limit 2: 65 known plaintext bytes recover a segment of the untrusted path"
+head -c 2000000 /dev/urandom >"$RUN_DIR/secret.bin"
+$E "$MP_BIN" proxy --listen 10.71.2.254:7101 --to 10.71.3.2:7001 --record "$RUN_DIR/rec.bin" &
+ppid=$!
+PIDS+=($ppid)
+$S "$MP_BIN" listen "${SRV_PATHS[@]}" --discard </dev/null 2>/dev/null &
+spid=$!
+wait_port "$NS_S" 7001
+wait_port "$NS_E" 7101
+$C "$MP_BIN" connect --path trusted,10.71.1.1=10.71.11.2:7000 \
+    --path untrusted,10.71.2.1=10.71.2.254:7101 <"$RUN_DIR/secret.bin" >/dev/null ||
+    fail "known-plaintext transfer"
+wait "$spid" || fail "known-plaintext server"
+sleep 0.3
+kill "$ppid" 2>/dev/null || true
+KP_BYTES=0
+if "$MP_BIN" recover --capture "$RUN_DIR/rec.bin" --known-file "$RUN_DIR/secret.bin" \
+    >"$RUN_DIR/recovered.bin" 2>"$RUN_DIR/recover.info"; then
+    read -r KP_OFF KP_LEN <"$RUN_DIR/recover.info"
+    # (head closes the pipe early: no pipefail verdict on it)
+    tail -c +$((KP_OFF + 1)) "$RUN_DIR/secret.bin" | head -c "$KP_LEN" >"$RUN_DIR/expected.bin" || true
+    if cmp -s "$RUN_DIR/expected.bin" "$RUN_DIR/recovered.bin"; then
+        KP_BYTES=$KP_LEN
+    else
+        fail "known-plaintext recovery gave wrong bytes"
+    fi
+else
+    fail "known-plaintext recovery: $(cat "$RUN_DIR/recover.info")"
+fi
+say "  recovered $KP_BYTES bytes (one segment at offset ${KP_OFF:-?}) from 65 known bytes"
+
+# --- report -----------------------------------------------------------------------------------
+REPORT=$RUN_DIR/report.md
+{
+    echo "Command: \`sudo testbed/multipath.sh$([ "$QUICK" -eq 1 ] && echo " --quick")\`; CPU: $CPU, $(nproc) vCPUs; $(date -u +%Y-%m-%d)."
+    echo
+    echo "Figs 13/14, the untrusted link as eve captures it (\`tcpdump -A\`, a few payload lines):"
+    echo
+    for cipher in none scramble; do
+        echo "- $cipher: ${EVE_HITS[$cipher]} occurrences of \`0123456789\` in 2 MB"
+        echo '```text'
+        cat "$RUN_DIR/eve-$cipher.txt"
+        echo '```'
+    done
+    echo
+    echo "Figs 16/17, a 1.5 MB text file: \`quick brown fox\` (20000 times in the file) in eve's capture: plain ${FILE_HITS[none]}, scrambled ${FILE_HITS[scramble]}."
+    echo
+    echo "Fig 18, throughput in Mbit/s ($([ "$QUICK" -eq 1 ] && echo "unshaped" || echo "trusted 100 Mbit/s + untrusted 54 Mbit/s, tbf"), dispersal mode, adaptive share <= 50 %):"
+    echo
+    echo "| file | plain | scrambled | aes128-gcm | scrambled/plain | aes/plain |"
+    echo "|---|---|---|---|---|---|"
+    for mb in $SIZES_MB; do
+        echo "| $mb MB | ${TP[none,$mb]} | ${TP[scramble,$mb]} | ${TP[aes128-gcm,$mb]} | $(ratio "${TP[scramble,$mb]}" "${TP[none,$mb]}") | $(ratio "${TP[aes128-gcm,$mb]}" "${TP[none,$mb]}") |"
+    done
+    if [ "$MPTCP" -eq 1 ]; then
+        for mb in $SIZES_MB; do
+            echo "| $mb MB, kernel MPTCP | ${KTP[none,$mb]} | ${KTP[scramble,$mb]} | ${KTP[aes128-gcm,$mb]} | $(ratio "${KTP[scramble,$mb]}" "${KTP[none,$mb]}") | $(ratio "${KTP[aes128-gcm,$mb]}" "${KTP[none,$mb]}") |"
+        done
+    fi
+    echo "| paper (seed 000 Fig 18) | 90 | 75 | 2 | 0.83 | 0.02 |"
+    echo
+    echo "Kernel MPTCP mode: the kernel put $MPTCP_SHARE of the last transfer on the wlan subflow (its choice; this layer cannot pin data). The server's subflow report (bytes received per subflow):"
+    echo
+    echo '```text'
+    cat "$RUN_DIR/mptcp-subflows.txt" 2>/dev/null || true
+    echo '```'
+    echo
+    echo "The untrusted path carried $SHARE_SHAPED of a scrambled $LAST_MB MB transfer (adaptive policy, cap 0.5; the 80 MB scrambled row is the mean of two runs)."
+    echo
+    echo "Two equal unshaped paths vs one (scrambled, $((BIG / 1000000)) MB, adaptive share; one path = \`--fixed --share 0\`; medians of $(wc -l <"$RUN_DIR/one.mbps") alternating runs: one path $(xargs <"$RUN_DIR/one.mbps"), two paths $(xargs <"$RUN_DIR/two.mbps")): one path $ONE Mbit/s, two paths $TWO Mbit/s, ratio $TWO_VS_ONE. Unshaped, the 2 vCPUs (client, eve forwarding both links, server) are the bottleneck, not the links. Both links shaped to 100 Mbit/s (100 MB): one path $EQ_ONE, two paths $EQ_TWO Mbit/s, ratio $EQ_RATIO."
+    echo
+    echo "Set-up time in µs over $SETUPS set-ups each (unshaped links), percentiles $PCTS:"
+    echo
+    echo "| kind | p10 | p25 | p50 | p75 | p90 | p99 |"
+    echo "|---|---|---|---|---|---|---|"
+    echo "| SMKEX, two paths (TCP connects + hellos + SEP/SMKEX + binding) | ${SMKEX_P// / | } |"
+    echo "| X25519, one path (TCP connect + one exchange) | ${DH_P// / | } |"
+    echo
+    echo "SMKEX set-up profile (medians, µs): TCP connects of both paths $(median "$RUN_DIR/smkex.c2"), hellos + SEP/SMKEX $(median "$RUN_DIR/smkex.c3"), binding tags $(median "$RUN_DIR/smkex.c4"); the baseline's total $DH_MED."
+    echo
+    echo "SMKEX extra at the median: $SMKEX_EXTRA µs (paper, seed 002 Fig 13: about +50 µs). Ping RTT client-server on the trusted path: $PING_US µs (mean of 50). SMKEX here is 4 round trips (TCP connect, SEP Request/Accept, shares and nonces, confirmation) against 2 for the baseline (connect, one share each way)."
+    echo
+    echo "Attacks: a share replaced on the untrusted path detected: $MITM_DETECTED (client error: \`$(cat "$RUN_DIR/mitm-cli.log")\`); an active attacker on both paths read $EVE_BOTH of 100000 patterns, and was refused when the client pinned the server's long-term key: $PINNED_REFUSED (\`$(cat "$RUN_DIR/pinned-cli.log")\`); 65 known plaintext bytes recovered $KP_BYTES bytes (one whole segment) of the untrusted path without the key."
+} >"$REPORT"
+cat "$REPORT" >&2
+
+if [ "$WRITE" -eq 1 ]; then
+    say "writing BENCHMARKS.md (multipath section) and docs/multipath.png"
+    B=$ROOT/BENCHMARKS.md
+    BEGIN='<!-- multipath:begin -->'
+    END='<!-- multipath:end -->'
+    if ! grep -qF "$BEGIN" "$B"; then
+        printf '\n## psp-multipath (testbed/multipath.sh)\n\n%s\n%s\n' "$BEGIN" "$END" >>"$B"
+    fi
+    awk -v b="$BEGIN" -v e="$END" -v f="$REPORT" '
+        $0 == b { print; while ((getline l < f) > 0) print l; skip = 1; next }
+        $0 == e { skip = 0 }
+        !skip { print }' "$B" >"$B.tmp" && mv "$B.tmp" "$B"
+    if command -v gnuplot >/dev/null; then
+        for mb in $SIZES_MB; do
+            echo "$mb ${TP[none,$mb]} ${TP[scramble,$mb]} ${TP[aes128-gcm,$mb]}"
+        done >"$RUN_DIR/tp.dat"
+        sort -n "$RUN_DIR/smkex.us" | awk '{print $1, NR}' >"$RUN_DIR/smkex.cdf"
+        sort -n "$RUN_DIR/dh.us" | awk '{print $1, NR}' >"$RUN_DIR/dh.cdf"
+        gnuplot <<EOF || fail "gnuplot"
+set terminal pngcairo size 1100,420 font "DejaVu Sans,10"
+set output "$ROOT/docs/multipath.png"
+set multiplot layout 1,2
+set title "Fig 18: file transfer throughput (shaped 100 + 54 Mbit/s)"
+set style data histograms
+set style histogram clustered gap 1
+set style fill solid 0.8 border -1
+set ylabel "Mbit/s"
+set xlabel "file size (MB)"
+set yrange [0:200]
+set key top left horizontal
+plot "$RUN_DIR/tp.dat" using 2:xtic(1) title "plain", "" using 3 title "scrambled", "" using 4 title "aes128-gcm"
+set title "seed 002 Fig 13: connection set-up time, CDF over $SETUPS"
+set style data lines
+set xlabel "µs"
+set ylabel "set-ups"
+set xrange [0:3000]
+set key bottom right
+plot "$RUN_DIR/smkex.cdf" using 1:2 title "SMKEX, two paths" lw 2, "$RUN_DIR/dh.cdf" using 1:2 title "X25519, one path" lw 2
+unset multiplot
+EOF
+    else
+        say "gnuplot missing (testbed/install-deps.sh installs it): no chart"
+    fi
+fi
+
+echo "RESULT scrambled_vs_plain=$SCR_VS_PLAIN aes_vs_plain=$AES_VS_PLAIN eve_hits_plain=${EVE_HITS[none]} eve_hits_scrambled=${EVE_HITS[scramble]} smkex_extra_us=$SMKEX_EXTRA mitm_one_path_detected=$MITM_DETECTED two_paths_vs_one=$TWO_VS_ONE eve_both_paths_hits=$EVE_BOTH pinned_both_paths_refused=$PINNED_REFUSED known_plaintext_recovered_bytes=$KP_BYTES"
+[ -e "$RUN_DIR/failed" ] && FAILED=1
+exit $FAILED
