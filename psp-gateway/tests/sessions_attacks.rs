@@ -232,29 +232,8 @@ fn a_request_flood_is_rate_limited_and_the_session_keeps_its_latency() {
 }
 
 /// The OS RNG for the test's handshakes.
-fn rand_core_os() -> impl handshake::rand_core::CryptoRngCore {
-    struct Os;
-    impl handshake::rand_core::RngCore for Os {
-        fn next_u32(&mut self) -> u32 {
-            let mut b = [0u8; 4];
-            self.fill_bytes(&mut b);
-            u32::from_le_bytes(b)
-        }
-        fn next_u64(&mut self) -> u64 {
-            let mut b = [0u8; 8];
-            self.fill_bytes(&mut b);
-            u64::from_le_bytes(b)
-        }
-        fn fill_bytes(&mut self, dest: &mut [u8]) {
-            getrandom::fill(dest).expect("rng");
-        }
-        fn try_fill_bytes(&mut self, dest: &mut [u8]) -> Result<(), handshake::rand_core::Error> {
-            self.fill_bytes(dest);
-            Ok(())
-        }
-    }
-    impl handshake::rand_core::CryptoRng for Os {}
-    Os
+fn rand_core_os() -> rand_core::OsRng {
+    rand_core::OsRng
 }
 
 /// A handshake config as host `n` would have it (eve pretends to be `n`).

@@ -14,7 +14,6 @@ use std::time::Instant as StdInstant;
 use psp_core::SuiteKey;
 use psp_core::crypto::SuiteId;
 use psp_core::handshake::messages::SuiteList;
-use psp_core::handshake::rand_core::{self, CryptoRng, RngCore};
 use psp_core::handshake::{
     Config as HsConfig, Event, Handshake, PathId, Peer, Role, SessionKeys, SmkexMode, StaticKey,
 };
@@ -135,33 +134,6 @@ impl Conn {
         }
     }
 }
-
-/// The OS RNG for the handshake (`getrandom`). [`check_rng`] runs first, so a failure here
-/// means the OS RNG broke after working once: nothing sensible is left to do but stop.
-struct OsRng;
-
-impl RngCore for OsRng {
-    fn next_u32(&mut self) -> u32 {
-        let mut b = [0u8; 4];
-        self.fill_bytes(&mut b);
-        u32::from_le_bytes(b)
-    }
-    fn next_u64(&mut self) -> u64 {
-        let mut b = [0u8; 8];
-        self.fill_bytes(&mut b);
-        u64::from_le_bytes(b)
-    }
-    fn fill_bytes(&mut self, dest: &mut [u8]) {
-        if let Err(e) = getrandom::fill(dest) {
-            panic!("the OS RNG failed after working: {e}");
-        }
-    }
-    fn try_fill_bytes(&mut self, dest: &mut [u8]) -> Result<(), rand_core::Error> {
-        self.fill_bytes(dest);
-        Ok(())
-    }
-}
-impl CryptoRng for OsRng {}
 
 /// Random bytes, or an error if the OS RNG fails.
 pub(crate) fn random<const N: usize>() -> Result<[u8; N], Error> {
@@ -425,7 +397,7 @@ async fn run_handshake(
         cfg.smkex = SmkexMode::Off;
         cfg.paths = 1;
     }
-    let mut rng = OsRng;
+    let mut rng = rand_core::OsRng;
     let mut hs = match (role, first) {
         (Role::Initiator, _) => {
             let peer = Peer {

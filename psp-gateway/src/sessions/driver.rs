@@ -17,13 +17,13 @@ use std::sync::Arc;
 use psp_core::crypto::SuiteId;
 use psp_core::handshake::identity::{ed25519_of, x25519_of};
 use psp_core::handshake::messages::{Body, Repr, SuiteList};
-use psp_core::handshake::rand_core::{self, CryptoRng, RngCore};
 use psp_core::handshake::{
     self, Event, FailReason, Handshake, Identity, PathId, Peer, RequestLimiter, Role, SessionKeys,
     Transmit,
 };
 use psp_core::time::{Duration, Instant};
 use psp_core::wire::Protocol;
+use rand_core::{OsRng, RngCore};
 use tokio::sync::{mpsc, watch};
 
 use super::{PeerSession, Tofu};
@@ -93,35 +93,6 @@ impl Link {
         }
     }
 }
-
-/// The OS RNG as the handshake's `CryptoRngCore`.
-struct OsRng;
-
-impl RngCore for OsRng {
-    fn next_u32(&mut self) -> u32 {
-        let mut b = [0u8; 4];
-        self.fill_bytes(&mut b);
-        u32::from_le_bytes(b)
-    }
-    fn next_u64(&mut self) -> u64 {
-        let mut b = [0u8; 8];
-        self.fill_bytes(&mut b);
-        u64::from_le_bytes(b)
-    }
-    fn fill_bytes(&mut self, dest: &mut [u8]) {
-        if let Err(e) = getrandom::fill(dest) {
-            // No randomness, no keys: stop rather than run handshakes on zeros.
-            tracing::error!(error = %e, "OS RNG failed; stopping");
-            std::process::abort();
-        }
-    }
-    fn try_fill_bytes(&mut self, dest: &mut [u8]) -> Result<(), rand_core::Error> {
-        self.fill_bytes(dest);
-        Ok(())
-    }
-}
-
-impl CryptoRng for OsRng {}
 
 /// Per-peer driver state.
 #[derive(Debug, Default)]
