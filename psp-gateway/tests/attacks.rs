@@ -20,14 +20,15 @@ mod common;
 use core::time::Duration;
 use std::collections::BTreeMap;
 use std::thread::sleep;
-use std::time::Instant;
 
 use psp_core::crypto::{SuiteId, SuiteKey};
 use psp_core::session::{Opener, OpenerConfig, Sealer, SealerConfig};
 use psp_core::time::Instant as PspInstant;
 use psp_core::wire::Seq;
 
-use common::{Gateway, Testbed, TestbedOptions, counter, delta, wait_status};
+use common::{
+    Captured, Gateway, PacketSocket, Testbed, TestbedOptions, counter, delta, wait_status,
+};
 
 const ETH_P_ALL: u16 = 0x0003;
 const ETH_P_ARP: u16 = 0x0806;
@@ -36,66 +37,6 @@ const SUITE: SuiteId = SuiteId::BfCbcHmacSha1;
 /// Clear part of a PSP frame without security number and timestamp; the ICV of the suite.
 const CLEAR_LEN: usize = 19;
 const ICV_LEN: usize = 20;
-
-/// Eve's AF_PACKET socket, bound to one interface inside a network namespace.
-struct PacketSocket(psp_gateway::io::sys::PacketSocket);
-
-impl PacketSocket {
-    /// Opens a raw packet socket for `proto` on `ifname` inside namespace `ns`. The socket is
-    /// created by a short-lived thread that entered the namespace; it stays bound to that
-    /// namespace's interface when used from any thread.
-    fn open(ns: &str, ifname: &str, proto: u16) -> Self {
-        let (ns_name, ifname) = (ns.to_owned(), ifname.to_owned());
-        let sock = std::thread::spawn(move || {
-            // This thread enters the namespace, creates the socket and ends.
-            psp_gateway::io::sys::enter_netns(&ns_name)?;
-            psp_gateway::io::sys::PacketSocket::open(&ifname, proto)
-        })
-        .join()
-        .expect("socket thread")
-        .unwrap_or_else(|e| panic!("AF_PACKET socket in {ns}: {e}"));
-        Self(sock)
-    }
-
-    /// Sends one whole Ethernet frame.
-    fn send(&self, frame: &[u8]) {
-        match self.0.send(frame) {
-            Ok(n) => assert_eq!(n, frame.len(), "short send of a {}-byte frame", frame.len()),
-            Err(e) => panic!("send a {}-byte frame: {e}", frame.len()),
-        }
-    }
-
-    /// Receives every frame that arrives within `window` (incoming and outgoing).
-    fn recv_for(&self, window: Duration) -> Vec<Captured> {
-        let deadline = Instant::now() + window;
-        let mut out = Vec::new();
-        let mut buf = vec![0u8; 65_536];
-        loop {
-            let left = deadline.saturating_duration_since(Instant::now());
-            match self.0.recv_timeout(&mut buf, left) {
-                Ok(Some(r)) => out.push(Captured {
-                    data: buf[..r.len].to_vec(),
-                    outgoing: r.outgoing,
-                }),
-                // A pending socket error (read clears it) or nothing in time; stop at the
-                // deadline either way.
-                Ok(None) | Err(_) if left.is_zero() => return out,
-                Ok(None) | Err(_) => {}
-            }
-        }
-    }
-
-    /// Discards whatever is queued.
-    fn drain(&self) {
-        let _ = self.recv_for(Duration::from_millis(20));
-    }
-}
-
-/// A received frame, and whether this host sent it (`PACKET_OUTGOING`).
-struct Captured {
-    data: Vec<u8>,
-    outgoing: bool,
-}
 
 /// Incoming PSP frames from `src` to `dst` (MACs), in arrival order.
 fn psp_frames(caps: &[Captured], src: [u8; 6], dst: [u8; 6]) -> Vec<Vec<u8>> {

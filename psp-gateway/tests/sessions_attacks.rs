@@ -26,7 +26,7 @@ use psp_core::session::{Opener, OpenerConfig, Sealer, SealerConfig};
 use psp_core::time::Instant as PspInstant;
 use psp_core::wire::{Protocol, Seq};
 
-use common::{Testbed, TestbedOptions, counter, ensure_tools, wait_status};
+use common::{PacketSocket, Testbed, TestbedOptions, counter, ensure_tools, wait_status};
 
 const ETH_P_PSP: u16 = 0x1982;
 
@@ -37,35 +37,6 @@ fn serial() -> std::sync::MutexGuard<'static, ()> {
     SERIAL.lock().unwrap_or_else(|e| e.into_inner())
 }
 const SUITE: SuiteId = SuiteId::Aes128Gcm;
-
-/// Eve's AF_PACKET socket on one interface of a namespace.
-struct PacketSocket(psp_gateway::io::sys::PacketSocket);
-
-impl PacketSocket {
-    fn open(ns: &str, ifname: &str, proto: u16) -> Self {
-        let (ns_name, ifname) = (ns.to_owned(), ifname.to_owned());
-        let sock = std::thread::spawn(move || {
-            psp_gateway::io::sys::enter_netns(&ns_name)?;
-            psp_gateway::io::sys::PacketSocket::open(&ifname, proto)
-        })
-        .join()
-        .expect("socket thread")
-        .unwrap_or_else(|e| panic!("AF_PACKET socket in {ns}: {e}"));
-        Self(sock)
-    }
-
-    fn send(&self, frame: &[u8]) {
-        let _ = self.0.send(frame);
-    }
-
-    /// The next incoming frame within `timeout`.
-    fn recv(&self, buf: &mut [u8], timeout: Duration) -> Option<usize> {
-        match self.0.recv_timeout(buf, timeout) {
-            Ok(Some(r)) if !r.outgoing => Some(r.len),
-            _ => None,
-        }
-    }
-}
 
 fn testbed(paths: u8, smkex: &str, identity: bool) -> Testbed {
     ensure_tools(&["nft"]);
@@ -199,7 +170,7 @@ fn a_request_flood_is_rate_limited_and_the_session_keeps_its_latency() {
                     request,
                     &mut out,
                 ) {
-                    eve.send(f);
+                    let _ = eve.try_send(f);
                     sent += 1;
                 }
                 // About 5,000 requests a second.
@@ -317,7 +288,7 @@ fn relay(
         let start = Instant::now();
         let now = || PspInstant::from_micros(start.elapsed().as_micros() as u64);
         while !stop.load(Ordering::Relaxed) {
-            let got = eve.recv(&mut buf, Duration::from_millis(20));
+            let got = eve.recv_incoming(&mut buf, Duration::from_millis(20));
             if let Some(len) = got {
                 let frame = &mut buf[..len];
                 let Some(src) = host_of(frame[6..12].try_into().unwrap_or_default()) else {
@@ -325,7 +296,7 @@ fn relay(
                 };
                 let Some(dst) = host_of(frame[..6].try_into().unwrap_or_default()) else {
                     // Broadcast (ARP under the group key): relayed as it is.
-                    eve.send(frame);
+                    let _ = eve.try_send(frame);
                     continue;
                 };
                 let original = frame.to_vec();
@@ -355,7 +326,7 @@ fn relay(
                                 loot.rewrites += 1;
                             }
                         }
-                        eve.send(&out_frame);
+                        let _ = eve.try_send(&out_frame);
                     }
                     (
                         Mode::FullMitm,
@@ -406,7 +377,7 @@ fn relay(
                                 loot.decrypted.push(o.frame().to_vec());
                             }
                         }
-                        eve.send(&original);
+                        let _ = eve.try_send(&original);
                     }
                     _ => eve.send(&original),
                 }
@@ -429,7 +400,7 @@ fn relay(
                         &msg[..t.len],
                         &mut out,
                     ) {
-                        eve.send(f);
+                        let _ = eve.try_send(f);
                     }
                 }
                 if h.poll_timeout().is_some_and(|t| t <= now()) {

@@ -884,6 +884,81 @@ pub(crate) fn wait_status(
     }
 }
 
+/// Eve's AF_PACKET socket, bound to one interface inside a network namespace.
+pub(crate) struct PacketSocket(psp_gateway::io::sys::PacketSocket);
+
+impl PacketSocket {
+    /// Opens a raw packet socket for `proto` on `ifname` inside namespace `ns`. The socket is
+    /// created by a short-lived thread that entered the namespace; it stays bound to that
+    /// namespace's interface when used from any thread.
+    pub(crate) fn open(ns: &str, ifname: &str, proto: u16) -> Self {
+        let (ns_name, ifname) = (ns.to_owned(), ifname.to_owned());
+        let sock = std::thread::spawn(move || {
+            // This thread enters the namespace, creates the socket and ends.
+            psp_gateway::io::sys::enter_netns(&ns_name)?;
+            psp_gateway::io::sys::PacketSocket::open(&ifname, proto)
+        })
+        .join()
+        .expect("socket thread")
+        .unwrap_or_else(|e| panic!("AF_PACKET socket in {ns}: {e}"));
+        Self(sock)
+    }
+
+    /// Sends one whole Ethernet frame.
+    pub(crate) fn send(&self, frame: &[u8]) {
+        match self.0.send(frame) {
+            Ok(n) => assert_eq!(n, frame.len(), "short send of a {}-byte frame", frame.len()),
+            Err(e) => panic!("send a {}-byte frame: {e}", frame.len()),
+        }
+    }
+
+    /// Sends one frame, ignoring a full buffer or any other error (floods).
+    pub(crate) fn try_send(&self, frame: &[u8]) -> bool {
+        self.0.send(frame).is_ok()
+    }
+
+    /// The next frame this host did not send, within `timeout`, into `buf`.
+    pub(crate) fn recv_incoming(&self, buf: &mut [u8], timeout: Duration) -> Option<usize> {
+        match self.0.recv_timeout(buf, timeout) {
+            Ok(Some(r)) if !r.outgoing => Some(r.len),
+            _ => None,
+        }
+    }
+
+    /// Receives every frame that arrives within `window` (incoming and outgoing).
+    pub(crate) fn recv_for(&self, window: Duration) -> Vec<Captured> {
+        let deadline = Instant::now() + window;
+        let mut out = Vec::new();
+        let mut buf = vec![0u8; 65_536];
+        loop {
+            let left = deadline.saturating_duration_since(Instant::now());
+            match self.0.recv_timeout(&mut buf, left) {
+                Ok(Some(r)) => out.push(Captured {
+                    data: buf[..r.len].to_vec(),
+                    outgoing: r.outgoing,
+                }),
+                // A pending socket error (read clears it) or nothing in time; stop at the
+                // deadline either way.
+                Ok(None) | Err(_) if left.is_zero() => return out,
+                Ok(None) | Err(_) => {}
+            }
+        }
+    }
+
+    /// Discards whatever is queued.
+    pub(crate) fn drain(&self) {
+        let _ = self.recv_for(Duration::from_millis(20));
+    }
+}
+
+/// A received frame, and whether this host sent it (`PACKET_OUTGOING`).
+pub(crate) struct Captured {
+    /// The frame.
+    pub(crate) data: Vec<u8>,
+    /// Sent by this host.
+    pub(crate) outgoing: bool,
+}
+
 #[cfg(test)]
 mod harness_tests {
     use super::*;
