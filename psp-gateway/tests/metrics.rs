@@ -220,6 +220,29 @@ fn scrape_a_running_gateway() {
     );
 }
 
+/// Every series in `names` has a sample for peer vm2 in `text`.
+fn assert_vm2_series(text: &str, names: &[&str]) {
+    for name in names {
+        assert!(
+            text.contains(&format!("\n{name}{{peer=\"vm2\"}} ")),
+            "no {name}:\n{text}"
+        );
+    }
+}
+
+/// vm1's `/metrics` in the text format (the answer must be `200 OK`).
+fn scrape_vm1(tb: &Testbed) -> String {
+    let answer = http(
+        &tb.ns("vm1"),
+        &format!("127.0.0.1:{PORT}"),
+        "GET /metrics HTTP/1.1\r\n\r\n",
+    )
+    .unwrap_or_else(|e| panic!("scrape: {e}"));
+    let (status, _, text) = split(&answer);
+    assert_eq!(status, "HTTP/1.1 200 OK", "{answer}");
+    text.to_owned()
+}
+
 #[test]
 fn scrape_normalizer_metrics() {
     const S_GOAL_KBPS: u64 = 2000;
@@ -231,14 +254,8 @@ fn scrape_normalizer_metrics() {
     let vm1 = tb.start(1);
     let _vm2 = tb.start(2);
     tb.ping_until_up(1, 2, Duration::from_secs(10));
-    let answer = http(
-        &tb.ns("vm1"),
-        &format!("127.0.0.1:{PORT}"),
-        "GET /metrics HTTP/1.1\r\n\r\n",
-    )
-    .unwrap_or_else(|e| panic!("scrape: {e}"));
-    let (status, _, text) = split(&answer);
-    assert_eq!(status, "HTTP/1.1 200 OK", "{answer}");
+    let body = scrape_vm1(&tb);
+    let text = body.as_str();
     assert_eq!(
         sample(text, "psp_peer_norm_goal_bytes_per_second{peer=\"vm2\"}"),
         S_GOAL_KBPS * 125
@@ -251,18 +268,16 @@ fn scrape_normalizer_metrics() {
     );
     // A normalized tunnel sends all the time: these only grow.
     assert!(sample(text, "psp_peer_norm_frames_sent_total{peer=\"vm2\"}") > 0);
-    for name in [
-        "psp_peer_norm_rate_bytes_per_second",
-        "psp_peer_norm_loss_ratio",
-        "psp_peer_norm_rtt_seconds",
-        "psp_peer_norm_rounds_total",
-        "psp_peer_norm_inner_drops_total",
-    ] {
-        assert!(
-            text.contains(&format!("\n{name}{{peer=\"vm2\"}} ")),
-            "no {name}:\n{text}"
-        );
-    }
+    assert_vm2_series(
+        text,
+        &[
+            "psp_peer_norm_rate_bytes_per_second",
+            "psp_peer_norm_loss_ratio",
+            "psp_peer_norm_rtt_seconds",
+            "psp_peer_norm_rounds_total",
+            "psp_peer_norm_inner_drops_total",
+        ],
+    );
     assert_promtool_accepts(text);
 }
 
@@ -276,14 +291,8 @@ fn scrape_session_metrics() {
     let _vm1 = tb.start(1);
     let _vm2 = tb.start(2);
     tb.ping_until_up(1, 2, Duration::from_secs(10));
-    let answer = http(
-        &tb.ns("vm1"),
-        &format!("127.0.0.1:{PORT}"),
-        "GET /metrics HTTP/1.1\r\n\r\n",
-    )
-    .unwrap_or_else(|e| panic!("scrape: {e}"));
-    let (status, _, text) = split(&answer);
-    assert_eq!(status, "HTTP/1.1 200 OK", "{answer}");
+    let body = scrape_vm1(&tb);
+    let text = body.as_str();
     assert_eq!(
         sample(text, "psp_peer_session_up{peer=\"vm2\"}"),
         1,
@@ -305,15 +314,13 @@ fn scrape_session_metrics() {
         ),
         "{text}"
     );
-    for name in [
-        "psp_peer_session_age_seconds",
-        "psp_peer_handshake_seconds",
-        "psp_peer_rekeys_total",
-    ] {
-        assert!(
-            text.contains(&format!("\n{name}{{peer=\"vm2\"}} ")),
-            "no {name}:\n{text}"
-        );
-    }
+    assert_vm2_series(
+        text,
+        &[
+            "psp_peer_session_age_seconds",
+            "psp_peer_handshake_seconds",
+            "psp_peer_rekeys_total",
+        ],
+    );
     assert_promtool_accepts(text);
 }
