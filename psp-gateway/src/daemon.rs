@@ -228,6 +228,9 @@ async fn serve(config: Config, opts: &Options) -> Result<(), DaemonError> {
         ),
         None => None,
     };
+    // Before the privilege drop: it asks for real-time priority as it starts.
+    let pacing = crate::dataplane::pacing::Pacing::spawn(origin, mac)
+        .map_err(|e| runtime("pacer thread", e))?;
     let user = opts.user.clone().or_else(|| config.daemon.user.clone());
     if let Some(user) = &user {
         crate::io::sys::chown_path(&sock_path, user)
@@ -247,6 +250,7 @@ async fn serve(config: Config, opts: &Options) -> Result<(), DaemonError> {
         mac,
         origin,
         sessions: link,
+        pacing,
     });
     let info = Info {
         interface: tap.name().to_owned(),

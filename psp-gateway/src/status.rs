@@ -81,6 +81,7 @@ pub(crate) fn document(info: &Info, shared: &Shared, set: &PeerSet) -> Value {
         },
         "peers": peers,
         "sessions": shared.sessions.as_ref().map(|l| json!({ "driver_dropped": l.dropped.get() })),
+        "pacer_realtime": shared.pacing.is_realtime(),
         "drops": drops,
         "ignored": ignored,
         "drops_total": total,

@@ -12,6 +12,11 @@
 //! estimate of the timing channel's capacity (a threshold detector on per-second counts, as a
 //! binary symmetric channel) and checks that the sending rate stayed at S_goal (the path has no
 //! loss, so the controller never lowers it).
+//!
+//! A third phase checks departure *timing*, which counts per 100 ms cannot see: vm1's outer
+//! frames to vm2, timestamped by the kernel as they leave vm1's uplink (tcpdump, ns), must have
+//! the same inter-departure distribution while the insider is silent and while it saturates
+//! the tunnel (two-sample Kolmogorov-Smirnov at α = 0.001; docs/GATEWAY.md has the figures).
 
 mod common;
 
@@ -347,6 +352,219 @@ fn run(tb: &Testbed, mode: Mode, vm1: &common::Gateway) {
     }
 }
 
+/// The pacing test's phases: idle and saturated seconds, alternating (drift in either cancels).
+const TIMING_PHASES: [bool; 8] = [false, true, false, true, false, true, false, true];
+/// The KS test's significance level: the false-positive rate if both samples came from one
+/// distribution of independent intervals.
+const KS_ALPHA: f64 = 0.001;
+
+/// Starts tcpdump in `ns` on `ifname`'s transmit side (kernel timestamps in nanoseconds, taken
+/// as the frame leaves the interface), writing PSP frames to `file`.
+fn start_tcpdump(ns: &str, ifname: &str, file: &std::path::Path) -> std::process::Child {
+    let child = std::process::Command::new("ip")
+        .args([
+            "netns", "exec", ns, "tcpdump", "-i", ifname, "-Q", "out", "-n", "-s", "64",
+        ])
+        .args([
+            "-B",
+            "16384",
+            "--immediate-mode",
+            "--time-stamp-precision",
+            "nano",
+            "-w",
+        ])
+        .arg(file)
+        .args(["ether", "proto", "0x1982"])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::fs::File::create(file.with_extension("log")).expect("tcpdump log"))
+        .spawn()
+        .expect("tcpdump (testbed/install-deps.sh installs it)");
+    // tcpdump writes the file header once it listens.
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while std::fs::metadata(file).map_or(true, |m| m.len() < 24) {
+        assert!(Instant::now() < deadline, "tcpdump did not start");
+        sleep(Duration::from_millis(20));
+    }
+    child
+}
+
+/// (timestamp ns, destination MAC) of every frame in a nanosecond pcap file.
+fn read_pcap_ns(file: &std::path::Path) -> Vec<(u64, [u8; 6])> {
+    let b = std::fs::read(file).expect("read pcap");
+    assert!(
+        b.len() >= 24 && b[..4] == 0xa1b2_3c4du32.to_le_bytes(),
+        "not a little-endian nanosecond pcap"
+    );
+    let u32_at = |i: usize| u32::from_le_bytes(b[i..i + 4].try_into().expect("4 bytes"));
+    let mut out = Vec::new();
+    let mut i = 24;
+    while i + 16 <= b.len() {
+        let (sec, ns, incl) = (u32_at(i), u32_at(i + 4), u32_at(i + 8) as usize);
+        let data = &b[i + 16..(i + 16 + incl).min(b.len())];
+        if let Some(dst) = data.get(..6) {
+            let at = u64::from(sec) * 1_000_000_000 + u64::from(ns);
+            out.push((at, dst.try_into().expect("6 bytes")));
+        }
+        i += 16 + incl;
+    }
+    out
+}
+
+/// The two-sample Kolmogorov-Smirnov statistic: the largest gap between the samples' CDFs.
+fn ks_statistic(a: &[f64], b: &[f64]) -> f64 {
+    let (mut a, mut b) = (a.to_vec(), b.to_vec());
+    a.sort_by(f64::total_cmp);
+    b.sort_by(f64::total_cmp);
+    let (mut i, mut j, mut d) = (0usize, 0usize, 0f64);
+    while i < a.len() && j < b.len() {
+        let x = a[i].min(b[j]);
+        while i < a.len() && a[i] <= x {
+            i += 1;
+        }
+        while j < b.len() && b[j] <= x {
+            j += 1;
+        }
+        d = d.max((i as f64 / a.len() as f64 - j as f64 / b.len() as f64).abs());
+    }
+    d
+}
+
+/// The KS critical value at level `alpha` for samples of `n` and `m` (asymptotic).
+fn ks_critical(alpha: f64, n: usize, m: usize) -> f64 {
+    let (n, m) = (n as f64, m as f64);
+    (-(alpha / 2.0).ln() / 2.0).sqrt() * ((n + m) / (n * m)).sqrt()
+}
+
+fn percentiles(x: &[f64]) -> String {
+    let mut x = x.to_vec();
+    x.sort_by(f64::total_cmp);
+    let at = |q: f64| x[((x.len() - 1) as f64 * q).round() as usize];
+    format!(
+        "p1 {:.1} p50 {:.1} p99 {:.1} max {:.1} µs",
+        at(0.01),
+        at(0.5),
+        at(0.99),
+        at(1.0)
+    )
+}
+
+/// The pacer's departure times must not follow the protected traffic: vm1's outer frames to
+/// vm2, timestamped by the kernel as they leave vm1's uplink, have the same inter-departure
+/// distribution while the insider is silent and while it saturates the tunnel (two-sample
+/// Kolmogorov-Smirnov at level [`KS_ALPHA`]). Frame counts per 100 ms (above) cannot see
+/// jitter or catch-up bursts; this can.
+/// CPU time (clock ticks) of the thread named `name` of process `pid`.
+fn thread_ticks(pid: u32, name: &str) -> Option<u64> {
+    for t in std::fs::read_dir(format!("/proc/{pid}/task"))
+        .ok()?
+        .flatten()
+    {
+        let comm = std::fs::read_to_string(t.path().join("comm")).unwrap_or_default();
+        if comm.trim() != name {
+            continue;
+        }
+        let stat = std::fs::read_to_string(t.path().join("stat")).ok()?;
+        // Fields after the parenthesised name: state is field 3, utime 14, stime 15.
+        let rest = stat.rsplit_once(')')?.1;
+        let f: Vec<&str> = rest.split_whitespace().collect();
+        return Some(f.get(11)?.parse::<u64>().ok()? + f.get(12)?.parse::<u64>().ok()?);
+    }
+    None
+}
+
+fn departure_timing(tb: &Testbed, vm1: &common::Gateway) {
+    let ticks0 = thread_ticks(vm1.pid(), "psp-pacer");
+    let wall0 = Instant::now();
+    let file = tb.dir().join("departures.pcap");
+    let mut dump = start_tcpdump(&tb.ns("vm1"), "up0", &file);
+    sleep(Duration::from_millis(300));
+    let dst = format!("{}:9", Testbed::ip(2));
+    let ns = tb.ns("vm1");
+    let t0 = std::time::SystemTime::now();
+    let blaster = thread::spawn(move || {
+        enter(&ns).expect("insider enters vm1");
+        let sock = UdpSocket::bind("0.0.0.0:0").expect("insider socket");
+        let big = [0x5au8; 1200];
+        let start = Instant::now();
+        for (i, &busy) in TIMING_PHASES.iter().enumerate() {
+            let end = start + Duration::from_secs(i as u64 + 1);
+            if !busy {
+                sleep(end.saturating_duration_since(Instant::now()));
+                continue;
+            }
+            // As fast as the socket takes them: far above S_goal.
+            while Instant::now() < end {
+                for _ in 0..16 {
+                    let _ = sock.send_to(&big, &dst);
+                }
+                thread::yield_now();
+            }
+        }
+    });
+    blaster.join().expect("blaster");
+    sleep(Duration::from_millis(200));
+    // SIGINT: tcpdump flushes its buffer and exits.
+    let _ = std::process::Command::new("kill")
+        .args(["-INT", &dump.id().to_string()])
+        .status();
+    let _ = dump.wait();
+    let log = std::fs::read_to_string(file.with_extension("log")).unwrap_or_default();
+    println!("tcpdump: {}", log.trim().replace('\n', "; "));
+    let start_ns = t0
+        .duration_since(std::time::UNIX_EPOCH)
+        .expect("clock")
+        .as_nanos() as u64;
+    let frames: Vec<u64> = read_pcap_ns(&file)
+        .into_iter()
+        .filter(|(_, d)| *d == Testbed::mac(2))
+        .map(|(t, _)| t)
+        .collect();
+    let (mut idle, mut busy) = (Vec::new(), Vec::new());
+    for w in frames.windows(2) {
+        let Some(since) = w[0].checked_sub(start_ns) else {
+            continue;
+        };
+        let (phase, into) = (since / 1_000_000_000, since % 1_000_000_000);
+        // The first 200 ms of a phase are left out (the queue fills or drains then).
+        let Some(&b) = TIMING_PHASES.get(phase as usize) else {
+            continue;
+        };
+        if into < 200_000_000 {
+            continue;
+        }
+        let gap_us = (w[1] - w[0]) as f64 / 1000.0;
+        if b { &mut busy } else { &mut idle }.push(gap_us);
+    }
+    assert!(
+        idle.len() > 200 && busy.len() > 200,
+        "too few departures captured: {} idle, {} saturated",
+        idle.len(),
+        busy.len()
+    );
+    if let (Some(a), Some(b)) = (ticks0, thread_ticks(vm1.pid(), "psp-pacer")) {
+        // USER_HZ is 100 on Linux.
+        let cpu = (b - a) as f64 / 100.0 / wall0.elapsed().as_secs_f64();
+        println!(
+            "vm1's pacer thread used {:.1} % of a core (realtime: {})",
+            cpu * 100.0,
+            vm1.status_json()["pacer_realtime"]
+        );
+    }
+    let d = ks_statistic(&idle, &busy);
+    let crit = ks_critical(KS_ALPHA, idle.len(), busy.len());
+    println!(
+        "departures vm1->vm2, inter-departure times: idle n {} {}; saturated n {} {}; KS D = {d:.4}, critical {crit:.4} (alpha {KS_ALPHA})",
+        idle.len(),
+        percentiles(&idle),
+        busy.len(),
+        percentiles(&busy)
+    );
+    assert!(
+        d < crit,
+        "the pacer's departure times follow the protected traffic: KS D = {d:.4} >= {crit:.4}"
+    );
+}
+
 /// The rate does change when the path does: a 2 Mbit/s bottleneck towards vm2 makes vm2's
 /// controller see loss and vm1 slow down below it.
 fn path_change(tb: &Testbed, vm1: &common::Gateway) {
@@ -435,6 +653,7 @@ fn insider_cannot_signal_through_a_normalized_tunnel() {
     println!("{}", vm1.status_table());
     run(&tb, Mode::OnOff, &vm1);
     run(&tb, Mode::Sizes, &vm1);
+    departure_timing(&tb, &vm1);
     path_change(&tb, &vm1);
     reload_keeps_the_tunnel(&tb, &vm1, &vm2);
     println!("{}", vm1.status_table());

@@ -7,6 +7,7 @@
 pub(crate) mod counters;
 pub(crate) mod keys;
 pub(crate) mod normalize;
+pub(crate) mod pacing;
 pub(crate) mod peers;
 pub(crate) mod set;
 
@@ -39,6 +40,8 @@ pub(crate) struct Shared {
     pub(crate) origin: std::time::Instant,
     /// The channel to the session driver, with `[session]`.
     pub(crate) sessions: Option<crate::sessions::Link>,
+    /// The normalizer's pacer thread.
+    pub(crate) pacing: Arc<pacing::Pacing>,
 }
 
 impl Shared {

@@ -3,16 +3,17 @@
 //!
 //! ```text
 //!  tx_loop: TAP frame to the peer (or a broadcast) ──push_inner──► Endpoint tx queue (drop-tail)
-//!  pacing task (one per peer): sleep_until(poll_timeout) ─► poll_transmit ─► seal_sub(Normalized)
-//!                              ─► uplink (every frame the same length, real or dummy)
+//!  pacer thread (all peers, super::pacing): poll_transmit(next slot) ─► seal_sub(Normalized)
+//!                 ahead of the slot ─► at the slot: uplink (every frame one length, real or dummy)
 //!  rx_loop: opened frame, protocol Normalized ──handle_payload──► Endpoint ─► poll_event
 //!           ─► check_inner (length, our MAC or a group, the peer's MAC) ─► TAP
 //! ```
 //!
 //! The non-normalized fast path is unchanged: the transmit and receive tasks only divert frames
-//! of normalized peers here. The endpoint sits behind a mutex shared by the three tasks (taken
-//! once per inner frame, per received payload and per pacing wake-up; never across an await).
-//! The peer's unicast frames are sealed only by the pacing task, with the sealer kept in that
+//! of normalized peers here. The endpoint sits behind a mutex shared by the two tasks and the pacer
+//! thread (taken once per inner frame, per received payload and per outer frame, which the
+//! pacer seals ahead of its slot; never across an await).
+//! The peer's unicast frames are sealed only by the pacer thread, with the sealer kept in that
 //! mutex, so one key never has two sequence-number streams; on reload a replacement endpoint
 //! takes the sealer over in the peer set's commit step ([`super::set`]). The inner frames the
 //! endpoint reassembles are checked like the ordinary path's opened frames before the TAP
@@ -23,7 +24,6 @@
 
 use core::net::SocketAddr;
 use core::sync::atomic::{AtomicBool, Ordering};
-use std::io;
 use std::path::Path;
 use std::sync::{Arc, Mutex, MutexGuard};
 
@@ -37,7 +37,7 @@ use super::counters::{Counter, PeerCounters};
 use super::{DropLog, Mac, Shared, is_group, mac_at};
 use crate::config::{ConfigError, NormalizeConfig, PeerConfig, PeerSecurity};
 use crate::io::tap::Tap;
-use crate::io::{BATCH, Batch, ETHERNET_HEADER_LEN, SLOT_LEN, Uplink};
+use crate::io::{Batch, ETHERNET_HEADER_LEN, SLOT_LEN, Uplink};
 
 /// Bytes of the delivery queue of each endpoint (inner frames waiting for the TAP write).
 const RX_QUEUE_BYTES: usize = 32 * 1024;
@@ -400,7 +400,7 @@ impl NormPeer {
     }
 
     /// Takes over the sealer of `old` (its predecessor, same key settings), so the key keeps
-    /// one sequence-number stream; `old`'s pacing task ends at its next wake-up. Keeps this
+    /// one sequence-number stream; the pacer drops `old` after its next departure. Keeps this
     /// endpoint's own sealer if `old` has none left.
     pub(crate) fn take_sealer_from(&self, old: &Self) {
         let Some(sealer) = old.lock().sealer.take() else {
@@ -409,18 +409,87 @@ impl NormPeer {
         self.lock().sealer = Some(sealer);
     }
 
-    /// Stops the pacing task at its next wake-up (the peer left the configuration, or got a
+    /// Stops the pacer serving this endpoint after its next departure (the peer left the configuration, or got a
     /// new endpoint).
     pub(crate) fn retire(&self) {
         self.retired.store(true, Ordering::Relaxed);
     }
 
-    /// Starts the pacing task of `np`, unless it has one.
+    /// Hands `np` to the pacer thread ([`super::pacing`]), unless it has it already.
     pub(crate) fn start(np: &Arc<Self>, uplink: &Arc<Uplink>, shared: &Arc<Shared>) {
         if !np.started.swap(true, Ordering::Relaxed) {
-            tokio::spawn(pace(Arc::clone(np), Arc::clone(uplink), Arc::clone(shared)));
+            shared.pacing.add(Arc::clone(np), Arc::clone(uplink));
         }
     }
+
+    /// Whether the pacer was told to stop serving this endpoint.
+    pub(crate) fn is_retired(&self) -> bool {
+        self.retired.load(Ordering::Relaxed)
+    }
+
+    /// Seals the frame of the pacer's next slot into `out` (cleared first), ahead of the slot
+    /// (the pacer thread's step after each departure; `now` is the current time, `src` our
+    /// MAC). A slot already past departs at `now`: the core's pacer then bounds the catch-up.
+    pub(crate) fn prepare(
+        &self,
+        now: Instant,
+        payload: &mut [u8],
+        out: &mut Batch,
+        src: Mac,
+    ) -> Prepared {
+        out.clear();
+        let mut st = self.lock();
+        let State { ep, sealer, .. } = &mut *st;
+        let Some(sealer) = sealer.as_mut() else {
+            // Handed over to a replacement endpoint.
+            return Prepared::Done;
+        };
+        let Some(slot) = ep.poll_timeout() else {
+            tracing::warn!(peer = %self.name, "normalized sequence numbers used up; restart the daemon to re-key");
+            return Prepared::Done;
+        };
+        let at = slot.max(now);
+        // Validation guarantees at least one MAC per peer.
+        let dst = self.macs.first().copied().unwrap_or_default();
+        if let Some(t) = ep.poll_transmit(at, payload) {
+            let mut sealed = false;
+            out.push_with(self.endpoint, |frame| {
+                let r = sealer.seal_sub(at, dst, src, Protocol::Normalized, t.payload, frame);
+                sealed = r.is_ok();
+                r.ok().map(<[u8]>::len)
+            });
+            if !sealed {
+                self.counters.seal_error.add(1);
+            }
+        }
+        Prepared::At(at)
+    }
+
+    /// Sends the frame [`Self::prepare`] sealed (at its slot), counting refusals.
+    pub(crate) fn send(&self, uplink: &Uplink, out: &Batch) {
+        if out.is_empty() {
+            return;
+        }
+        let sent = match uplink.send_batch_blocking(out) {
+            Ok(n) => n,
+            Err(e) => {
+                tracing::debug!(peer = %self.name, error = %e, "normalized frame not sent");
+                0
+            }
+        };
+        self.counters
+            .tx_error
+            .add(out.len().saturating_sub(sent) as u64);
+    }
+}
+
+/// What [`NormPeer::prepare`] did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Prepared {
+    /// A frame is sealed for this instant (none when sealing failed; counted).
+    At(Instant),
+    /// The endpoint is done: its sealer went to a replacement, or its sequence numbers ran out.
+    Done,
 }
 
 #[cfg(test)]
@@ -428,11 +497,6 @@ impl NormPeer {
     /// The next sequence number of the sealer this endpoint holds, if it holds one.
     pub(crate) fn sealer_seq(&self) -> Option<psp_core::Seq> {
         self.lock().sealer.as_ref().and_then(Sealer::next_seq)
-    }
-
-    /// Whether the pacing task was told to stop.
-    pub(crate) fn is_retired(&self) -> bool {
-        self.retired.load(Ordering::Relaxed)
     }
 }
 
@@ -475,63 +539,6 @@ pub(super) async fn deliver(
         };
         np.counters.count(drop);
         log.log(&np.name, drop.as_str(), f.len());
-    }
-}
-
-/// The pacing task of one peer: at each slot of the endpoint's pacer, seals and sends every
-/// payload it emits (real or dummy, all of one length). Ends when the peer is retired or its
-/// sealer handed over, or on an uplink error (logged).
-async fn pace(np: Arc<NormPeer>, uplink: Arc<Uplink>, shared: Arc<Shared>) {
-    if let Err(e) = pace_inner(&np, &uplink, &shared).await {
-        tracing::error!(peer = %np.name, error = %e, "normalized pacing stopped");
-    }
-}
-
-async fn pace_inner(np: &NormPeer, uplink: &Uplink, shared: &Shared) -> io::Result<()> {
-    let mut payload = vec![0u8; SLOT_LEN];
-    let mut out = Batch::new(BATCH);
-    let src = shared.mac;
-    // Validation guarantees at least one MAC per peer.
-    let dst = np.macs.first().copied().unwrap_or_default();
-    loop {
-        if np.retired.load(Ordering::Relaxed) {
-            return Ok(());
-        }
-        let Some(next) = np.lock().ep.poll_timeout() else {
-            tracing::warn!(peer = %np.name, "normalized sequence numbers used up; restart the daemon to re-key");
-            return Ok(());
-        };
-        let at = shared.origin + core::time::Duration::from_micros(next.total_micros());
-        tokio::time::sleep_until(at.into()).await;
-        let now = shared.now();
-        out.clear();
-        {
-            let mut st = np.lock();
-            let State { ep, sealer, .. } = &mut *st;
-            let Some(sealer) = sealer.as_mut() else {
-                return Ok(());
-            };
-            while !out.is_full() {
-                let Some(t) = ep.poll_transmit(now, &mut payload) else {
-                    break;
-                };
-                let mut sealed = false;
-                out.push_with(np.endpoint, |slot| {
-                    let r = sealer.seal_sub(now, dst, src, Protocol::Normalized, t.payload, slot);
-                    sealed = r.is_ok();
-                    r.ok().map(<[u8]>::len)
-                });
-                if !sealed {
-                    np.counters.seal_error.add(1);
-                }
-            }
-        }
-        if !out.is_empty() {
-            let sent = uplink.send_batch(&out).await?;
-            np.counters
-                .tx_error
-                .add(out.len().saturating_sub(sent) as u64);
-        }
     }
 }
 

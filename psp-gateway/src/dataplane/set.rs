@@ -12,7 +12,7 @@
 //!    is untouched and keeps working.
 //! 2. [`Staged::commit`] changes the running set, and cannot fail: a new S_goal for kept
 //!    endpoints, the sealer of a replaced endpoint handed to its successor (one sequence-number
-//!    stream per key), endpoints that left retired. The daemon then starts the new pacing tasks
+//!    stream per key), endpoints that left retired. The daemon then hands the new endpoints to the pacer thread
 //!    and publishes the set.
 //! 3. Each dataplane task, between batches, takes its half of the new set ([`PeerSet::take_tx`],
 //!    [`PeerSet::take_rx`]) and carries over the sealers and openers of unchanged keys from the
@@ -81,7 +81,7 @@ enum Step {
         from: Arc<NormPeer>,
         to: Arc<NormPeer>,
     },
-    /// The endpoint's pacing task stops (the peer left or got a new endpoint).
+    /// The pacer thread stops serving the endpoint (the peer left or got a new endpoint).
     Retire(Arc<NormPeer>),
 }
 
@@ -230,7 +230,7 @@ impl PeerSet {
             .min()
     }
 
-    /// Starts the pacing task of every normalized peer that has none yet.
+    /// Hands every normalized peer the pacer thread does not serve yet to it.
     pub(crate) fn spawn_pacers(&self, uplink: &Arc<Uplink>, shared: &Arc<Shared>) {
         for np in self.norm.iter().flatten() {
             NormPeer::start(np, uplink, shared);
@@ -455,7 +455,7 @@ mod tests {
     }
 
     /// What a failed build must leave alone: every old endpoint keeps its sealer (the same
-    /// sequence numbers), its S_goal and its pacing task.
+    /// sequence numbers), its S_goal and its place on the pacer thread.
     fn snapshot(set: &PeerSet) -> Vec<(String, Option<psp_core::Seq>, u64, bool)> {
         set.norm
             .iter()

@@ -55,6 +55,19 @@ impl Uplink {
         }
     }
 
+    /// [`Self::send_batch`] for a thread outside the runtime (the normalizer's pacer): waits
+    /// for buffer space with `poll`, at most 10 ms at a time, and drops what still does not
+    /// fit. Returns the number of frames sent.
+    ///
+    /// # Errors
+    /// As [`Self::send_batch`].
+    pub(crate) fn send_batch_blocking(&self, batch: &Batch) -> std::io::Result<usize> {
+        match self {
+            Self::Raw(s) => s.send_batch_blocking(batch),
+            Self::Udp(s) => s.send_batch_blocking(batch),
+        }
+    }
+
     /// The MTU of the underlying path for PSP frames: the interface MTU (raw), or the
     /// interface MTU minus IP and UDP headers (UDP) — the largest PSP frame body that fits
     /// without fragmentation, **excluding** the 14-byte Ethernet header.

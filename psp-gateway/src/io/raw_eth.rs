@@ -11,7 +11,7 @@
 //! syscall costs throughput (figures in `BENCHMARKS.md`).
 
 use std::io;
-use std::os::fd::{AsFd, OwnedFd};
+use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 
 use tokio::io::unix::AsyncFd;
 
@@ -104,6 +104,14 @@ impl RawSocket {
         send_batch(&self.fd, batch, SendMode::Bound).await
     }
 
+    /// [`Self::send_batch`] from a plain thread (see [`super::Uplink::send_batch_blocking`]).
+    ///
+    /// # Errors
+    /// As [`Self::send_batch`].
+    pub(crate) fn send_batch_blocking(&self, batch: &Batch) -> io::Result<usize> {
+        send_batch_blocking(self.fd.get_ref().as_fd(), batch, SendMode::Bound)
+    }
+
     /// The interface MTU.
     ///
     /// # Errors
@@ -140,6 +148,51 @@ pub(super) async fn recv_batch(
             return Ok(batch.len());
         }
     }
+}
+
+/// Shared by the raw and UDP uplinks, for a plain thread (the normalizer's pacer): like
+/// [`send_batch`], but waits for writability with `poll` (at most 10 ms per wait) instead of
+/// the reactor. Returns the number of frames the kernel accepted.
+pub(super) fn send_batch_blocking(
+    fd: BorrowedFd<'_>,
+    batch: &Batch,
+    mode: SendMode,
+) -> io::Result<usize> {
+    let mut sent = 0;
+    let mut from = 0;
+    let mut nobufs = false;
+    while from < batch.len() {
+        match sys::send_mmsg(fd, batch, from, mode) {
+            Ok(p) => {
+                sent += p.sent;
+                from = p.next;
+            }
+            Err(e) => match e.error.raw_os_error() {
+                Some(libc::EINTR) => {}
+                Some(libc::EAGAIN) => {
+                    if !sys::wait_writable(fd, 10)? {
+                        break;
+                    }
+                }
+                Some(libc::ENOBUFS) if !nobufs => {
+                    nobufs = true;
+                    std::thread::yield_now();
+                }
+                Some(libc::ENOBUFS) => break,
+                Some(code) if per_frame_error(code) => {
+                    tracing::debug!(frame = e.at, error = %e.error, "uplink dropped a frame");
+                    from = e.at + 1;
+                }
+                _ => {
+                    if sent == 0 {
+                        return Err(e.error);
+                    }
+                    break;
+                }
+            },
+        }
+    }
+    Ok(sent)
 }
 
 /// Shared by the raw and UDP uplinks: `sendmmsg` until every frame is handled. Waits for

@@ -84,6 +84,17 @@ impl UdpLink {
         raw_eth::send_batch(&self.fd, batch, mode).await
     }
 
+    /// [`Self::send_batch`] from a plain thread (see [`super::Uplink::send_batch_blocking`]).
+    ///
+    /// # Errors
+    /// As [`Self::send_batch`].
+    pub(crate) fn send_batch_blocking(&self, batch: &Batch) -> io::Result<usize> {
+        let mode = SendMode::Inet {
+            v6_socket: self.local.is_ipv6(),
+        };
+        raw_eth::send_batch_blocking(self.fd.get_ref().as_fd(), batch, mode)
+    }
+
     /// The MTU of the route's interface minus IP and UDP headers (conservative: the smallest
     /// MTU among the host's up interfaces if the route is unknown, IPv6 header if bound to v6).
     ///

@@ -14,6 +14,7 @@
 //! | `sockaddr.rs` | `SocketAddr` ↔ C socket addresses (through `socket2::SockAddr`) |
 //! | `users.rs` | user lookup, dropping privileges, `chown` to a user |
 //! | `netns.rs` | entering a network namespace (tests) |
+//! | `sched.rs` | timer slack, real-time priority, waiting for writability (the pacer thread) |
 //!
 //! Where `nix` or `socket2` wrap a call safely we use them (users, `setgroups`/`setgid`/
 //! `setuid`, `getifaddrs`, `if_nametoindex`, `socket`, `fcntl`, `setns`, `poll`, `recvfrom`,
@@ -29,6 +30,7 @@ mod mmsg;
 mod netdev;
 mod netns;
 mod packet;
+mod sched;
 mod sockaddr;
 mod tap;
 mod users;
@@ -45,5 +47,6 @@ pub(crate) use packet::{
     ETH_P_PSP, packet_add_promisc, packet_ignore_outgoing, packet_qdisc_bypass, packet_socket,
 };
 pub use packet::{PacketSocket, Received};
+pub(crate) use sched::{set_realtime, set_timer_slack_ns, wait_writable};
 pub(crate) use tap::{open_tap, tap_set_offload, tap_set_vnet_hdr_len};
 pub use users::{chown_path, current_uids, drop_privileges, lookup_user};
