@@ -377,6 +377,7 @@ pub(crate) async fn rx_loop(
     let g = &shared.global;
     loop {
         let n = uplink.recv_batch(&mut inb).await?;
+        g.malformed.add(uplink.take_dropped());
         if set.has_changed().unwrap_or(false) {
             let next = Arc::clone(&set.borrow_and_update());
             // Every published set holds a complete receive half that only this task takes.
@@ -561,6 +562,7 @@ pub(crate) async fn rx2_loop(
     let g = &shared.global;
     loop {
         let n = uplink.recv_batch(&mut inb).await?;
+        g.malformed.add(uplink.take_dropped());
         if set.has_changed().unwrap_or(false) {
             openers = path2_openers(&set.borrow_and_update(), max_frame);
         }

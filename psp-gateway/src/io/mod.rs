@@ -68,6 +68,15 @@ impl Uplink {
         }
     }
 
+    /// Received frames the uplink dropped since the last call (UDP: datagrams longer than a
+    /// batch slot).
+    pub(crate) fn take_dropped(&self) -> u64 {
+        match self {
+            Self::Raw(_) => 0,
+            Self::Udp(s) => s.take_dropped(),
+        }
+    }
+
     /// The MTU of the underlying path for PSP frames: the interface MTU (raw), or the
     /// interface MTU minus IP and UDP headers (UDP) — the largest PSP frame body that fits
     /// without fragmentation, **excluding** the 14-byte Ethernet header.

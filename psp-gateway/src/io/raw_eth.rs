@@ -162,7 +162,7 @@ pub(super) fn send_batch_blocking(
     let mut from = 0;
     let mut nobufs = false;
     while from < batch.len() {
-        match sys::send_mmsg(fd, batch, from, mode) {
+        match sys::send_mmsg(fd, batch, from, batch.len(), mode) {
             Ok(p) => {
                 sent += p.sent;
                 from = p.next;
@@ -203,14 +203,25 @@ pub(super) async fn send_batch(
     batch: &Batch,
     mode: SendMode,
 ) -> io::Result<usize> {
+    send_range(fd, batch, 0..batch.len(), mode).await
+}
+
+/// [`send_batch`] for frames `range` of `batch` only.
+pub(super) async fn send_range(
+    fd: &AsyncFd<OwnedFd>,
+    batch: &Batch,
+    range: core::ops::Range<usize>,
+    mode: SendMode,
+) -> io::Result<usize> {
     let mut sent = 0;
-    let mut from = 0;
+    let mut from = range.start;
+    let end = range.end.min(batch.len());
     let mut nobufs = false;
-    while from < batch.len() {
+    while from < end {
         let mut guard = fd.writable().await?;
         let step =
             guard.try_io(
-                |fd| match sys::send_mmsg(fd.get_ref().as_fd(), batch, from, mode) {
+                |fd| match sys::send_mmsg(fd.get_ref().as_fd(), batch, from, end, mode) {
                     Err(e) if e.error.kind() == io::ErrorKind::WouldBlock => Err(e.error),
                     other => Ok(other),
                 },

@@ -169,7 +169,7 @@ pub(crate) struct SendError {
     pub(crate) error: io::Error,
 }
 
-/// Sends frames `from..` of `batch` (up to 64) with one `sendmmsg(MSG_DONTWAIT)`.
+/// Sends frames `from..end` of `batch` (up to 64) with one `sendmmsg(MSG_DONTWAIT)`.
 ///
 /// # Errors
 /// The first message's error (`WouldBlock`, `ENOBUFS`, `EMSGSIZE`, …), with its index.
@@ -177,8 +177,10 @@ pub(crate) fn send_mmsg(
     fd: BorrowedFd<'_>,
     batch: &Batch,
     from: usize,
+    end: usize,
     mode: SendMode,
 ) -> Result<SendProgress, SendError> {
+    let end = end.min(batch.len());
     // SAFETY: as in recv_mmsg, all-zero is a valid value of these C structs.
     let (mut iovs, mut hdrs): ([libc::iovec; CHUNK], [libc::mmsghdr; CHUNK]) =
         unsafe { (mem::zeroed(), mem::zeroed()) };
@@ -186,7 +188,7 @@ pub(crate) fn send_mmsg(
     let mut index = [0usize; CHUNK];
     let mut m = 0;
     let mut i = from;
-    while i < batch.len() && m < CHUNK {
+    while i < end && m < CHUNK {
         let namelen = match mode {
             SendMode::Bound => 0,
             SendMode::Inet { v6_socket } => {
@@ -212,10 +214,7 @@ pub(crate) fn send_mmsg(
         i += 1;
     }
     if m == 0 {
-        return Ok(SendProgress {
-            sent: 0,
-            next: batch.len(),
-        });
+        return Ok(SendProgress { sent: 0, next: end });
     }
     for ((h, iov), name) in hdrs
         .iter_mut()
