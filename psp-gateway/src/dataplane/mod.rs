@@ -129,6 +129,7 @@ pub(crate) async fn tx_loop(
     let g = &shared.global;
     loop {
         let n = tap.recv_batch_with(&mut inb, &mut reader).await?;
+        crate::io::busy::note();
         g.malformed.add(reader.take_dropped());
         if set.has_changed().unwrap_or(false) {
             let next = Arc::clone(&set.borrow_and_update());
@@ -377,6 +378,7 @@ pub(crate) async fn rx_loop(
     let g = &shared.global;
     loop {
         let n = uplink.recv_batch(&mut inb).await?;
+        crate::io::busy::note();
         g.malformed.add(uplink.take_dropped());
         if set.has_changed().unwrap_or(false) {
             let next = Arc::clone(&set.borrow_and_update());

@@ -6,6 +6,7 @@
 //! knows about PSP. The TAP offload arithmetic (no I/O) is `crate::offload`.
 
 pub mod batch;
+pub mod busy;
 pub mod notify;
 pub mod raw_eth;
 #[allow(unsafe_code)]

@@ -130,7 +130,25 @@ pub(super) async fn recv_batch(
 ) -> io::Result<usize> {
     batch.clear();
     loop {
-        let mut guard = fd.readable().await?;
+        if super::busy::spinning() {
+            // Read without waiting for readiness; park only once the window has passed.
+            match sys::recv_mmsg(fd.get_ref().as_fd(), batch, mode) {
+                Ok(_) if !batch.is_empty() => return Ok(batch.len()),
+                Ok(_) => {}
+                Err(e)
+                    if matches!(
+                        e.kind(),
+                        io::ErrorKind::WouldBlock | io::ErrorKind::Interrupted
+                    ) => {}
+                Err(e) => return batch.partial(e),
+            }
+            super::busy::pause().await;
+            continue;
+        }
+        let mut guard = tokio::select! {
+            g = fd.readable() => g?,
+            () = super::busy::kicked() => continue,
+        };
         while !batch.is_full() {
             let asked = batch.capacity() - batch.len();
             match guard.try_io(|fd| sys::recv_mmsg(fd.get_ref().as_fd(), batch, mode)) {

@@ -251,7 +251,14 @@ impl Tap {
                     if !batch.is_empty() {
                         return Ok(batch.len());
                     }
-                    let mut guard = self.fd.readable().await?;
+                    if super::busy::spinning() {
+                        super::busy::pause().await;
+                        continue;
+                    }
+                    let mut guard = tokio::select! {
+                        g = self.fd.readable() => g?,
+                        () = super::busy::kicked() => continue,
+                    };
                     // Clear, then retry the read: an edge after this point sets it again.
                     guard.clear_ready();
                 }
