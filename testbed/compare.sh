@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# testbed/compare.sh: tunnel throughput of psp-gateway next to plain veth, tinc, OpenVPN and
-# boringtun, on the same topology in the same run. Root; not in CI (it takes minutes).
+# testbed/compare.sh: tunnel throughput of psp-gateway (raw and UDP uplinks) next to plain veth,
+# tinc, OpenVPN, boringtun and wireguard-go, on the same topology in the same run. Root; not in
+# CI (it takes minutes).
 #
 # Usage:
 #   sudo testbed/compare.sh [--runs N] [--time S] [--quick] [--only LIST] [--skip LIST]
@@ -11,7 +12,8 @@
 #   --time S        seconds per iperf3 test (default 5; TCP tests also omit 1 s of slow start)
 #   --quick         1 run of 2 s (a smoke run; figures are indicative only)
 #   --only LIST     comma-separated candidates to run (default: all, in this order):
-#                   veth psp-none psp-bf psp-aes128gcm psp-scramble tinc openvpn boringtun
+#                   veth psp-none psp-bf psp-aes128gcm psp-scramble psp-none-udp psp-bf-udp
+#                   psp-aes128gcm-udp psp-scramble-udp tinc openvpn boringtun wireguard-go
 #   --skip LIST     comma-separated candidates to leave out
 #   --udp-len B     UDP datagram payload for every candidate (default 1372: a 1400-byte IP
 #                   packet, which fits every tunnel's inner MTU; lowered per candidate if not)
@@ -26,18 +28,25 @@
 #   veth            iperf3 between the uplink IPs 192.168.50.1 -> .2, no tunnel
 #   psp-*           psp-gateway (release build), raw uplink (EtherType 0x1982 on up0), TAP psp0
 #                   10.77.0.1/.2, suites none, bf-cbc-hmac-sha1, aes128-gcm, scramble-hmac-sha1
+#   psp-*-udp       the same four suites on the UDP uplink (lib.sh's udp mode: datagrams to port
+#                   5198 between the uplink IPs 192.168.50.1/.2)
 #   tinc            tinc 1.0 (Debian), switch mode, Cipher = blowfish, Digest = sha1 (anchors/tinc.sh)
 #   openvpn         OpenVPN 2.6 (Debian), dev tap, static key, BF-CBC + SHA1 (anchors/openvpn.sh)
 #   boringtun       boringtun-cli from crates.io, single-threaded, configured with wg
 #                   (anchors/boringtun.sh)
+#   wireguard-go    wireguard-go (Debian), Go's default threads, configured with wg; a TUN,
+#                   as there is no wireguard kernel module here (anchors/wireguard-go.sh)
 # The anchors install themselves (apt-get, cargo install into /var/cache/psp-compare).
 #
 # Per candidate and run: iperf3 TCP vm1 -> vm2 with 1 stream and with 4 (-P 4); iperf3 UDP at
 # full rate (-u -b 0), received rate and loss; ping RTT (average of --pings pings). The table
 # (medians over the runs) goes between the compare markers in BENCHMARKS.md, with ratios to
-# plain veth and to the best peer (best TCP x1 of tinc, OpenVPN, boringtun). The output ends
-# with one line:
+# plain veth and to the best peer (best TCP x1 of tinc, OpenVPN, boringtun, wireguard-go: all
+# userspace). The output ends with two lines, the raw uplink's last:
+#   RATIOS_UDP aes128gcm_udp_vs_boringtun=... aes128gcm_udp_vs_wggo=... bf_udp_vs_tinc=...
+#              none_udp_vs_veth=... added_rtt_udp_ms=...             (one line; informational)
 #   RATIOS aes128gcm_vs_boringtun=... bf_vs_tinc=... none_vs_veth=... added_rtt_ms=...
+#          aes128gcm_vs_wggo=...                                      (one line)
 # (TCP x1 ratios; added_rtt_ms = psp `none` ping RTT minus plain veth ping RTT.)
 # Exit status: 0 when every selected candidate was measured, 1 otherwise (the RATIOS line is
 # printed either way, n/a where a figure is missing), 2 on bad arguments.
@@ -45,7 +54,8 @@
 # Local changes to the lib.sh topology (for a fair benchmark; lib.sh itself is unchanged):
 # the bridge learns addresses (lib.sh makes it a hub so eve sees everything) and eve's port is
 # removed, so each frame crosses exactly the two veths and the bridge. The anchors get the
-# uplink IPs with tb_uplink_addrs; psp runs on the raw uplink as in demo.sh.
+# uplink IPs with tb_uplink_addrs; psp runs on the raw uplink as in demo.sh, the -udp rows on
+# lib.sh's udp mode (tb_up 2 udp: the same uplink IPs and static neighbours).
 set -euo pipefail
 
 HERE=$(cd "$(dirname "$0")" && pwd)
@@ -55,8 +65,10 @@ ROOT=$(cd "$HERE/.." && pwd)
 # shellcheck source=anchors/common.sh
 . "$HERE/anchors/common.sh"
 
-ALL_CANDIDATES=(veth psp-none psp-bf psp-aes128gcm psp-scramble tinc openvpn boringtun)
-PEERS=(tinc openvpn boringtun)
+ALL_CANDIDATES=(veth psp-none psp-bf psp-aes128gcm psp-scramble
+    psp-none-udp psp-bf-udp psp-aes128gcm-udp psp-scramble-udp
+    tinc openvpn boringtun wireguard-go)
+PEERS=(tinc openvpn boringtun wireguard-go) # each has anchors/<name>.sh
 RUNS=3
 TIME=5
 UDP_LEN=1372
@@ -121,21 +133,27 @@ for c in ${ONLY//,/ } ${SKIP//,/ }; do
 done
 [ ${#CANDIDATES[@]} -gt 0 ] || bad_usage "no candidate selected"
 
+is_peer() { [[ " ${PEERS[*]} " == *" $1 "* ]]; }
 suite_of() {
-    case $1 in
+    case ${1%-udp} in
     psp-none) echo none ;;
     psp-bf) echo bf-cbc-hmac-sha1 ;;
     psp-aes128gcm) echo aes128-gcm ;;
     psp-scramble) echo scramble-hmac-sha1 ;;
     esac
 }
+uplink_of() { # a psp candidate's uplink kind (lib.sh: raw | udp)
+    if [[ $1 == *-udp ]]; then echo udp; else echo raw; fi
+}
 label_of() {
     case $1 in
     veth) echo "plain veth (no tunnel)" ;;
+    psp-*-udp) echo "psp-gateway \`$(suite_of "$1")\`, UDP uplink" ;;
     psp-*) echo "psp-gateway \`$(suite_of "$1")\`" ;;
     tinc) echo "tinc 1.0 Blowfish + HMAC-SHA1" ;;
     openvpn) echo "OpenVPN 2.6 BF-CBC + SHA1" ;;
     boringtun) echo "boringtun (1 thread)" ;;
+    wireguard-go) echo "wireguard-go (Debian)" ;;
     esac
 }
 
@@ -229,9 +247,9 @@ ping_avg() { # the average RTT in ms of PINGS pings vm1 -> TARGET, or n/a
 }
 
 # --- per-candidate set-up -----------------------------------------------------------------------
-# Topology as lib.sh builds it, then the local changes described at the top.
+# topology UPLINK(raw|udp): as lib.sh builds it, then the local changes described at the top.
 topology() {
-    tb_up 2 raw
+    tb_up 2 "$1"
     local lan
     lan=$(tb_ns lan)
     ip -n "$lan" link set br0 type bridge ageing_time 30000
@@ -240,8 +258,9 @@ topology() {
 
 # Sets TARGET and DESC; returns non-zero (with a message) if the candidate cannot run.
 cand_up() {
-    local c=$1 suite
-    topology
+    local c=$1 suite uplink
+    uplink=$(uplink_of "$c")
+    topology "$uplink"
     case $c in
     veth)
         tb_uplink_addrs
@@ -252,14 +271,19 @@ cand_up() {
         [ -n "$PSP_OK" ] || { echo "psp-gateway unavailable: $PSP_WHY" >&2; return 1; }
         suite=$(suite_of "$c")
         tb_keys "$suite"
-        tb_config 1 "$suite" raw
-        tb_config 2 "$suite" raw
+        tb_config 1 "$suite" "$uplink"
+        tb_config 2 "$suite" "$uplink"
         tb_gw_start 2
         tb_gw_start 1
         TARGET=$(tb_ip 2)
-        DESC="$PSP_VERSION, raw uplink, suite $suite"
+        if [ "$uplink" = udp ]; then
+            DESC="$PSP_VERSION, UDP uplink (port $TB_PORT), suite $suite"
+        else
+            DESC="$PSP_VERSION, raw uplink, suite $suite"
+        fi
         ;;
-    tinc | openvpn | boringtun)
+    *)
+        is_peer "$c" || { echo "unknown candidate $c" >&2; return 1; }
         tb_uplink_addrs
         DESC=$("$HERE/anchors/$c.sh" up "$TB_DIR/anchor" "$(tb_ns vm1)" "$(tb_ns vm2)") || return 1
         TARGET=$(tb_ip 2)
@@ -324,12 +348,9 @@ say "run directory $RUN_DIR; runs $RUNS x ${TIME} s; candidates: ${CANDIDATES[*]
 "$HERE/install-deps.sh" >/dev/null 2>&1 || "$HERE/install-deps.sh" ||
     { echo "compare.sh: error: testbed/install-deps.sh failed" >&2; exit 1; }
 for c in "${CANDIDATES[@]}"; do
-    case $c in
-    tinc | openvpn | boringtun)
-        say "installing $c (if missing)"
-        "$HERE/anchors/$c.sh" install || { echo "compare.sh: error: installing $c failed" >&2; exit 1; }
-        ;;
-    esac
+    is_peer "$c" || continue
+    say "installing $c (if missing)"
+    "$HERE/anchors/$c.sh" install || { echo "compare.sh: error: installing $c failed" >&2; exit 1; }
 done
 
 # The commit the binary is built from ("-dirty": uncommitted changes in the code it builds).
@@ -371,7 +392,7 @@ for c in "${CANDIDATES[@]}"; do
     export TB_DIR="$RUN_DIR/$c"
     mkdir -p "$TB_DIR"
     CUR=$c
-    case $c in tinc | openvpn | boringtun) CUR_ANCHOR=$c ;; esac
+    if is_peer "$c"; then CUR_ANCHOR=$c; fi
     # In the background so that a signal interrupts `wait` at once (the trap then stops it).
     set +e
     (
@@ -438,10 +459,12 @@ TABLE=$RUN_DIR/table.md
     [ -n "$NOTE" ] && echo "$NOTE"
     echo
     echo "Same topology for every row: network namespaces vm1 and vm2, each with a veth (up0)"
-    echo "into a bridge; traffic vm1 -> vm2. UDP: one iperf3 stream at full rate (\`-u -b 0\`)"
-    echo "with the datagram size given, received rate and loss. Ping: average RTT of $PINGS pings"
-    echo "0.05 s apart. Ratios are on single-stream TCP; \"best peer\" is the fastest of tinc,"
-    echo "OpenVPN and boringtun in this run${BEST_PEER:+ ($(label_of "$BEST_PEER"))}."
+    echo "into a bridge; traffic vm1 -> vm2. psp-gateway runs on the raw uplink (EtherType"
+    echo "0x1982) unless the row says UDP uplink (datagrams between the uplink IPs). UDP: one"
+    echo "iperf3 stream at full rate (\`-u -b 0\`) with the datagram size given, received rate"
+    echo "and loss. Ping: average RTT of $PINGS pings 0.05 s apart. Ratios are on single-stream"
+    echo "TCP; \"best peer\" is the fastest of tinc, OpenVPN, boringtun and wireguard-go (all"
+    echo "userspace) in this run${BEST_PEER:+ ($(label_of "$BEST_PEER"))}."
     echo
     echo "| candidate | TCP×1 Mbit/s | TCP×4 Mbit/s | UDP Mbit/s (loss) | ping ms | inner MTU | × plain veth | × best peer |"
     echo "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"
@@ -458,14 +481,26 @@ TABLE=$RUN_DIR/table.md
     done <"$RUN_DIR/results.tsv"
 } >"$TABLE"
 
-R_GCM=$(ratio "$(field psp-aes128gcm 2)" "$(field boringtun 2)")
-R_BF=$(ratio "$(field psp-bf 2)" "$(field tinc 2)")
-R_NONE=$(ratio "$(field psp-none 2)" "$VETH_T1")
-R_RTT=$(diff_ms "$(field psp-none 6)" "$(field veth 6)")
+# ratios SUFFIX: the ratio fields of the psp rows with that suffix ("" raw, "-udp"), one line.
+ratios() {
+    local x=$1 u=${1:+_udp}
+    echo "aes128gcm${u}_vs_boringtun=$(ratio "$(field "psp-aes128gcm$x" 2)" "$(field boringtun 2)")" \
+        "bf${u}_vs_tinc=$(ratio "$(field "psp-bf$x" 2)" "$(field tinc 2)")" \
+        "none${u}_vs_veth=$(ratio "$(field "psp-none$x" 2)" "$VETH_T1")" \
+        "added_rtt${u}_ms=$(diff_ms "$(field "psp-none$x" 6)" "$(field veth 6)")" \
+        "aes128gcm${u}_vs_wggo=$(ratio "$(field "psp-aes128gcm$x" 2)" "$(field wireguard-go 2)")"
+}
+RATIOS="RATIOS $(ratios "")"
+RATIOS_UDP="RATIOS_UDP $(ratios -udp)"
+R_BEST=$(ratio "$(field psp-aes128gcm 2)" "$BEST_T1")
 {
     echo
-    echo "\`RATIOS aes128gcm_vs_boringtun=$R_GCM bf_vs_tinc=$R_BF none_vs_veth=$R_NONE added_rtt_ms=$R_RTT\`"
-    echo "(targets: ≥ 2, ≥ 1.2, ≥ 0.30, ≤ 0.10)"
+    echo "\`$RATIOS\`"
+    echo "(targets: ≥ 3, ≥ 3, ≥ 0.35, ≤ 0.10, ≥ 2; and \`aes128-gcm\` ≥ 2× the best peer:"
+    echo "$R_BEST here${BEST_PEER:+, against $(label_of "$BEST_PEER")})"
+    echo
+    echo "\`$RATIOS_UDP\`"
+    echo "(the same ratios for the UDP uplink rows; informational)"
 } >>"$TABLE"
 
 # Read-modify-write BENCHMARKS.md: replace only what lies between the markers (append the
@@ -493,5 +528,6 @@ if [ "$WRITE" -eq 1 ]; then
     say "BENCHMARKS.md updated (between the compare markers)"
 fi
 [ ${#FAILED[@]} -eq 0 ] || say "failed: ${FAILED[*]}"
-echo "RATIOS aes128gcm_vs_boringtun=$R_GCM bf_vs_tinc=$R_BF none_vs_veth=$R_NONE added_rtt_ms=$R_RTT"
+echo "$RATIOS_UDP"
+echo "$RATIOS"
 [ ${#FAILED[@]} -eq 0 ]

@@ -48,6 +48,10 @@ declare -A PKG=(
     [ethtool]=ethtool
     # testbed/multipath.sh draws docs/multipath.png with it.
     [gnuplot]=gnuplot-nox
+    # testbed/compare.sh: the wireguard-go anchor (no wireguard kernel module here) and `wg`,
+    # which configures it and boringtun (anchors/*.sh install them too, if run on their own).
+    [wireguard-go]=wireguard-go
+    [wg]=wireguard-tools
 )
 
 have() {
