@@ -65,7 +65,7 @@ impl RawSocket {
         tracing::debug!(interface, rcv, snd, ?recv_mode, "raw uplink open");
         Ok(Self {
             interface: interface.to_owned(),
-            fd: sys::register_fd(fd)?,
+            fd: sys::register_fd_readable(fd)?,
             recv_mode,
         })
     }
@@ -236,19 +236,15 @@ pub(super) async fn send_range(
     let end = range.end.min(batch.len());
     let mut nobufs = false;
     while from < end {
-        let mut guard = fd.writable().await?;
-        let step =
-            guard.try_io(
-                |fd| match sys::send_mmsg(fd.get_ref().as_fd(), batch, from, end, mode) {
-                    Err(e) if e.error.kind() == io::ErrorKind::WouldBlock => Err(e.error),
-                    other => Ok(other),
-                },
-            );
-        // try_io passes every error but WouldBlock through, and we return no other as Err.
-        let Ok(Ok(step)) = step else {
-            // WouldBlock: readiness cleared; wait for the socket to drain.
+        // The socket is registered for readability only (sys::register_fd_readable): send
+        // straight away, and wait for room only when the kernel says there is none.
+        let step = sys::send_mmsg(fd.get_ref().as_fd(), batch, from, end, mode);
+        if let Err(e) = &step
+            && e.error.kind() == io::ErrorKind::WouldBlock
+        {
+            sys::writable(fd.get_ref().as_fd()).await?;
             continue;
-        };
+        }
         match step {
             Ok(p) => {
                 sent += p.sent;

@@ -149,7 +149,7 @@ impl UdpLink {
         );
         Ok(Self {
             local,
-            fd: sys::register_fd(fd)?,
+            fd: sys::register_fd_readable(fd)?,
             state,
             gro: Mutex::new(Box::new(GroRx::new())),
             gso: Mutex::new(vec![0; GRO_BUF_LEN].into_boxed_slice()),
@@ -328,17 +328,19 @@ impl UdpLink {
             self.state.try_send(UdpSockRef::from(fd), &t)
         };
         loop {
-            let mut guard = self.fd.writable().await?;
-            match guard.try_io(|fd| send(fd.get_ref())) {
-                Ok(Ok(())) => return Ok(range.len()),
-                Ok(Err(e)) if e.kind() == io::ErrorKind::Interrupted => {}
-                Ok(Err(e)) => {
+            match send(self.fd.get_ref()) {
+                Ok(()) => return Ok(range.len()),
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                // Registered for readability only: wait for room only when there is none.
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                    sys::writable(self.fd.get_ref().as_fd()).await?;
+                }
+                Err(e) => {
                     // Unreachable, firewall, no buffer space, or GSO refused (quinn-udp then
                     // stops offering it): these frames are lost, counted by the caller.
                     tracing::debug!(error = %e, frames = range.len(), "uplink dropped a GSO send");
                     return Ok(0);
                 }
-                Err(_would_block) => {}
             }
         }
     }

@@ -2,8 +2,8 @@
 //! tokio's reactor.
 //!
 //! `fcntl`, `socket` and the buffer-size options go through `nix`. Hand-written `unsafe` is
-//! left for `AsyncFd::register` (tokio's constructor is `unsafe` by design: it cannot know
-//! that the descriptor stays the same) and for the generic integer `setsockopt`/`getsockopt`
+//! left for `AsyncFd::register_with_interest` (tokio's constructor is `unsafe` by design: it
+//! cannot know that the descriptor stays the same) and for the generic integer `setsockopt`/`getsockopt`
 //! that the AF_PACKET options (`PACKET_IGNORE_OUTGOING`, `PACKET_QDISC_BYPASS`) and `IP_MTU`
 //! need, which `nix` has no typed option for.
 
@@ -38,17 +38,33 @@ pub(crate) fn set_nonblocking(fd: impl AsFd) -> io::Result<()> {
     Ok(())
 }
 
-/// Registers a descriptor with the current tokio runtime's reactor (`AsyncFd::register`).
+/// Registers an uplink socket for readability only. Interest in writability would make the
+/// kernel poke the epoll registration each time a sent frame is freed (`sock_def_write_space`,
+/// ~11 % of the kernel's time in the profile in BENCHMARKS.md); senders wait through
+/// [`writable`] instead, on the rare full buffer.
 ///
 /// # Errors
 /// No reactor, or `epoll_ctl` failure.
 ///
 /// # Panics
 /// Outside a tokio runtime with I/O enabled.
-pub(crate) fn register_fd(fd: OwnedFd) -> io::Result<AsyncFd<OwnedFd>> {
+pub(crate) fn register_fd_readable(fd: OwnedFd) -> io::Result<AsyncFd<OwnedFd>> {
     // SAFETY: an OwnedFd owns its open descriptor until dropped and always returns the same
     // one from as_raw_fd; we never swap it out through `AsyncFd::get_mut`.
-    Ok(unsafe { AsyncFd::register(fd) }?)
+    Ok(unsafe { AsyncFd::register_with_interest(fd, tokio::io::Interest::READABLE) }?)
+}
+
+/// Waits until `fd` (registered for readability only) is writable: registers a duplicate of it
+/// for writability for the wait, then drops the duplicate.
+///
+/// # Errors
+/// `dup` or `epoll_ctl` failure.
+pub(crate) async fn writable(fd: BorrowedFd<'_>) -> io::Result<()> {
+    let dup = fd.try_clone_to_owned()?;
+    // SAFETY: as in register_fd_readable; the duplicate lives only for this wait.
+    let afd = unsafe { AsyncFd::register_with_interest(dup, tokio::io::Interest::WRITABLE) }?;
+    let _ = afd.writable().await?;
+    Ok(())
 }
 
 /// Registers an open file (a TAP from [`super::open_tap`]) with the current tokio runtime's

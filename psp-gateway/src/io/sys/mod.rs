@@ -36,7 +36,8 @@ mod tap;
 mod users;
 
 pub(crate) use fd::{
-    getsockopt_int, register_fd, register_file, set_buffer_sizes, set_nonblocking,
+    getsockopt_int, register_fd_readable, register_file, set_buffer_sizes, set_nonblocking,
+    writable,
 };
 pub(crate) use mmsg::{MMSG_CHUNK, SendMode, send_mmsg};
 pub use mmsg::{RecvMode, recv_mmsg};
