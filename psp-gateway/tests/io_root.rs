@@ -359,6 +359,43 @@ fn raw_veth_exchange() {
     });
 }
 
+/// The raw uplink receives through a PACKET_MMAP ring on this kernel, and a ring still reports
+/// the interface going down as an error (the daemon's receive task ends on it), instead of
+/// waiting forever.
+#[test]
+fn raw_ring_and_interface_down() {
+    let ns = Netns::new();
+    ns.veth_pair("1500");
+    ns.block_on(|| async {
+        let a = RawSocket::open("pva").unwrap();
+        let b = RawSocket::open("pvb").unwrap();
+        assert!(
+            b.has_rx_ring() || std::env::var("PSP_RAW_RX_RING").is_ok_and(|v| v == "0"),
+            "no PACKET_MMAP ring on this kernel"
+        );
+        let frames: Vec<_> = (0..200)
+            .map(|i| frame(MAC_B, MAC_A, PSP, i, 60 + 7 * i as usize))
+            .collect();
+        for chunk in frames.chunks(64) {
+            assert_eq!(
+                a.send_batch(&batch_of(chunk, None)).await.unwrap(),
+                chunk.len()
+            );
+        }
+        let mut rb = Batch::new(64);
+        let got = collect!(200, rb, b.recv_batch(&mut rb));
+        assert_eq!(frames_of(&got), frames);
+        ns.ip(&["link", "set", "pvb", "down"]);
+        let r = tokio::time::timeout(Duration::from_secs(2), b.recv_batch(&mut rb)).await;
+        let err = r.expect("recv_batch hung after the interface went down");
+        assert_eq!(
+            err.expect_err("a frame after the interface went down")
+                .raw_os_error(),
+            Some(libc::ENETDOWN)
+        );
+    });
+}
+
 #[test]
 fn raw_drops_truncated_and_own_frames() {
     let ns = Netns::new();
@@ -828,6 +865,76 @@ fn bench_raw_costs() {
                 )
             });
             println!("{len:>9} {batch:>5} {bypass:>6} {send:>14.0} {recv:>13.0} {lost:>5}");
+        }
+    }
+}
+
+/// Ad-hoc measurement (not in CI; issue 11, PACKET_MMAP): CPU cost per received frame of the
+/// raw uplink's `recvmmsg` (64 per call) against a TPACKET_V2 receive ring (`sys::RxRing`),
+/// both copying into a batch as the daemon needs: send 1 920 frames across the veth pair, then
+/// drain them, on one thread.
+#[test]
+#[ignore = "benchmark: run with --release --ignored --nocapture"]
+fn bench_rx_ring() {
+    const ROUND: usize = 1920;
+    let rounds: usize = std::env::var("PSP_BENCH_ROUNDS")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(100);
+    let ns = Netns::new();
+    ns.veth_pair("1500");
+    // The kernel fills the ring (or queues on the socket) inside the sender's call: with the
+    // ring, the copy into user memory moves from the receive to the send column, so compare
+    // the sums.
+    println!("frame_len method    send_ns/frame recv_ns/frame sum_ns/frame  lost");
+    for len in [1514usize, 128] {
+        for ring in [false, true, false, true] {
+            let (send, recv, lost) = ns.block_on(|| async {
+                let a = RawSocket::open("pva").unwrap();
+                let b = PacketSocket::open("pvb", PSP).unwrap();
+                b.set_buffer_sizes(16 << 20);
+                let mut rx = ring.then(|| sys::RxRing::new(b.as_fd(), 2 * ROUND).unwrap());
+                let frames: Vec<_> = (0..64)
+                    .map(|i| frame(MAC_B, MAC_A, PSP, i as u32, len))
+                    .collect();
+                let tb = batch_of(&frames, None);
+                let mut rb = Batch::new(64);
+                let (mut recv_ns, mut send_ns, mut got_all) = (0u64, 0u64, 0usize);
+                for _ in 0..rounds {
+                    let t0 = thread_cpu_ns();
+                    for _ in 0..ROUND / 64 {
+                        a.send_batch(&tb).await.unwrap();
+                    }
+                    let t1 = thread_cpu_ns();
+                    send_ns += t1 - t0;
+                    let mut got = 0;
+                    let mut idle = 0;
+                    while got < ROUND && idle < 1000 {
+                        rb.clear();
+                        let n = match rx.as_mut() {
+                            Some(r) => r.drain(&mut rb),
+                            None => sys::recv_mmsg(b.as_fd(), &mut rb, sys::RecvMode::Plain)
+                                .map_or(0, |(n, _)| n),
+                        };
+                        if n == 0 {
+                            idle += 1;
+                        }
+                        got += n;
+                    }
+                    recv_ns += thread_cpu_ns() - t1;
+                    got_all += got;
+                }
+                (
+                    send_ns as f64 / (rounds * ROUND) as f64,
+                    recv_ns as f64 / got_all.max(1) as f64,
+                    rounds * ROUND - got_all,
+                )
+            });
+            let method = if ring { "rx-ring" } else { "recvmmsg" };
+            println!(
+                "{len:>9} {method:<9} {send:>13.0} {recv:>13.0} {:>13.0} {lost:>5}",
+                send + recv
+            );
         }
     }
 }

@@ -69,11 +69,11 @@ impl Uplink {
         }
     }
 
-    /// Received frames the uplink dropped since the last call (UDP: datagrams longer than a
-    /// batch slot).
+    /// Received frames the uplink dropped since the last call (longer than a batch slot:
+    /// UDP datagrams, and raw frames from a receive ring).
     pub(crate) fn take_dropped(&self) -> u64 {
         match self {
-            Self::Raw(_) => 0,
+            Self::Raw(s) => s.take_dropped(),
             Self::Udp(s) => s.take_dropped(),
         }
     }

@@ -38,7 +38,7 @@ pub(crate) fn set_nonblocking(fd: impl AsFd) -> io::Result<()> {
     Ok(())
 }
 
-/// Registers an uplink socket for readability only. Interest in writability would make the
+/// Registers an uplink socket for readability (and errors) only. Interest in writability would make the
 /// kernel poke the epoll registration each time a sent frame is freed (`sock_def_write_space`,
 /// ~11 % of the kernel's time in the profile in BENCHMARKS.md); senders wait through
 /// [`writable`] instead, on the rare full buffer.
@@ -49,9 +49,10 @@ pub(crate) fn set_nonblocking(fd: impl AsFd) -> io::Result<()> {
 /// # Panics
 /// Outside a tokio runtime with I/O enabled.
 pub(crate) fn register_fd_readable(fd: OwnedFd) -> io::Result<AsyncFd<OwnedFd>> {
+    let interest = tokio::io::Interest::READABLE | tokio::io::Interest::ERROR;
     // SAFETY: an OwnedFd owns its open descriptor until dropped and always returns the same
     // one from as_raw_fd; we never swap it out through `AsyncFd::get_mut`.
-    Ok(unsafe { AsyncFd::register_with_interest(fd, tokio::io::Interest::READABLE) }?)
+    Ok(unsafe { AsyncFd::register_with_interest(fd, interest) }?)
 }
 
 /// Waits until `fd` (registered for readability only) is writable: registers a duplicate of it

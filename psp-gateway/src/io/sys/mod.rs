@@ -14,6 +14,7 @@
 //! | `sockaddr.rs` | `SocketAddr` ↔ C socket addresses (through `socket2::SockAddr`) |
 //! | `users.rs` | user lookup, dropping privileges, `chown` to a user |
 //! | `netns.rs` | entering a network namespace (tests) |
+//! | `ring.rs` | the raw uplink's `PACKET_MMAP` receive ring (TPACKET_V2) |
 //! | `sched.rs` | timer slack, real-time priority, waiting for writability (the pacer thread) |
 //!
 //! Where `nix` or `socket2` wrap a call safely we use them (users, `setgroups`/`setgid`/
@@ -30,6 +31,7 @@ mod mmsg;
 mod netdev;
 mod netns;
 mod packet;
+mod ring;
 mod sched;
 mod sockaddr;
 mod tap;
@@ -48,6 +50,7 @@ pub(crate) use packet::{
     ETH_P_PSP, packet_add_promisc, packet_ignore_outgoing, packet_qdisc_bypass, packet_socket,
 };
 pub use packet::{PacketSocket, Received};
+pub use ring::RxRing;
 pub(crate) use sched::{set_realtime, set_timer_slack_ns, wait_writable};
 pub(crate) use tap::{open_tap, tap_set_offload, tap_set_vnet_hdr_len};
 pub use users::{chown_path, current_uids, drop_privileges, lookup_user};
