@@ -346,6 +346,7 @@ impl NormPeer {
             "inner_queue_frames": s.inner_queue_frames,
             "inner_queue_bytes": s.inner_queue_bytes,
             "inner_drops": s.inner_drops,
+            "aqm_drops": s.aqm_drops,
             "inner_delivered": s.inner_delivered,
             "delivery_drops": s.delivery_drops,
             "reassembly_drops": s.reassembly_drops,
