@@ -9,6 +9,10 @@
 //! sojourn time drives the control law. The byte cap stays as a hard memory bound (drop-tail
 //! beyond it, counted separately).
 //!
+//! With [`CodelParams::ecn`] (the default, as Linux's fq_codel) a frame that CoDel picks and
+//! that carries an ECN-capable IPv4 or IPv6 packet is marked Congestion Experienced instead of
+//! dropped ([`set_ce`]): the inner TCP halves its window without losing a segment.
+//!
 //! What this does *not* do: it never changes the outer schedule. Frames leave at the pacer's
 //! slots whether the queue holds data, dummies or nothing; CoDel only decides which inner frames
 //! are dropped, which only the inner hosts can see (as loss, which their TCP reacts to).
@@ -31,7 +35,7 @@ impl Default for Aqm {
     }
 }
 
-/// CoDel's two parameters (RFC 8289 §4.3, §4.4).
+/// CoDel's parameters (RFC 8289 §4.3, §4.4) and whether it marks ECN-capable frames.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct CodelParams {
     /// The acceptable standing queue delay (RFC default 5 ms).
@@ -39,6 +43,9 @@ pub struct CodelParams {
     /// The window over which the delay must stay above `target` before dropping starts, and
     /// the base of the drop spacing `interval / sqrt(count)` (RFC default 100 ms).
     pub interval: Duration,
+    /// Mark ECN-capable inner IP packets (CE) instead of dropping them (RFC 8289 §5.1's
+    /// "drop or mark"; default true, as Linux's fq_codel).
+    pub ecn: bool,
 }
 
 impl Default for CodelParams {
@@ -46,6 +53,7 @@ impl Default for CodelParams {
         Self {
             target: Duration::from_millis(5),
             interval: Duration::from_millis(100),
+            ecn: true,
         }
     }
 }
@@ -72,6 +80,9 @@ pub(crate) trait Queue {
     fn head(&self, now: Instant) -> Option<Head>;
     /// Removes the head frame (dropped).
     fn drop_head(&mut self);
+    /// Marks the head frame Congestion Experienced if it is ECN-capable ([`set_ce`]); whether
+    /// it did (the frame stays queued either way).
+    fn mark_head(&mut self) -> bool;
 }
 
 /// The CoDel state machine of RFC 8289 §5 (the Linux variant of the count reuse), sans-I/O.
@@ -91,6 +102,7 @@ pub(crate) struct Codel {
     lastcount: u32,
     dropping: bool,
     drops: u64,
+    marks: u64,
 }
 
 impl Codel {
@@ -105,7 +117,13 @@ impl Codel {
             lastcount: 0,
             dropping: false,
             drops: 0,
+            marks: 0,
         }
+    }
+
+    /// Frames marked CE so far (instead of a drop).
+    pub(crate) fn marks(&self) -> u64 {
+        self.marks
     }
 
     /// Frames dropped so far.
@@ -130,8 +148,13 @@ impl Codel {
             }
             // A large backlog can make the next drop due at once, hence the loop.
             while self.dropping && now >= self.drop_next {
-                self.drop(q);
                 self.count = self.count.saturating_add(1);
+                if self.mark(q) {
+                    // A marked head stays and is sent: one signal per drop time (Linux).
+                    self.drop_next = self.control_law(self.drop_next);
+                    return;
+                }
+                self.drop(q);
                 if self.ok_to_drop(now, q.head(now)) {
                     self.drop_next = self.control_law(self.drop_next);
                 } else {
@@ -140,9 +163,11 @@ impl Codel {
             }
         } else if ok_to_drop {
             // Above target for a whole interval: enter the dropping state.
-            self.drop(q);
-            // The next head is evaluated (it updates first_above_time) but sent regardless.
-            let _ = self.ok_to_drop(now, q.head(now));
+            if !self.mark(q) {
+                self.drop(q);
+                // The next head is evaluated (it updates first_above_time) but sent regardless.
+                let _ = self.ok_to_drop(now, q.head(now));
+            }
             self.dropping = true;
             // If the delay went above target soon after it last went below, the drop rate
             // that controlled the queue last time is a good start (RFC 8289 §5.5, Linux).
@@ -180,6 +205,13 @@ impl Codel {
         self.drops += 1;
     }
 
+    /// Marks the head instead of dropping it, if ECN is on and the head is ECN-capable.
+    fn mark(&mut self, q: &mut impl Queue) -> bool {
+        let marked = self.params.ecn && q.mark_head();
+        self.marks += u64::from(marked);
+        marked
+    }
+
     /// `t + interval / sqrt(count)`, in integers: `sqrt(count) * 2^16 = isqrt(count * 2^32)`.
     fn control_law(&self, t: Instant) -> Instant {
         let root = (u128::from(self.count.max(1)) << 32).isqrt();
@@ -192,6 +224,82 @@ fn mul(d: Duration, k: u64) -> Duration {
     Duration::from_micros(d.total_micros().saturating_mul(k))
 }
 
+const ETHERTYPE_VLAN: u16 = 0x8100;
+const ETHERTYPE_QINQ: u16 = 0x88a8;
+const ETHERTYPE_IPV4: u16 = 0x0800;
+const ETHERTYPE_IPV6: u16 = 0x86dd;
+const ECN_MASK: u8 = 0b11;
+const ECN_CE: u8 = 0b11;
+
+/// Marks the IP packet in an Ethernet frame Congestion Experienced (RFC 3168), as Linux's
+/// `INET_ECN_set_ce`: true if the packet is ECN-capable (ECT(0), ECT(1)) or already CE, false
+/// (nothing changed) for Not-ECT, non-IP or truncated frames. Up to two VLAN tags are skipped;
+/// the IPv4 header checksum is updated incrementally (RFC 1624).
+pub fn set_ce(frame: &mut [u8]) -> bool {
+    let mut off = 12;
+    let ethertype = loop {
+        let Some(t) = frame.get(off..off + 2) else {
+            return false;
+        };
+        let t = u16::from_be_bytes([t[0], t[1]]);
+        if (t == ETHERTYPE_VLAN || t == ETHERTYPE_QINQ) && off < 20 {
+            off += 4;
+        } else {
+            break t;
+        }
+    };
+    let ip = off + 2;
+    match ethertype {
+        ETHERTYPE_IPV4 => {
+            let Some(h) = frame.get_mut(ip..ip + 20) else {
+                return false;
+            };
+            if h[0] >> 4 != 4 {
+                return false;
+            }
+            let ecn = h[1] & ECN_MASK;
+            if ecn == 0 {
+                return false;
+            }
+            if ecn == ECN_CE {
+                return true;
+            }
+            let old = u16::from_be_bytes([h[0], h[1]]);
+            h[1] |= ECN_CE;
+            let new = u16::from_be_bytes([h[0], h[1]]);
+            // RFC 1624 eqn. 3: HC' = ~(~HC + ~m + m').
+            let hc = u16::from_be_bytes([h[10], h[11]]);
+            let sum = ones_add(ones_add(!hc, !old), new);
+            h[10..12].copy_from_slice(&(!sum).to_be_bytes());
+            true
+        }
+        ETHERTYPE_IPV6 => {
+            let Some(h) = frame.get_mut(ip..ip + 40) else {
+                return false;
+            };
+            if h[0] >> 4 != 6 {
+                return false;
+            }
+            // Traffic class: the low 4 bits of byte 0 and the high 4 of byte 1; ECN is its
+            // low two bits, bits 4-5 of byte 1.
+            let ecn = (h[1] >> 4) & ECN_MASK;
+            if ecn == 0 {
+                return false;
+            }
+            h[1] |= ECN_CE << 4;
+            true
+        }
+        _ => false,
+    }
+}
+
+/// One's complement addition of two 16-bit words.
+fn ones_add(a: u16, b: u16) -> u16 {
+    let s = u32::from(a) + u32::from(b);
+    // s < 2^17: one fold suffices.
+    ((s & 0xffff) + (s >> 16)) as u16
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -202,6 +310,9 @@ mod tests {
         frames: Vec<(Instant, usize)>,
         dropped: Vec<Instant>,
         now: Instant,
+        // Every frame is ECN-capable; the instants of the marks.
+        ect: bool,
+        marked: Vec<Instant>,
     }
 
     impl Queue for Fifo {
@@ -215,6 +326,12 @@ mod tests {
         fn drop_head(&mut self) {
             self.frames.remove(0);
             self.dropped.push(self.now);
+        }
+        fn mark_head(&mut self) -> bool {
+            if self.ect {
+                self.marked.push(self.now);
+            }
+            self.ect
         }
     }
 
@@ -360,11 +477,114 @@ mod tests {
     }
 
     #[test]
+    fn ecn_capable_heads_are_marked_not_dropped() {
+        let mut c = codel();
+        let mut q = Fifo {
+            ect: true,
+            ..Fifo::default()
+        };
+        standing(&mut c, &mut q, 0, 2000, 20);
+        assert_eq!(c.drops(), 0);
+        // Same schedule as the drops of `drop_spacing_is_interval_over_sqrt_count`.
+        assert_eq!(q.marked[0], Instant::from_millis(105));
+        assert_eq!(q.marked[1], Instant::from_millis(205));
+        assert_eq!(q.marked[2], Instant::from_millis(276));
+        assert_eq!(c.marks(), q.marked.len() as u64);
+        // With ECN off the same heads are dropped.
+        let mut c = Codel::new(
+            CodelParams {
+                ecn: false,
+                ..CodelParams::default()
+            },
+            1500,
+        );
+        let mut q = Fifo {
+            ect: true,
+            ..Fifo::default()
+        };
+        standing(&mut c, &mut q, 0, 2000, 20);
+        assert_eq!(c.marks(), 0);
+        assert!(q.marked.is_empty());
+        assert_eq!(q.dropped[..3], [105, 205, 276].map(Instant::from_millis));
+    }
+
+    /// The IPv4 header checksum, computed from scratch.
+    fn ipv4_checksum(h: &[u8]) -> u16 {
+        let mut sum = 0u16;
+        for (i, w) in h.chunks(2).enumerate() {
+            if i != 5 {
+                sum = ones_add(sum, u16::from_be_bytes([w[0], w[1]]));
+            }
+        }
+        !sum
+    }
+
+    fn eth(ethertype: u16, ip: &[u8]) -> Vec<u8> {
+        let mut f = vec![0u8; 12];
+        f.extend_from_slice(&ethertype.to_be_bytes());
+        f.extend_from_slice(ip);
+        f
+    }
+
+    #[test]
+    fn set_ce_ipv4_ipv6_vlan() {
+        for tos in [0x01u8, 0x02, 0xb9, 0xfe] {
+            let mut ip = [
+                0x45, tos, 0x05, 0xdc, 0x12, 0x34, 0x40, 0x00, 0x40, 0x06, 0, 0, 10, 8, 1, 1, 10,
+                8, 2, 1,
+            ];
+            let c = ipv4_checksum(&ip);
+            ip[10..12].copy_from_slice(&c.to_be_bytes());
+            let mut f = eth(ETHERTYPE_IPV4, &ip);
+            assert!(set_ce(&mut f));
+            assert_eq!(f[15] & 3, 3);
+            assert_eq!(f[15] >> 2, tos >> 2, "DSCP kept");
+            let h = &f[14..34];
+            assert_eq!(
+                u16::from_be_bytes([h[10], h[11]]),
+                ipv4_checksum(h),
+                "{tos:#x}"
+            );
+            // Already CE: true, unchanged.
+            let before = f.clone();
+            assert!(set_ce(&mut f));
+            assert_eq!(f, before);
+        }
+        // Not-ECT, truncated, not IP: false and unchanged.
+        let mut ip = [0u8; 20];
+        ip[0] = 0x45;
+        for mut f in [
+            eth(ETHERTYPE_IPV4, &ip),
+            eth(ETHERTYPE_IPV4, &[0x45, 2]),
+            eth(0x0806, &[2; 28]),
+        ] {
+            let before = f.clone();
+            assert!(!set_ce(&mut f));
+            assert_eq!(f, before);
+        }
+        // IPv6, ECT(0) behind a VLAN tag: the traffic class' ECN bits become CE.
+        let mut ip6 = [0u8; 40];
+        ip6[0] = 0x6b;
+        ip6[1] = 0x80 | 0x20;
+        let mut tagged = vec![0x81, 0x00, 0x00, 0x05];
+        tagged.extend_from_slice(&ETHERTYPE_IPV6.to_be_bytes());
+        tagged.extend_from_slice(&ip6);
+        let mut f = vec![0u8; 12];
+        f.extend_from_slice(&tagged);
+        assert!(set_ce(&mut f));
+        assert_eq!((f[18], f[19]), (0x6b, 0xb0));
+        ip6[1] = 0x80;
+        let mut f = eth(ETHERTYPE_IPV6, &ip6);
+        assert!(!set_ce(&mut f));
+    }
+
+    #[test]
     fn params_validity() {
         assert!(CodelParams::default().is_valid());
         let p = |t, i| CodelParams {
             target: Duration::from_millis(t),
             interval: Duration::from_millis(i),
+            ecn: true,
         };
         assert!(!p(0, 100).is_valid());
         assert!(!p(200, 100).is_valid());

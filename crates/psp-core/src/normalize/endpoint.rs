@@ -19,17 +19,17 @@
 
 use core::fmt;
 
-use super::aqm::{Aqm, Codel, Head, Queue};
+use super::aqm::{Aqm, Codel, Head, Queue, set_ce};
 use super::controller::{Loss, Packet, RateController, sender_rate};
 use super::feedback::{self, Frame, MAX_SEQ, Repr};
 use super::pacer::Pacer;
-#[cfg(test)]
-use super::packing::TX_RECORD_OVERHEAD;
 use super::packing::{
     FRAGMENT_HEADER_LEN, Fragment, FrameRing, Inserted, MIN_FRAGMENT_LEN, Packing, Reassembler,
     Segment, SegmentWriter, Segments, WHOLE_HEADER_LEN,
 };
 use super::{Algorithm, Config, ConfigError, HEADER_LEN, Rate};
+#[cfg(test)]
+use super::{CodelParams, packing::TX_RECORD_OVERHEAD};
 use crate::time::{Duration, Instant};
 
 /// A payload to seal and send now.
@@ -120,6 +120,8 @@ pub struct Stats {
     pub inner_drops: u64,
     /// Inner frames dropped by the AQM (CoDel) at the head of the queue.
     pub aqm_drops: u64,
+    /// Inner frames the AQM marked Congestion Experienced instead of dropping them.
+    pub aqm_marks: u64,
     /// Pacer slots skipped after late wake-ups.
     pub pacer_skipped: u64,
     /// Outer payloads accepted from the peer.
@@ -385,6 +387,7 @@ impl<S: AsRef<[u8]> + AsMut<[u8]>> Endpoint<S> {
         s.pacer_skipped = self.pacer.skipped();
         s.reassembly_drops = self.reasm.dropped();
         s.aqm_drops = self.codel.as_ref().map_or(0, Codel::drops);
+        s.aqm_marks = self.codel.as_ref().map_or(0, Codel::marks);
         s
     }
 
@@ -414,7 +417,6 @@ impl<S: AsRef<[u8]> + AsMut<[u8]>> Endpoint<S> {
     /// Moves queued inner data into a data area; returns the inner bytes written.
     fn fill(&mut self, now: Instant, area: &mut [u8]) -> usize {
         let tx_len = self.cfg.tx_queue_bytes;
-        let region = &self.storage.as_ref()[..tx_len];
         let mut w = SegmentWriter::new(area);
         let mut inner = 0;
         loop {
@@ -423,12 +425,13 @@ impl<S: AsRef<[u8]> + AsMut<[u8]>> Endpoint<S> {
                 if let Some(codel) = &mut self.codel {
                     let mut q = TxQueue {
                         ring: &mut self.tx,
-                        region,
+                        region: &mut self.storage.as_mut()[..tx_len],
                     };
                     codel.dequeue(now, &mut q);
                 }
                 self.tx_head_checked = self.tx.frames() > 0;
             }
+            let region = &self.storage.as_ref()[..tx_len];
             let Some(r) = self.tx.front(region) else {
                 break;
             };
@@ -483,7 +486,7 @@ impl<S: AsRef<[u8]> + AsMut<[u8]>> Endpoint<S> {
 /// The transmit queue as CoDel sees it.
 struct TxQueue<'a> {
     ring: &'a mut FrameRing,
-    region: &'a [u8],
+    region: &'a mut [u8],
 }
 
 impl Queue for TxQueue<'_> {
@@ -498,6 +501,13 @@ impl Queue for TxQueue<'_> {
 
     fn drop_head(&mut self) {
         self.ring.pop(self.region);
+    }
+
+    fn mark_head(&mut self) -> bool {
+        match self.ring.front(self.region) {
+            Some(r) => set_ce(&mut self.region[r]),
+            None => false,
+        }
     }
 }
 
@@ -668,6 +678,14 @@ mod tests {
     /// Keeps `standing` 100-byte frames queued at every 1 ms slot for 1 s; returns the stats
     /// and the number of payloads that carried inner data.
     fn standing_queue(aqm: Aqm, standing: usize) -> (Stats, u64) {
+        standing_queue_of(aqm, standing, |ms| vec![ms as u8; 100])
+    }
+
+    fn standing_queue_of(
+        aqm: Aqm,
+        standing: usize,
+        frame: impl Fn(u64) -> Vec<u8>,
+    ) -> (Stats, u64) {
         let mut c = cfg(Packing::Single);
         c.aqm = aqm;
         let mut a = endpoint(c);
@@ -676,7 +694,7 @@ mod tests {
         for ms in 0..1000u64 {
             let now = Instant::from_millis(ms);
             while a.stats().inner_queue_frames < standing {
-                a.handle_inner(now, &[ms as u8; 100]).unwrap();
+                a.handle_inner(now, &frame(ms)).unwrap();
             }
             while let Some(t) = a.poll_transmit(now, &mut out) {
                 real += u64::from(!t.is_dummy());
@@ -699,6 +717,30 @@ mod tests {
             s.inner_queued,
             real + s.aqm_drops + s.inner_queue_frames as u64
         );
+    }
+
+    #[test]
+    fn codel_marks_ecn_capable_frames_instead() {
+        // 100-byte Ethernet frames with an IPv4 header, ECT(0).
+        let ect = |_| {
+            let mut f = vec![0u8; 100];
+            f[12..14].copy_from_slice(&[0x08, 0x00]);
+            f[14] = 0x45;
+            f[15] = 0x02;
+            f
+        };
+        let (s, real) = standing_queue_of(Aqm::default(), 20, ect);
+        assert_eq!(s.aqm_drops, 0);
+        assert!((15..=30).contains(&s.aqm_marks), "{}", s.aqm_marks);
+        assert_eq!(s.inner_queued, real + s.inner_queue_frames as u64);
+        // ECN off: dropped as before.
+        let no_ecn = Aqm::Codel(CodelParams {
+            ecn: false,
+            ..CodelParams::default()
+        });
+        let (s, _) = standing_queue_of(no_ecn, 20, ect);
+        assert_eq!(s.aqm_marks, 0);
+        assert!((15..=30).contains(&s.aqm_drops), "{}", s.aqm_drops);
     }
 
     #[test]

@@ -442,6 +442,7 @@ mod tests {
         c.aqm = Aqm::Codel(CodelParams {
             target: Duration::from_millis(200),
             interval: Duration::from_millis(100),
+            ..CodelParams::default()
         });
         assert_eq!(c.validate(), Err(ConfigError::Aqm));
         c.aqm = Aqm::DropTail;
