@@ -17,6 +17,12 @@ pub(crate) const MAX_FRAME_SIZE: usize = crate::io::SLOT_LEN;
 pub(crate) const MIN_QUEUE_BYTES: usize = crate::io::SLOT_LEN + TX_RECORD_OVERHEAD;
 /// The largest inner queue.
 pub(crate) const MAX_QUEUE_BYTES: usize = 64 << 20;
+/// The default inner queue with drop-tail: the byte cap is then also the delay bound.
+const DROP_TAIL_QUEUE_BYTES: usize = 64 * 1024;
+/// The default inner queue with CoDel, which bounds the delay: the cap is only a memory bound,
+/// large enough for the slow-start bursts of ten TCP flows (10 × IW10 of ~1.4 kB segments is
+/// 140 kB) so that CoDel, not overflow, answers them.
+const CODEL_QUEUE_BYTES: usize = 256 * 1024;
 /// The largest rate accepted in the file (100 Gbit/s).
 const MAX_KBPS: i64 = 100_000_000;
 /// The largest O_min (one minute).
@@ -46,10 +52,11 @@ pub struct NormalizeConfig {
     pub algorithm: Algorithm,
     /// How inner frames are packed (`packing = "faithful" | "packed"`, default packed).
     pub packing: Packing,
-    /// Bytes of the inner transmit queue, drop-tail beyond (`queue_bytes`, default 65536).
+    /// Bytes of the inner transmit queue, drop-tail beyond (`queue_bytes`, default 262144 with
+    /// CoDel, 65536 with drop-tail).
     pub queue_bytes: usize,
     /// The inner queue's AQM below that cap (`aqm = "codel" | "drop-tail"`, default CoDel with
-    /// `codel_target_ms = 5`, `codel_interval_ms = 100`).
+    /// `codel_target_ms = 5`, `codel_interval_ms = 100`, `codel_ecn = true`).
     pub aqm: Aqm,
 }
 
@@ -77,6 +84,7 @@ pub(super) struct RawNormalize {
     aqm: Option<String>,
     codel_target_ms: Option<i64>,
     codel_interval_ms: Option<i64>,
+    codel_ecn: Option<bool>,
 }
 
 /// Settings while they are merged.
@@ -88,6 +96,8 @@ pub(super) struct NormSettings {
     // on while `[normalize]` set its target. `finish` puts them together in `cfg.aqm`.
     codel: bool,
     codel_params: CodelParams,
+    // `queue_bytes` as written; its default depends on the AQM (resolved in `finish`).
+    queue_bytes: Option<usize>,
 }
 
 impl NormSettings {
@@ -104,11 +114,12 @@ impl NormSettings {
                 w_milli: 125,
                 algorithm: Algorithm::Faithful,
                 packing: Packing::Packed,
-                queue_bytes: 64 * 1024,
+                queue_bytes: CODEL_QUEUE_BYTES,
                 aqm: Aqm::default(),
             },
             codel: true,
             codel_params: CodelParams::default(),
+            queue_bytes: None,
         }
     }
 
@@ -208,7 +219,7 @@ impl NormSettings {
                     format!("{q} is not in {MIN_QUEUE_BYTES}..={MAX_QUEUE_BYTES} (bytes)"),
                 ));
             };
-            self.cfg.queue_bytes = q;
+            self.queue_bytes = Some(q);
         }
         if let Some(a) = &raw.aqm {
             self.codel = match a.as_str() {
@@ -237,6 +248,9 @@ impl NormSettings {
         if let Some(v) = raw.codel_interval_ms {
             self.codel_params.interval = ms("codel_interval_ms", v, MAX_CODEL_INTERVAL_MS)?;
         }
+        if let Some(e) = raw.codel_ecn {
+            self.codel_params.ecn = e;
+        }
         Ok(())
     }
 
@@ -262,10 +276,13 @@ impl NormSettings {
                 ),
             ));
         }
-        c.aqm = if self.codel {
-            Aqm::Codel(p)
+        (c.aqm, c.queue_bytes) = if self.codel {
+            (Aqm::Codel(p), self.queue_bytes.unwrap_or(CODEL_QUEUE_BYTES))
         } else {
-            Aqm::DropTail
+            (
+                Aqm::DropTail,
+                self.queue_bytes.unwrap_or(DROP_TAIL_QUEUE_BYTES),
+            )
         };
         if c.s_goal < c.s_min {
             return Err(ConfigError::new(
@@ -312,7 +329,7 @@ mod tests {
             "enabled = true\nframe_size = 1000\ns_goal_kbps = 4080\ns_min_kbps = 100\n\
              s_step_kbps = 50\no_min_ms = 20\nw = 0.5\nalgorithm = \"improved\"\n\
              packing = \"faithful\"\nqueue_bytes = 10000\ncodel_target_ms = 10\n\
-             codel_interval_ms = 200\n",
+             codel_interval_ms = 200\ncodel_ecn = false\n",
         )
         .unwrap()
         .unwrap();
@@ -330,6 +347,7 @@ mod tests {
             Aqm::Codel(CodelParams {
                 target: Duration::from_millis(10),
                 interval: Duration::from_millis(200),
+                ecn: false,
             })
         );
     }
@@ -338,10 +356,17 @@ mod tests {
     fn aqm_defaults_to_codel_and_drop_tail_is_named() {
         let c = apply("enabled = true").unwrap().unwrap();
         assert_eq!(c.aqm, Aqm::Codel(CodelParams::default()));
+        assert_eq!(c.queue_bytes, 256 * 1024);
         let c = apply("enabled = true\naqm = \"drop-tail\"\ncodel_target_ms = 7")
             .unwrap()
             .unwrap();
         assert_eq!(c.aqm, Aqm::DropTail);
+        assert_eq!(c.queue_bytes, 64 * 1024);
+        // An explicit queue_bytes wins for either.
+        let c = apply("enabled = true\naqm = \"drop-tail\"\nqueue_bytes = 9000")
+            .unwrap()
+            .unwrap();
+        assert_eq!(c.queue_bytes, 9000);
     }
 
     #[test]
@@ -363,6 +388,7 @@ mod tests {
             Aqm::Codel(CodelParams {
                 target: Duration::from_millis(8),
                 interval: Duration::from_millis(100),
+                ecn: true,
             })
         );
     }

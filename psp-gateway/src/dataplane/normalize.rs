@@ -347,6 +347,7 @@ impl NormPeer {
             "inner_queue_bytes": s.inner_queue_bytes,
             "inner_drops": s.inner_drops,
             "aqm_drops": s.aqm_drops,
+            "aqm_marks": s.aqm_marks,
             "inner_delivered": s.inner_delivered,
             "delivery_drops": s.delivery_drops,
             "reassembly_drops": s.reassembly_drops,
