@@ -4,8 +4,9 @@
 #
 # Usage:
 #   sudo testbed/congestion.sh [--reps N] [--time S] [--quick] [--scenarios LIST] [--cc LIST]
-#                              [--flows LIST] [--packing MODE] [--queue-bytes B] [--tcp CC]
-#                              [--no-build] [--no-write] [--keep] [--results FILE]
+#                              [--flows LIST] [--packing MODE] [--queue-bytes B] [--aqm LIST]
+#                              [--tcp CC] [--ecn on|off] [--no-build] [--no-write] [--keep]
+#                              [--results FILE]
 #
 #   --reps N         repetitions of every measurement (default 3; the report shows mean, min, max)
 #   --time S         seconds per iperf3 transfer (default 20)
@@ -15,9 +16,18 @@
 #                    fixed = no congestion control, faithful = Algorithm 1, improved = ours)
 #   --flows L        comma-separated parallel TCP flows per transfer, default 1,10
 #   --packing MODE   faithful (default, as the paper: one inner packet per outer packet) | packed
-#   --queue-bytes B  the gateways' inner queue (default: the gateway's default, 65536)
+#   --queue-bytes B  the gateways' inner queue (default: the gateway's default, 262144 with
+#                    CoDel, 65536 with drop-tail)
+#   --aqm L          comma-separated, default codel,drop-tail: the gateways' inner-queue AQM
+#                    (`aqm` in [normalize]; codel-noecn is CoDel with `codel_ecn = false`,
+#                    dropping where codel marks). The first runs every scenario and CC (the tables);
+#                    each other one runs once more for the uni scenario and the RESULT CC
+#                    (improved if in --cc, else faithful, else the first), right after the
+#                    first one's run of it, for the before/after comparison
 #   --tcp CC         the senders' TCP congestion control, set per socket with iperf3 -C
 #                    (default cubic, as the paper's hosts; this machine's default is bbr)
+#   --ecn on|off     the hosts' net.ipv4.tcp_ecn: on = 1 (request ECN; default), off = 0. Only
+#                    CoDel marks (codel_ecn); drop-tail and the routers' FIFO only drop
 #   --no-build       use the existing target/release binaries
 #   --no-write       do not touch BENCHMARKS.md and docs/congestion.png
 #   --keep           keep the run directory (configs, logs, iperf3 JSON, results.tsv)
@@ -26,13 +36,15 @@
 # Topology (seed 003 Fig 4; every box is a namespace named NAME-$TB_SFX):
 #
 #   hostA ---- gwA(vm1) ---- rA ==10 Mbit/s== rB ----+---- gwB(vm2) ---- hostB
-#   10.9.0.1   br0: lan0+psp0  tbf both ways,        |     br0: lan0+psp0  10.9.0.2
-#              up0 10.1.1.2    20-packet FIFO        +---- gwC(vm3)
+#   10.8.1.1   lan0 10.8.1.2   tbf both ways,        |     psp0 10.9.0.2   10.8.2.1
+#              psp0 10.9.0.1   20-packet FIFO        |     lan0 10.8.2.2
+#              up0 10.1.1.2                          +---- gwC(vm3)
 #                                                          psp0 10.9.0.3 (no host behind it)
 #
-# The hosts' eth0 are bridged with their gateway's TAP (psp0), so the gateway sees the host's
-# frames as a layer-2 hop, as the paper's VPN gateways do. Gateways use UDP uplinks (port 5198)
-# routed through rA and rB; the routers forward plain IP. The rA->rB and rB->rA egresses carry
+# Each host is routed through its gateway's namespace into the TAP (psp0): the gateway seals only
+# frames whose source MAC is its own (since 00fefd3, `spoofed_src`), so the hosts can no longer
+# be bridged with the TAP as a layer-2 hop (the paper's VPN gateways); routing puts one IP hop
+# in each gateway namespace instead. Gateways use UDP uplinks (port 5198) routed through rA and rB; the routers forward plain IP. The rA->rB and rB->rA egresses carry
 # `tbf rate 10mbit` with a 20-packet pfifo (the paper's 10 Mbit/s interface with a 20-packet
 # drop-tail queue; this kernel has no netem, and none is needed: the paper adds no delay).
 #
@@ -48,17 +60,22 @@
 #
 # Measured per transfer: goodput (iperf3 receiver sum), retransmissions % (hostA's
 # TcpRetransSegs / TcpOutSegs from nstat), RTT (mean of the streams' smoothed RTT from iperf3),
-# T_consumed (gwA's frames to gwB during the transfer x 1474 x 8 / time), the allowed goodput
-# G_max = T_consumed x payload / 1474 (payload: TCP bytes per outer frame = TAP MTU - 52 with
+# base RTT (ping hostA -> hostB through the tunnel after the warm-up, before any transfer: the
+# same path unloaded), T_consumed (gwA's frames to gwB during the transfer x 1474 x 8 / time),
+# the allowed goodput G_max = T_consumed x payload / 1474 (payload: TCP bytes per outer frame = TAP MTU - 52 with
 # faithful packing), and the theoretical bound: min(S_goal A->B, 10 Mbit/s / flows sharing the
 # link) x payload / 1474.
 #
 # Output: a results TSV, then `congestion_report` (benches) turns it into the Markdown tables
-# (between the congestion markers in BENCHMARKS.md) and docs/congestion.png. The last line is
+# (between the congestion markers in BENCHMARKS.md) and docs/congestion.png, plus the AQM
+# comparison table (uni scenario, RESULT CC, every --aqm). The last lines are
+#   RESULT_DROPTAIL aqm=drop-tail base_rtt_ms=... cc_1flow_rtt_ms=... cc_10flow_retr_pct=... ...
 #   RESULT cc_1flow_of_bound=... cc_retr_pct=... cc_10flow_of_allowed=... nocc_1flow_kbps=...
-#          nocc_retr_pct=... cc_algorithm=...
-# (the uni scenario; fractions 0..1). Exit 0 when every transfer was measured, 1 otherwise,
-# 2 on bad arguments.
+#          nocc_retr_pct=... cc_algorithm=... aqm=codel base_rtt_ms=... cc_1flow_rtt_ms=...
+#          cc_10flow_retr_pct=... [goodput_1flow_ratio=... goodput_10flow_ratio=...]
+# (the uni scenario; fractions 0..1; the *_ratio keys: this AQM's goodput over the second
+# --aqm's, same run). The load average (1 min) is printed at the start of every group and in
+# the AQM lines. Exit 0 when every transfer was measured, 1 otherwise, 2 on bad arguments.
 set -euo pipefail
 
 HERE=$(cd "$(dirname "$0")" && pwd)
@@ -75,7 +92,9 @@ CCS=fixed,faithful,improved
 FLOWS=1,10
 PACKING=faithful
 QUEUE_BYTES=""
+AQMS=codel,drop-tail
 TCP_CC=cubic
+ECN=on
 BUILD=1
 WRITE=1
 KEEP=0
@@ -105,7 +124,9 @@ while [ $# -gt 0 ]; do
     --flows) FLOWS=${2:-}; shift 2 || bad_usage "--flows needs a value" ;;
     --packing) PACKING=${2:-}; shift 2 || bad_usage "--packing needs a value" ;;
     --queue-bytes) QUEUE_BYTES=${2:-}; shift 2 || bad_usage "--queue-bytes needs a value" ;;
+    --aqm) AQMS=${2:-}; shift 2 || bad_usage "--aqm needs a value" ;;
     --tcp) TCP_CC=${2:-}; shift 2 || bad_usage "--tcp needs a value" ;;
+    --ecn) ECN=${2:-}; shift 2 || bad_usage "--ecn needs a value" ;;
     --no-build) BUILD=0; shift ;;
     --no-write) WRITE=0; shift ;;
     --keep) KEEP=1; shift ;;
@@ -128,6 +149,12 @@ for f in ${FLOWS//,/ }; do
 done
 [[ $PACKING == faithful || $PACKING == packed ]] ||
     bad_usage "--packing must be faithful or packed, got '$PACKING'"
+for a in ${AQMS//,/ }; do
+    [[ $a == codel || $a == codel-noecn || $a == drop-tail ]] ||
+        bad_usage "unknown --aqm '$a' (codel, codel-noecn, drop-tail)"
+done
+[ -n "${AQMS//,/}" ] || bad_usage "--aqm needs at least one of codel, codel-noecn, drop-tail"
+[[ $ECN == on || $ECN == off ]] || bad_usage "--ecn must be on or off, got '$ECN'"
 [[ -z $QUEUE_BYTES || $QUEUE_BYTES =~ ^[0-9]+$ ]] ||
     bad_usage "--queue-bytes must be a number, got '$QUEUE_BYTES'"
 [ "$(id -u)" -eq 0 ] || bad_usage "run as root (network namespaces, TAPs)"
@@ -171,8 +198,7 @@ trap 'exit 130' INT
 trap 'exit 143' TERM
 
 # --- topology ---------------------------------------------------------------------------------
-HOST_A_MAC=02:50:53:00:0a:01
-HOST_B_MAC=02:50:53:00:0a:02
+HOST_B_IP=10.8.2.1
 
 # veth NS1 IF1 NS2 IF2
 veth() {
@@ -184,20 +210,19 @@ veth() {
 topology_up() {
     local n
     for n in hostA vm1 rA rB vm2 vm3 hostB; do tb__netns "$n"; done
-    # host -- gateway: the host's eth0, the gateway's lan0 in bridge br0 (the TAP joins it once
-    # the gateway has created it).
+    # host -- gateway: the host's eth0, the gateway's lan0; the gateway namespace routes between
+    # lan0 and the TAP (gws_up adds the routes once the gateway has created the TAP).
     veth hostA eth0 vm1 lan0
     veth hostB eth0 vm2 lan0
-    ip -n "$(tb_ns hostA)" link set eth0 address "$HOST_A_MAC"
-    ip -n "$(tb_ns hostB)" link set eth0 address "$HOST_B_MAC"
-    ip -n "$(tb_ns hostA)" addr add 10.9.0.1/24 dev eth0
-    ip -n "$(tb_ns hostB)" addr add 10.9.0.2/24 dev eth0
-    tb_x hostA ip neigh replace 10.9.0.2 lladdr "$HOST_B_MAC" dev eth0 nud permanent
-    tb_x hostB ip neigh replace 10.9.0.1 lladdr "$HOST_A_MAC" dev eth0 nud permanent
-    for n in vm1 vm2; do
-        ip -n "$(tb_ns "$n")" link add br0 type bridge stp_state 0 mcast_snooping 0
-        ip -n "$(tb_ns "$n")" link set lan0 master br0
-        ip -n "$(tb_ns "$n")" link set br0 up
+    ip -n "$(tb_ns hostA)" addr add 10.8.1.1/24 dev eth0
+    ip -n "$(tb_ns vm1)" addr add 10.8.1.2/24 dev lan0
+    ip -n "$(tb_ns hostB)" addr add "$HOST_B_IP/24" dev eth0
+    ip -n "$(tb_ns vm2)" addr add 10.8.2.2/24 dev lan0
+    ip -n "$(tb_ns hostA)" route add default via 10.8.1.2
+    ip -n "$(tb_ns hostB)" route add default via 10.8.2.2
+    for n in vm1 vm2; do tb_x "$n" sysctl -qw net.ipv4.ip_forward=1 >/dev/null; done
+    for n in hostA hostB; do
+        tb_x "$n" sysctl -qw net.ipv4.tcp_ecn="$([ "$ECN" = on ] && echo 1 || echo 0)" >/dev/null
     done
     # gateways -- routers -- routers
     veth vm1 up0 rA a0
@@ -241,8 +266,8 @@ GW_MAC=([1]=02:50:53:00:00:01 [2]=02:50:53:00:00:02 [3]=02:50:53:00:00:03)
 peer_block() {
     local a=$(($1 < $2 ? $1 : $2)) b=$(($1 < $2 ? $2 : $1)) macs
     case $2 in
-    1) macs="\"${GW_MAC[1]}\", \"$HOST_A_MAC\"" ;;
-    2) macs="\"${GW_MAC[2]}\", \"$HOST_B_MAC\"" ;;
+    1) macs="\"${GW_MAC[1]}\"" ;;
+    2) macs="\"${GW_MAC[2]}\"" ;;
     3) macs="\"${GW_MAC[3]}\"" ;;
     esac
     cat <<EOF
@@ -259,16 +284,16 @@ algorithm = "$4"
 EOF
 }
 
-# gw_config N SCENARIO CC
+# gw_config N SCENARIO CC AQM
 gw_config() {
-    local n=$1 sc=$2 cc=$3 back=8160
+    local n=$1 sc=$2 cc=$3 aqm=$4 back=8160
     if [ "$sc" = uni ]; then back=4080; fi
     {
-        echo "# ${GW_NAME[$n]} (vm$n), written by testbed/congestion.sh: scenario $sc, cc $cc"
+        echo "# ${GW_NAME[$n]} (vm$n), written by testbed/congestion.sh: scenario $sc, cc $cc, aqm $aqm"
         echo "[interface]"
         echo "name = \"psp0\""
         echo "mac = \"${GW_MAC[$n]}\""
-        if [ "$n" = 3 ]; then echo "addresses = [\"10.9.0.3/24\"]"; fi
+        echo "addresses = [\"10.9.0.$n/24\"]"
         echo
         echo "[uplink]"
         echo "kind = \"udp\""
@@ -292,6 +317,10 @@ gw_config() {
         echo "w = 0.125"
         echo "packing = \"$PACKING\""
         if [ -n "$QUEUE_BYTES" ]; then echo "queue_bytes = $QUEUE_BYTES"; fi
+        case $aqm in
+        codel-noecn) echo "aqm = \"codel\""; echo "codel_ecn = false" ;;
+        *) echo "aqm = \"$aqm\"" ;;
+        esac
         case $n in
         1)
             peer_block 1 2 8160 "$cc"
@@ -302,16 +331,17 @@ gw_config() {
     } >"$TB_DIR/vm$n.toml"
 }
 
-# Start the gateways of a scenario and bridge each TAP with its host.
+# Start the gateways of a scenario and route each host through its gateway's TAP.
 gws_up() {
-    local sc=$1 cc=$2 n mtu
+    local sc=$1 cc=$2 aqm=$3 n mtu
     GWS="1 2"
     if [ "$sc" != none ]; then GWS="1 2 3"; fi
-    for n in $GWS; do gw_config "$n" "$sc" "$cc"; done
+    for n in $GWS; do gw_config "$n" "$sc" "$cc" "$aqm"; done
     for n in $GWS; do tb_gw_start "$n"; done
-    for n in 1 2; do
-        ip -n "$(tb_ns "vm$n")" link set psp0 master br0
-    done
+    tb_x vm1 ip route replace 10.8.2.0/24 via 10.9.0.2 dev psp0
+    tb_x vm2 ip route replace 10.8.1.0/24 via 10.9.0.1 dev psp0
+    tb_x vm1 ip neigh replace 10.9.0.2 lladdr "${GW_MAC[2]}" dev psp0 nud permanent
+    tb_x vm2 ip neigh replace 10.9.0.1 lladdr "${GW_MAC[1]}" dev psp0 nud permanent
     mtu=$(ip -n "$(tb_ns vm1)" -o link show psp0 | sed -n 's/.* mtu \([0-9]*\) .*/\1/p')
     for n in hostA hostB; do ip -n "$(tb_ns "$n")" link set eth0 mtu "$mtu"; done
     for n in vm1 vm2; do ip -n "$(tb_ns "$n")" link set lan0 mtu "$mtu"; done
@@ -330,19 +360,43 @@ tcp_counter() {
 }
 
 # --- the runs ---------------------------------------------------------------------------------
+# The first --aqm runs everything; the others only the uni scenario with the RESULT CC.
+PRIMARY_AQM=${AQMS%%,*}
+RESULT_CC=${CCS%%,*}
+for c in faithful improved; do [[ ,$CCS, == *,$c,* ]] && RESULT_CC=$c; done
+GROUPS_LIST=()
+for sc in ${SCENARIOS//,/ }; do
+    for cc in ${CCS//,/ }; do
+        GROUPS_LIST+=("$sc $cc $PRIMARY_AQM")
+        if [ "$sc" = uni ] && [ "$cc" = "$RESULT_CC" ]; then
+            for a in ${AQMS//,/ }; do
+                [ "$a" = "$PRIMARY_AQM" ] || GROUPS_LIST+=("$sc $cc $a")
+            done
+        fi
+    done
+done
+load1() { cut -d' ' -f1 /proc/loadavg; }
+
 {
     echo "# date: $(date -u +%Y-%m-%dT%H:%MZ)"
     echo "# command: testbed/congestion.sh$ARGS_STR"
     echo "# commit: $(cd "$ROOT" && git rev-parse --short HEAD 2>/dev/null || echo unknown)"
     echo "# cpu: $(awk -F': ' '/^model name/ {print $2; exit}' /proc/cpuinfo) ($(nproc) cores)"
-    echo "# kernel: $(uname -r); hosts' TCP: $TCP_CC"
+    echo "# kernel: $(uname -r); hosts' TCP: $TCP_CC; hosts' ECN: $ECN"
     echo "# reps: $REPS; duration_s: $TIME; warmup_s: $WARMUP"
-    echo "# suite: $SUITE; packing: $PACKING; queue_bytes: ${QUEUE_BYTES:-65536 (default)}"
+    echo "# suite: $SUITE; packing: $PACKING; queue_bytes: ${QUEUE_BYTES:-default (262144 codel, 65536 drop-tail)}; aqm: $PRIMARY_AQM"
+    echo "# load average at start (1, 5, 15 min): $(cut -d' ' -f1-3 /proc/loadavg)"
     echo "# link: tbf ${LINK_KBIT} kbit/s each way, 20-packet pfifo; outer packets 1460 B IP (1474 B on the wire)"
     echo "# normalize: S_min = S_step = 204 kbit/s, O_min = 40 ms, w = 1/8"
 } >"$RESULTS.head"
 printf 'scenario\tcc\tflows\trep\tgoodput_kbps\tretr_pct\trtt_ms\tconsumed_kbps\tallowed_kbps\tbound_kbps\n' \
     >"$RESULTS.rows"
+# Every transfer with its AQM, the group's base RTT and load (the AQM comparison).
+AQM_ROWS=$RUN_DIR/aqm.tsv
+printf 'scenario\tcc\taqm\tflows\trep\tgoodput_kbps\tretr_pct\trtt_ms\tbase_rtt_ms\tload1\n' >"$AQM_ROWS"
+# Per group: AQM drops and marks and queue-full drops at gwA towards gwB over the whole group.
+AQM_DROPS=$RUN_DIR/aqm-drops.tsv
+printf 'scenario\tcc\taqm\taqm_drops\taqm_marks\tinner_drops\n' >"$AQM_DROPS"
 
 say "topology: 7 namespaces, suffix $TB_SFX"
 topology_up
@@ -351,64 +405,76 @@ tb_keys "$SUITE"
 FAILED=0
 TAP_MTU=0
 PORT=5300
-for sc in ${SCENARIOS//,/ }; do
-    for cc in ${CCS//,/ }; do
-        say "scenario $sc, cc $cc: starting the gateways, ${WARMUP}s warm-up"
-        gws_up "$sc" "$cc"
-        sleep "$WARMUP"
-        payload=$((TAP_MTU - 52))
-        share=$LINK_KBIT
-        if [ "$sc" != none ]; then share=$((LINK_KBIT / 2)); fi
-        bound=$(awk -v s="$share" -v g=8160 -v p="$payload" -v w="$WIRE" \
-            'BEGIN {r = s < g ? s : g; printf "%.0f", r * p / w}')
-        for rep in $(seq 1 "$REPS"); do
-            for fl in ${FLOWS//,/ }; do
-                out=$RUN_DIR/iperf3-$sc-$cc-$fl-$rep.json
-                seg0=$(tcp_counter TcpOutSegs)
-                ret0=$(tcp_counter TcpRetransSegs)
-                f0=$(st 1 '.peers[] | select(.name == "gwB") | .normalize.frames_sent')
-                c0=$(st 1 '[.peers[] | select(.name == "gwC") | .normalize.frames_sent] | add // 0')
-                t0=$(date +%s.%N)
-                # A fresh one-off server per transfer: after a collapsed transfer the old
-                # server can still be busy with it ("the server is busy running a test").
-                PORT=$((PORT + 1))
-                tb_bg hostB "$RUN_DIR/iperf3-server.log" iperf3 -s -1 -p "$PORT"
-                srv=$TB_LAST_PID
-                for _ in $(seq 50); do
-                    tb_x hostB ss -Hltn "sport = :$PORT" | grep -q . && break
-                    sleep 0.1
-                done
-                if ! tb_x hostA iperf3 -c 10.9.0.2 -p "$PORT" -t "$TIME" -P "$fl" \
-                    -C "$TCP_CC" --connect-timeout 10000 -J >"$out" 2>&1; then
-                    say "scenario $sc, cc $cc, $fl flows, rep $rep: iperf3 failed"
-                    FAILED=1
-                fi
-                t1=$(date +%s.%N)
-                tb_kill "$srv" || true
-                f1=$(st 1 '.peers[] | select(.name == "gwB") | .normalize.frames_sent')
-                c1=$(st 1 '[.peers[] | select(.name == "gwC") | .normalize.frames_sent] | add // 0')
-                ac=$(awk -v c0="$c0" -v c1="$c1" -v t0="$t0" -v t1="$t1" -v w="$WIRE" \
-                    'BEGIN {printf "%.0f", (c1 - c0) * w * 8 / (t1 - t0) / 1000}')
-                seg1=$(tcp_counter TcpOutSegs)
-                ret1=$(tcp_counter TcpRetransSegs)
-                good=$(jq -r '(.end.sum_received.bits_per_second // null) | if . == null then "nan" else . / 1000 end' "$out" 2>/dev/null || echo nan)
-                rtt=$(jq -r '[.end.streams[]?.sender.mean_rtt // empty] | if length == 0 then "nan" else (add / length / 1000) end' "$out" 2>/dev/null || echo nan)
-                row=$(awk -v s0="$seg0" -v s1="$seg1" -v r0="$ret0" -v r1="$ret1" \
-                    -v f0="$f0" -v f1="$f1" -v t0="$t0" -v t1="$t1" -v w="$WIRE" -v p="$payload" \
-                    -v good="$good" -v rtt="$rtt" -v bound="$bound" 'BEGIN {
-                        segs = s1 - s0; retr = (segs > 0) ? 100 * (r1 - r0) / segs : "nan"
-                        cons = (f1 - f0) * w * 8 / (t1 - t0) / 1000
-                        printf "%s\t%s\t%s\t%.1f\t%.0f\t%.0f", good, retr, rtt, cons, cons * p / w, bound
-                    }')
-                printf '%s\t%s\t%s\t%s\t%s\n' "$sc" "$cc" "$fl" "$rep" "$row" >>"$RESULTS.rows"
-                say "  $fl flow(s), rep $rep: $(echo "$row" | awk -F'\t' '{printf "goodput %.0f kbit/s, retr %.2f %%, RTT %.1f ms, A->B %.0f kbit/s (allowed %s, bound %s)", $1, $2, $3, $4, $5, $6}'), A->C $ac kbit/s"
-                printf '%s\t%s\t%s\t%s\t%s\n' "$sc" "$cc" "$fl" "$rep" "$ac" >>"$RUN_DIR/a-to-c.tsv"
-                sleep "$PAUSE"
+for group in "${GROUPS_LIST[@]}"; do
+    read -r sc cc aqm <<<"$group"
+    say "scenario $sc, cc $cc, aqm $aqm: starting the gateways, ${WARMUP}s warm-up (load $(load1))"
+    gws_up "$sc" "$cc" "$aqm"
+    sleep "$WARMUP"
+    # The same path unloaded: ping through the tunnel before any transfer.
+    base=$( (tb_x hostA ping -q -c 20 -i 0.05 -W 2 "$HOST_B_IP" 2>/dev/null || true) |
+        awk -F'/' '/^(rtt|round-trip)/ {print $5}')
+    base=${base:-nan}
+    say "  base RTT $base ms"
+    d0=$(st 1 '.peers[] | select(.name == "gwB") | [.normalize.aqm_drops // 0, .normalize.aqm_marks // 0, .normalize.inner_drops] | @tsv')
+    payload=$((TAP_MTU - 52))
+    share=$LINK_KBIT
+    if [ "$sc" != none ]; then share=$((LINK_KBIT / 2)); fi
+    bound=$(awk -v s="$share" -v g=8160 -v p="$payload" -v w="$WIRE" \
+        'BEGIN {r = s < g ? s : g; printf "%.0f", r * p / w}')
+    for rep in $(seq 1 "$REPS"); do
+        for fl in ${FLOWS//,/ }; do
+            out=$RUN_DIR/iperf3-$sc-$cc-$aqm-$fl-$rep.json
+            seg0=$(tcp_counter TcpOutSegs)
+            ret0=$(tcp_counter TcpRetransSegs)
+            f0=$(st 1 '.peers[] | select(.name == "gwB") | .normalize.frames_sent')
+            c0=$(st 1 '[.peers[] | select(.name == "gwC") | .normalize.frames_sent] | add // 0')
+            t0=$(date +%s.%N)
+            # A fresh one-off server per transfer: after a collapsed transfer the old
+            # server can still be busy with it ("the server is busy running a test").
+            PORT=$((PORT + 1))
+            tb_bg hostB "$RUN_DIR/iperf3-server.log" iperf3 -s -1 -p "$PORT"
+            srv=$TB_LAST_PID
+            for _ in $(seq 50); do
+                tb_x hostB ss -Hltn "sport = :$PORT" | grep -q . && break
+                sleep 0.1
             done
+            if ! tb_x hostA iperf3 -c "$HOST_B_IP" -p "$PORT" -t "$TIME" -P "$fl" \
+                -C "$TCP_CC" --connect-timeout 10000 -J >"$out" 2>&1; then
+                say "scenario $sc, cc $cc, $fl flows, rep $rep: iperf3 failed"
+                FAILED=1
+            fi
+            t1=$(date +%s.%N)
+            tb_kill "$srv" || true
+            f1=$(st 1 '.peers[] | select(.name == "gwB") | .normalize.frames_sent')
+            c1=$(st 1 '[.peers[] | select(.name == "gwC") | .normalize.frames_sent] | add // 0')
+            ac=$(awk -v c0="$c0" -v c1="$c1" -v t0="$t0" -v t1="$t1" -v w="$WIRE" \
+                'BEGIN {printf "%.0f", (c1 - c0) * w * 8 / (t1 - t0) / 1000}')
+            seg1=$(tcp_counter TcpOutSegs)
+            ret1=$(tcp_counter TcpRetransSegs)
+            good=$(jq -r '(.end.sum_received.bits_per_second // null) | if . == null then "nan" else . / 1000 end' "$out" 2>/dev/null || echo nan)
+            rtt=$(jq -r '[.end.streams[]?.sender.mean_rtt // empty] | if length == 0 then "nan" else (add / length / 1000) end' "$out" 2>/dev/null || echo nan)
+            row=$(awk -v s0="$seg0" -v s1="$seg1" -v r0="$ret0" -v r1="$ret1" \
+                -v f0="$f0" -v f1="$f1" -v t0="$t0" -v t1="$t1" -v w="$WIRE" -v p="$payload" \
+                -v good="$good" -v rtt="$rtt" -v bound="$bound" 'BEGIN {
+                    segs = s1 - s0; retr = (segs > 0) ? 100 * (r1 - r0) / segs : "nan"
+                    cons = (f1 - f0) * w * 8 / (t1 - t0) / 1000
+                    printf "%s\t%s\t%s\t%.1f\t%.0f\t%.0f", good, retr, rtt, cons, cons * p / w, bound
+                }')
+            if [ "$aqm" = "$PRIMARY_AQM" ]; then
+                printf '%s\t%s\t%s\t%s\t%s\n' "$sc" "$cc" "$fl" "$rep" "$row" >>"$RESULTS.rows"
+            fi
+            printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$sc" "$cc" "$aqm" "$fl" "$rep" \
+                "$(echo "$row" | cut -f1-3)" "$base" "$(load1)" >>"$AQM_ROWS"
+            say "  $fl flow(s), rep $rep: $(echo "$row" | awk -F'\t' '{printf "goodput %.0f kbit/s, retr %.2f %%, RTT %.1f ms, A->B %.0f kbit/s (allowed %s, bound %s)", $1, $2, $3, $4, $5, $6}'), A->C $ac kbit/s"
+            printf '%s\t%s\t%s\t%s\t%s\t%s\n' "$sc" "$cc" "$aqm" "$fl" "$rep" "$ac" >>"$RUN_DIR/a-to-c.tsv"
+            sleep "$PAUSE"
         done
-        for n in $GWS; do tb_status "$n" --json >"$RUN_DIR/status-$sc-$cc-vm$n.json" || true; done
-        gws_down
     done
+    d1=$(st 1 '.peers[] | select(.name == "gwB") | [.normalize.aqm_drops // 0, .normalize.aqm_marks // 0, .normalize.inner_drops] | @tsv')
+    paste <(printf '%s\t%s\t%s\n' "$sc" "$cc" "$aqm") <(echo "$d0") <(echo "$d1") |
+        awk -F'\t' -v OFS='\t' '{print $1, $2, $3, $7 - $4, $8 - $5, $9 - $6}' >>"$AQM_DROPS"
+    for n in $GWS; do tb_status "$n" --json >"$RUN_DIR/status-$sc-$cc-$aqm-vm$n.json" || true; done
+    gws_down
 done
 
 {
@@ -420,7 +486,71 @@ done
 
 MD=$RUN_DIR/congestion.md
 PNG=$RUN_DIR/congestion.png
-"$REPORT" --results "$RESULTS" --markdown "$MD" --png "$PNG" >"$RUN_DIR/report.out"
+"$REPORT" --results "$RESULTS" --markdown "$MD" --png "$PNG" --result-cc "$RESULT_CC" \
+    >"$RUN_DIR/report.out"
+
+# The AQM comparison: uni scenario, RESULT CC, one line per --aqm (means over repetitions).
+aqm_summary() {
+    awk -F'\t' -v OFS='\t' -v cc="$RESULT_CC" -v aqms="$AQMS" -v drops="$AQM_DROPS" '
+        function mean(k) { return (n[k] > 0) ? sprintf("%.2f", sum[k] / n[k]) : "nan" }
+        BEGIN {
+            while ((getline line < drops) > 0) {
+                split(line, d, "\t")
+                if (d[1] == "uni" && d[2] == cc) { aqmd[d[3]] = d[4]; aqmm[d[3]] = d[5]; qd[d[3]] = d[6] }
+            }
+        }
+        NR > 1 && $1 == "uni" && $2 == cc {
+            a = $3
+            if ($4 == 1) { add(a "rtt1", $8); add(a "good1", $6) }
+            if ($4 == 10) { add(a "retr10", $7); add(a "good10", $6); add(a "rtt10", $8) }
+            add(a "base", $9)
+            if ($10 + 0 > load[a] + 0) load[a] = $10
+        }
+        function add(k, v) { if (v != "nan" && v != "") { sum[k] += v; n[k]++ } }
+        END {
+            na = split(aqms, list, ",")
+            for (i = 1; i <= na; i++) {
+                a = list[i]
+                printf "aqm=%s base_rtt_ms=%s cc_1flow_rtt_ms=%s cc_10flow_retr_pct=%s", a,
+                    mean(a "base"), mean(a "rtt1"), mean(a "retr10")
+                printf " cc_1flow_kbps=%s cc_10flow_kbps=%s cc_10flow_rtt_ms=%s", mean(a "good1"),
+                    mean(a "good10"), mean(a "rtt10")
+                printf " aqm_drops=%s aqm_marks=%s queue_drops=%s load1_max=%s\n",
+                    (a in aqmd) ? aqmd[a] : "nan", (a in aqmm) ? aqmm[a] : "nan",
+                    (a in qd) ? qd[a] : "nan", (a in load) ? load[a] : "nan"
+            }
+        }' "$AQM_ROWS"
+}
+# key=value from a summary line
+kv() { echo "$1" | tr ' ' '\n' | awk -F= -v k="$2" '$1 == k {print $2}'; }
+aqm_summary >"$RUN_DIR/aqm-summary.txt"
+PRIMARY_LINE=$(head -1 "$RUN_DIR/aqm-summary.txt")
+OTHER_LINE=$(sed -n 2p "$RUN_DIR/aqm-summary.txt")
+ratio() {
+    awk -v a="$1" -v b="$2" 'BEGIN {
+        if (a == "nan" || b == "nan" || b + 0 == 0) print "nan"; else printf "%.3f", a / b }'
+}
+RESULT_EXTRA=" $(echo "$PRIMARY_LINE" | cut -d' ' -f1-4)"
+if [ -n "$OTHER_LINE" ]; then
+    RESULT_EXTRA+=" goodput_1flow_ratio=$(ratio "$(kv "$PRIMARY_LINE" cc_1flow_kbps)" "$(kv "$OTHER_LINE" cc_1flow_kbps)")"
+    RESULT_EXTRA+=" goodput_10flow_ratio=$(ratio "$(kv "$PRIMARY_LINE" cc_10flow_kbps)" "$(kv "$OTHER_LINE" cc_10flow_kbps)")"
+fi
+{
+    echo
+    echo "### Inner-queue AQM (issue 11): unidirectional congestion, $RESULT_CC, same run"
+    echo
+    echo "| AQM | Base RTT (unloaded) | RTT, 1 flow | Goodput, 1 flow | Retransmissions, 10 flows | Goodput, 10 flows | RTT, 10 flows | AQM drops | AQM marks | Queue-full drops | Load (1 min, max) |"
+    echo "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"
+    while read -r line; do
+        echo "$line" | awk '{ for (i = 1; i <= NF; i++) { split($i, kv, "="); v[kv[1]] = kv[2] }
+            printf "| %s | %s ms | %s ms | %s kbit/s | %s %% | %s kbit/s | %s ms | %s | %s | %s | %s |\n",
+                v["aqm"], v["base_rtt_ms"], v["cc_1flow_rtt_ms"], v["cc_1flow_kbps"],
+                v["cc_10flow_retr_pct"], v["cc_10flow_kbps"], v["cc_10flow_rtt_ms"],
+                v["aqm_drops"], v["aqm_marks"], v["queue_drops"], v["load1_max"] }'
+    done <"$RUN_DIR/aqm-summary.txt"
+    echo
+    echo "Hosts' ECN: $ECN. Means over repetitions; RTT: the streams' smoothed RTT (iperf3); base RTT: ping through the tunnel after the warm-up, before any transfer; drops: gateway A towards B over the whole group; load: the machine's 1-minute load average during the group."
+} >>"$MD"
 
 write_benchmarks() {
     local md=$ROOT/BENCHMARKS.md tmp begin='<!-- congestion:begin -->' end='<!-- congestion:end -->'
@@ -445,5 +575,11 @@ if [ "$WRITE" -eq 1 ]; then
     say "BENCHMARKS.md (between the congestion markers) and docs/congestion.png updated"
 fi
 grep -v '^RESULT ' "$RUN_DIR/report.out" || true
-grep '^RESULT ' "$RUN_DIR/report.out" | tail -1
+echo "load average at the end (1, 5, 15 min): $(cut -d' ' -f1-3 /proc/loadavg)"
+sed 's/^/AQM /' "$RUN_DIR/aqm-summary.txt"
+sed -n '2,$p' "$RUN_DIR/aqm-summary.txt" | while read -r line; do
+    a=$(kv "$line" aqm)
+    echo "RESULT_$(echo "${a//-/}" | tr '[:lower:]' '[:upper:]') $line"
+done
+echo "$(grep '^RESULT ' "$RUN_DIR/report.out" | tail -1)$RESULT_EXTRA"
 [ "$FAILED" -eq 0 ]

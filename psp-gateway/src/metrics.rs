@@ -385,7 +385,7 @@ fn normalizer(set: &PeerSet) -> Vec<Family> {
             1.0,
         ),
     ];
-    const COUNTERS: [(&str, Kind, &str, &str); 4] = [
+    const COUNTERS: [(&str, Kind, &str, &str); 6] = [
         (
             "psp_peer_norm_rounds",
             Counter,
@@ -397,6 +397,18 @@ fn normalizer(set: &PeerSet) -> Vec<Family> {
             Counter,
             "Inner frames dropped because the normalizer's queue was full.",
             "inner_drops",
+        ),
+        (
+            "psp_peer_norm_aqm_drops",
+            Counter,
+            "Inner frames dropped by the normalizer queue's AQM (CoDel).",
+            "aqm_drops",
+        ),
+        (
+            "psp_peer_norm_aqm_marks",
+            Counter,
+            "Inner frames the normalizer queue's AQM marked ECN CE instead of dropping them.",
+            "aqm_marks",
         ),
         (
             "psp_peer_norm_frames_received",

@@ -276,6 +276,8 @@ fn scrape_normalizer_metrics() {
             "psp_peer_norm_rtt_seconds",
             "psp_peer_norm_rounds_total",
             "psp_peer_norm_inner_drops_total",
+            "psp_peer_norm_aqm_drops_total",
+            "psp_peer_norm_aqm_marks_total",
         ],
     );
     assert_promtool_accepts(text);

@@ -195,17 +195,19 @@ fn delivery_is_intact_under_loss_and_reordering() {
         let lost_outer = pair.ab.stats().lost_random;
         let ratio = seen.len() as f64 / offered as f64;
         eprintln!(
-            "{packing:?}: offered {offered}, delivered {}, queue drops {}, outer lost {lost_outer}, \
-             reassembly drops {}",
+            "{packing:?}: offered {offered}, delivered {}, queue drops {}, AQM drops {}, \
+             outer lost {lost_outer}, reassembly drops {}",
             seen.len(),
             a.inner_drops,
+            a.aqm_drops,
             pair.b.ep.stats().reassembly_drops
         );
         assert_eq!(a.inner_queue_frames, 0);
         assert!(ratio > 0.4, "{packing:?}: {ratio}");
-        // Every missing frame is explained by drop-tail at the inner queue or by a lost outer
-        // frame, each of which takes only the few inner frames that had a byte in it.
-        let missing = offered - seen.len() as u64 - a.inner_drops;
+        // Every missing frame is explained by the inner queue (drop-tail at its byte cap or
+        // CoDel at its head) or by a lost outer frame, each of which takes only the few inner
+        // frames that had a byte in it.
+        let missing = offered - seen.len() as u64 - a.inner_drops - a.aqm_drops;
         assert!(
             missing <= lost_outer * 4,
             "{packing:?}: {missing} missing for {lost_outer} lost outer frames"

@@ -2,7 +2,9 @@
 //! normalization settings, merged key by key (built-in → `[normalize]` → `[peer.normalize]`) and
 //! checked here; the frame size is checked against the uplink when the daemon starts.
 
-use psp_core::normalize::{Algorithm, Packing, Rate, Weight};
+use psp_core::normalize::packing::TX_RECORD_OVERHEAD;
+use psp_core::normalize::{Algorithm, Aqm, CodelParams, Packing, Rate, Weight};
+use psp_core::time::Duration;
 use serde::Deserialize;
 
 use super::ConfigError;
@@ -12,13 +14,23 @@ pub(crate) const MIN_FRAME_SIZE: usize = 128;
 /// The largest `frame_size` (one buffer slot, [`crate::io::SLOT_LEN`]).
 pub(crate) const MAX_FRAME_SIZE: usize = crate::io::SLOT_LEN;
 /// The smallest inner queue (one largest inner frame and its record header).
-pub(crate) const MIN_QUEUE_BYTES: usize = crate::io::SLOT_LEN + 2;
+pub(crate) const MIN_QUEUE_BYTES: usize = crate::io::SLOT_LEN + TX_RECORD_OVERHEAD;
 /// The largest inner queue.
 pub(crate) const MAX_QUEUE_BYTES: usize = 64 << 20;
+/// The default inner queue with drop-tail: the byte cap is then also the delay bound.
+const DROP_TAIL_QUEUE_BYTES: usize = 64 * 1024;
+/// The default inner queue with CoDel, which bounds the delay: the cap is only a memory bound,
+/// large enough for the slow-start bursts of ten TCP flows (10 × IW10 of ~1.4 kB segments is
+/// 140 kB) so that CoDel, not overflow, answers them.
+const CODEL_QUEUE_BYTES: usize = 256 * 1024;
 /// The largest rate accepted in the file (100 Gbit/s).
 const MAX_KBPS: i64 = 100_000_000;
 /// The largest O_min (one minute).
 const MAX_O_MIN_MS: i64 = 60_000;
+/// The largest CoDel target (one second).
+const MAX_CODEL_TARGET_MS: i64 = 1_000;
+/// The largest CoDel interval (ten seconds).
+const MAX_CODEL_INTERVAL_MS: i64 = 10_000;
 
 /// The normalization settings of one peer (present only when enabled).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -40,8 +52,12 @@ pub struct NormalizeConfig {
     pub algorithm: Algorithm,
     /// How inner frames are packed (`packing = "faithful" | "packed"`, default packed).
     pub packing: Packing,
-    /// Bytes of the inner transmit queue, drop-tail beyond (`queue_bytes`, default 65536).
+    /// Bytes of the inner transmit queue, drop-tail beyond (`queue_bytes`, default 262144 with
+    /// CoDel, 65536 with drop-tail).
     pub queue_bytes: usize,
+    /// The inner queue's AQM below that cap (`aqm = "codel" | "drop-tail"`, default CoDel with
+    /// `codel_target_ms = 5`, `codel_interval_ms = 100`, `codel_ecn = true`).
+    pub aqm: Aqm,
 }
 
 impl NormalizeConfig {
@@ -65,6 +81,10 @@ pub(super) struct RawNormalize {
     algorithm: Option<String>,
     packing: Option<String>,
     queue_bytes: Option<i64>,
+    aqm: Option<String>,
+    codel_target_ms: Option<i64>,
+    codel_interval_ms: Option<i64>,
+    codel_ecn: Option<bool>,
 }
 
 /// Settings while they are merged.
@@ -72,6 +92,12 @@ pub(super) struct RawNormalize {
 pub(super) struct NormSettings {
     enabled: bool,
     cfg: NormalizeConfig,
+    // `aqm` and CoDel's parameters are merged separately: a `[peer.normalize]` may switch CoDel
+    // on while `[normalize]` set its target. `finish` puts them together in `cfg.aqm`.
+    codel: bool,
+    codel_params: CodelParams,
+    // `queue_bytes` as written; its default depends on the AQM (resolved in `finish`).
+    queue_bytes: Option<usize>,
 }
 
 impl NormSettings {
@@ -88,8 +114,12 @@ impl NormSettings {
                 w_milli: 125,
                 algorithm: Algorithm::Faithful,
                 packing: Packing::Packed,
-                queue_bytes: 64 * 1024,
+                queue_bytes: CODEL_QUEUE_BYTES,
+                aqm: Aqm::default(),
             },
+            codel: true,
+            codel_params: CodelParams::default(),
+            queue_bytes: None,
         }
     }
 
@@ -189,7 +219,37 @@ impl NormSettings {
                     format!("{q} is not in {MIN_QUEUE_BYTES}..={MAX_QUEUE_BYTES} (bytes)"),
                 ));
             };
-            self.cfg.queue_bytes = q;
+            self.queue_bytes = Some(q);
+        }
+        if let Some(a) = &raw.aqm {
+            self.codel = match a.as_str() {
+                "codel" => true,
+                "drop-tail" => false,
+                _ => {
+                    return Err(err(
+                        "aqm",
+                        format!("{a:?} is not an AQM; want \"codel\" or \"drop-tail\""),
+                    ));
+                }
+            };
+        }
+        let ms = |field: &str, v: i64, max: i64| -> Result<Duration, ConfigError> {
+            match u64::try_from(v) {
+                Ok(m) if (1..=max).contains(&v) => Ok(Duration::from_millis(m)),
+                _ => Err(err(
+                    field,
+                    format!("{v} is not in 1..={max} (milliseconds)"),
+                )),
+            }
+        };
+        if let Some(v) = raw.codel_target_ms {
+            self.codel_params.target = ms("codel_target_ms", v, MAX_CODEL_TARGET_MS)?;
+        }
+        if let Some(v) = raw.codel_interval_ms {
+            self.codel_params.interval = ms("codel_interval_ms", v, MAX_CODEL_INTERVAL_MS)?;
+        }
+        if let Some(e) = raw.codel_ecn {
+            self.codel_params.ecn = e;
         }
         Ok(())
     }
@@ -203,7 +263,27 @@ impl NormSettings {
         if !self.enabled {
             return Ok(None);
         }
-        let c = self.cfg;
+        let mut c = self.cfg;
+        let p = self.codel_params;
+        if p.target > p.interval {
+            return Err(ConfigError::new(
+                file,
+                format!("{scope}.codel_target_ms"),
+                format!(
+                    "{} is above codel_interval_ms ({}); want codel_target_ms <= codel_interval_ms",
+                    p.target.total_millis(),
+                    p.interval.total_millis()
+                ),
+            ));
+        }
+        (c.aqm, c.queue_bytes) = if self.codel {
+            (Aqm::Codel(p), self.queue_bytes.unwrap_or(CODEL_QUEUE_BYTES))
+        } else {
+            (
+                Aqm::DropTail,
+                self.queue_bytes.unwrap_or(DROP_TAIL_QUEUE_BYTES),
+            )
+        };
         if c.s_goal < c.s_min {
             return Err(ConfigError::new(
                 file,
@@ -248,7 +328,8 @@ mod tests {
         let c = apply(
             "enabled = true\nframe_size = 1000\ns_goal_kbps = 4080\ns_min_kbps = 100\n\
              s_step_kbps = 50\no_min_ms = 20\nw = 0.5\nalgorithm = \"improved\"\n\
-             packing = \"faithful\"\nqueue_bytes = 10000\n",
+             packing = \"faithful\"\nqueue_bytes = 10000\ncodel_target_ms = 10\n\
+             codel_interval_ms = 200\ncodel_ecn = false\n",
         )
         .unwrap()
         .unwrap();
@@ -261,6 +342,55 @@ mod tests {
         assert_eq!(c.algorithm, Algorithm::Improved);
         assert_eq!(c.packing, Packing::Single);
         assert_eq!(c.queue_bytes, 10000);
+        assert_eq!(
+            c.aqm,
+            Aqm::Codel(CodelParams {
+                target: Duration::from_millis(10),
+                interval: Duration::from_millis(200),
+                ecn: false,
+            })
+        );
+    }
+
+    #[test]
+    fn aqm_defaults_to_codel_and_drop_tail_is_named() {
+        let c = apply("enabled = true").unwrap().unwrap();
+        assert_eq!(c.aqm, Aqm::Codel(CodelParams::default()));
+        assert_eq!(c.queue_bytes, 256 * 1024);
+        let c = apply("enabled = true\naqm = \"drop-tail\"\ncodel_target_ms = 7")
+            .unwrap()
+            .unwrap();
+        assert_eq!(c.aqm, Aqm::DropTail);
+        assert_eq!(c.queue_bytes, 64 * 1024);
+        // An explicit queue_bytes wins for either.
+        let c = apply("enabled = true\naqm = \"drop-tail\"\nqueue_bytes = 9000")
+            .unwrap()
+            .unwrap();
+        assert_eq!(c.queue_bytes, 9000);
+    }
+
+    #[test]
+    fn aqm_merges_key_by_key() {
+        // [normalize] sets the target and drop-tail, the peer switches CoDel on.
+        let mut s = NormSettings::builtin();
+        let f = Path::new("gw.toml");
+        s.apply(
+            f,
+            "normalize",
+            &raw("enabled = true\naqm = \"drop-tail\"\ncodel_target_ms = 8"),
+        )
+        .unwrap();
+        s.apply(f, "peer[0].normalize", &raw("aqm = \"codel\""))
+            .unwrap();
+        let c = s.finish(f, "peer[0].normalize").unwrap().unwrap();
+        assert_eq!(
+            c.aqm,
+            Aqm::Codel(CodelParams {
+                target: Duration::from_millis(8),
+                interval: Duration::from_millis(100),
+                ecn: true,
+            })
+        );
     }
 
     #[test]
@@ -292,7 +422,23 @@ mod tests {
             ),
             (
                 "queue_bytes = 10",
-                "gw.toml: normalize.queue_bytes: 10 is not in 2050..=67108864 (bytes)",
+                "gw.toml: normalize.queue_bytes: 10 is not in 2058..=67108864 (bytes)",
+            ),
+            (
+                "aqm = \"red\"",
+                "gw.toml: normalize.aqm: \"red\" is not an AQM; want \"codel\" or \"drop-tail\"",
+            ),
+            (
+                "codel_target_ms = 0",
+                "gw.toml: normalize.codel_target_ms: 0 is not in 1..=1000 (milliseconds)",
+            ),
+            (
+                "codel_interval_ms = 20000",
+                "gw.toml: normalize.codel_interval_ms: 20000 is not in 1..=10000 (milliseconds)",
+            ),
+            (
+                "enabled = true\ncodel_target_ms = 200",
+                "gw.toml: normalize.codel_target_ms: 200 is above codel_interval_ms (100); want codel_target_ms <= codel_interval_ms",
             ),
             (
                 "enabled = true\ns_goal_kbps = 100",

@@ -268,6 +268,7 @@ impl NormPeer {
         c.o_min = Duration::from_millis(u64::from(cfg.o_min_ms));
         c.w = cfg.weight();
         c.tx_queue_bytes = cfg.queue_bytes;
+        c.aqm = cfg.aqm;
         c.max_inner_len = SLOT_LEN;
         c.rx_queue_bytes = RX_QUEUE_BYTES;
         let ep = Endpoint::new(ctx.now(), c, vec![0; c.storage_len()])
@@ -345,6 +346,8 @@ impl NormPeer {
             "inner_queue_frames": s.inner_queue_frames,
             "inner_queue_bytes": s.inner_queue_bytes,
             "inner_drops": s.inner_drops,
+            "aqm_drops": s.aqm_drops,
+            "aqm_marks": s.aqm_marks,
             "inner_delivered": s.inner_delivered,
             "delivery_drops": s.delivery_drops,
             "reassembly_drops": s.reassembly_drops,

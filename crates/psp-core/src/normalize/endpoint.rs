@@ -19,6 +19,7 @@
 
 use core::fmt;
 
+use super::aqm::{Aqm, Codel, Head, Queue, set_ce};
 use super::controller::{Loss, Packet, RateController, sender_rate};
 use super::feedback::{self, Frame, MAX_SEQ, Repr};
 use super::pacer::Pacer;
@@ -27,6 +28,8 @@ use super::packing::{
     Segment, SegmentWriter, Segments, WHOLE_HEADER_LEN,
 };
 use super::{Algorithm, Config, ConfigError, HEADER_LEN, Rate};
+#[cfg(test)]
+use super::{CodelParams, packing::TX_RECORD_OVERHEAD};
 use crate::time::{Duration, Instant};
 
 /// A payload to seal and send now.
@@ -115,6 +118,10 @@ pub struct Stats {
     pub inner_queue_bytes: usize,
     /// Inner frames refused (queue full or too large).
     pub inner_drops: u64,
+    /// Inner frames dropped by the AQM (CoDel) at the head of the queue.
+    pub aqm_drops: u64,
+    /// Inner frames the AQM marked Congestion Experienced instead of dropping them.
+    pub aqm_marks: u64,
     /// Pacer slots skipped after late wake-ups.
     pub pacer_skipped: u64,
     /// Outer payloads accepted from the peer.
@@ -139,6 +146,11 @@ pub struct Endpoint<S> {
     storage: S,
     tx: FrameRing,
     rx: FrameRing,
+    // CoDel, or None for drop-tail only.
+    codel: Option<Codel>,
+    // The tx head frame has been through the AQM (it is evaluated once, when it first reaches
+    // the head at a transmit slot).
+    tx_head_checked: bool,
     reasm: Reassembler,
     // Bytes of the front inner frame already sent as fragments, and its fragment id.
     tx_offset: usize,
@@ -173,8 +185,13 @@ impl<S: AsRef<[u8]> + AsMut<[u8]>> Endpoint<S> {
         Ok(Self {
             cfg,
             storage,
-            tx: FrameRing::default(),
+            tx: FrameRing::stamped(),
             rx: FrameRing::default(),
+            codel: match cfg.aqm {
+                Aqm::Codel(p) => Some(Codel::new(p, cfg.max_sendable_inner_len())),
+                Aqm::DropTail => None,
+            },
+            tx_head_checked: false,
             reasm: Reassembler::new(cfg.reassembly_slots, cfg.max_inner_len, cfg.reorder_window),
             tx_offset: 0,
             tx_frag_id: 0,
@@ -206,11 +223,13 @@ impl<S: AsRef<[u8]> + AsMut<[u8]>> Endpoint<S> {
         self.apply_rate();
     }
 
-    /// Queues an inner frame from the protected side (drop-tail when the queue is full).
+    /// Queues an inner frame from the protected side, stamped with `now` (drop-tail when the
+    /// byte cap is reached; with CoDel, frames that waited too long are dropped later, when
+    /// they reach the head of the queue at a transmit slot).
     ///
     /// # Errors
     /// [`InnerError`]; the frame is not queued.
-    pub fn handle_inner(&mut self, _now: Instant, frame: &[u8]) -> Result<(), InnerError> {
+    pub fn handle_inner(&mut self, now: Instant, frame: &[u8]) -> Result<(), InnerError> {
         if frame.is_empty() {
             return Err(InnerError::Empty);
         }
@@ -219,7 +238,8 @@ impl<S: AsRef<[u8]> + AsMut<[u8]>> Endpoint<S> {
             return Err(InnerError::TooLarge);
         }
         let tx_len = self.cfg.tx_queue_bytes;
-        if !self.tx.push(&mut self.storage.as_mut()[..tx_len], frame) {
+        let region = &mut self.storage.as_mut()[..tx_len];
+        if !self.tx.push_stamped(region, frame, now.total_micros()) {
             self.stats.inner_drops += 1;
             return Err(InnerError::QueueFull);
         }
@@ -329,7 +349,7 @@ impl<S: AsRef<[u8]> + AsMut<[u8]>> Endpoint<S> {
         self.next_seq += 1;
         let mut frame = Frame::new_unchecked(&mut *buf);
         repr.emit(&mut frame);
-        let inner_bytes = self.fill(frame.data_mut());
+        let inner_bytes = self.fill(now, frame.data_mut());
         self.stats.frames_sent += 1;
         if inner_bytes == 0 {
             self.stats.dummy_frames_sent += 1;
@@ -366,6 +386,8 @@ impl<S: AsRef<[u8]> + AsMut<[u8]>> Endpoint<S> {
         s.inner_queue_bytes = self.tx.bytes().saturating_sub(self.tx_offset);
         s.pacer_skipped = self.pacer.skipped();
         s.reassembly_drops = self.reasm.dropped();
+        s.aqm_drops = self.codel.as_ref().map_or(0, Codel::drops);
+        s.aqm_marks = self.codel.as_ref().map_or(0, Codel::marks);
         s
     }
 
@@ -393,16 +415,31 @@ impl<S: AsRef<[u8]> + AsMut<[u8]>> Endpoint<S> {
     }
 
     /// Moves queued inner data into a data area; returns the inner bytes written.
-    fn fill(&mut self, area: &mut [u8]) -> usize {
+    fn fill(&mut self, now: Instant, area: &mut [u8]) -> usize {
         let tx_len = self.cfg.tx_queue_bytes;
-        let region = &self.storage.as_ref()[..tx_len];
         let mut w = SegmentWriter::new(area);
         let mut inner = 0;
-        while let Some(r) = self.tx.front(region) {
+        loop {
+            // A new head (not partly sent) meets the AQM first: RFC 8289's dequeue.
+            if self.tx_offset == 0 && !self.tx_head_checked {
+                if let Some(codel) = &mut self.codel {
+                    let mut q = TxQueue {
+                        ring: &mut self.tx,
+                        region: &mut self.storage.as_mut()[..tx_len],
+                    };
+                    codel.dequeue(now, &mut q);
+                }
+                self.tx_head_checked = self.tx.frames() > 0;
+            }
+            let region = &self.storage.as_ref()[..tx_len];
+            let Some(r) = self.tx.front(region) else {
+                break;
+            };
             let frame = &region[r];
             if self.tx_offset == 0 && w.push_whole(frame) {
                 inner += frame.len();
                 self.tx.pop(region);
+                self.tx_head_checked = false;
                 if self.cfg.packing == Packing::Single {
                     break;
                 }
@@ -439,9 +476,38 @@ impl<S: AsRef<[u8]> + AsMut<[u8]>> Endpoint<S> {
             }
             self.tx_offset = 0;
             self.tx.pop(region);
+            self.tx_head_checked = false;
         }
         w.finish();
         inner
+    }
+}
+
+/// The transmit queue as CoDel sees it.
+struct TxQueue<'a> {
+    ring: &'a mut FrameRing,
+    region: &'a mut [u8],
+}
+
+impl Queue for TxQueue<'_> {
+    fn head(&self, now: Instant) -> Option<Head> {
+        let r = self.ring.front(self.region)?;
+        let stamp = Instant::from_micros(self.ring.front_stamp(self.region)?);
+        Some(Head {
+            sojourn: now.saturating_since(stamp),
+            backlog: self.ring.bytes() - r.len(),
+        })
+    }
+
+    fn drop_head(&mut self) {
+        self.ring.pop(self.region);
+    }
+
+    fn mark_head(&mut self) -> bool {
+        match self.ring.front(self.region) {
+            Some(r) => set_ce(&mut self.region[r]),
+            None => false,
+        }
     }
 }
 
@@ -598,7 +664,7 @@ mod tests {
     #[test]
     fn queue_full_is_drop_tail() {
         let mut c = cfg(Packing::Packed);
-        c.tx_queue_bytes = 1002;
+        c.tx_queue_bytes = 1000 + TX_RECORD_OVERHEAD;
         let mut a = endpoint(c);
         a.handle_inner(Instant::ZERO, &[1u8; 500]).unwrap();
         assert_eq!(
@@ -607,6 +673,118 @@ mod tests {
         );
         assert_eq!(a.stats().inner_drops, 1);
         assert_eq!(a.stats().inner_queue_frames, 1);
+    }
+
+    /// Keeps `standing` 100-byte frames queued at every 1 ms slot for 1 s; returns the stats
+    /// and the number of payloads that carried inner data.
+    fn standing_queue(aqm: Aqm, standing: usize) -> (Stats, u64) {
+        standing_queue_of(aqm, standing, |ms| vec![ms as u8; 100])
+    }
+
+    fn standing_queue_of(
+        aqm: Aqm,
+        standing: usize,
+        frame: impl Fn(u64) -> Vec<u8>,
+    ) -> (Stats, u64) {
+        let mut c = cfg(Packing::Single);
+        c.aqm = aqm;
+        let mut a = endpoint(c);
+        let mut out = [0u8; 200];
+        let mut real = 0;
+        for ms in 0..1000u64 {
+            let now = Instant::from_millis(ms);
+            while a.stats().inner_queue_frames < standing {
+                a.handle_inner(now, &frame(ms)).unwrap();
+            }
+            while let Some(t) = a.poll_transmit(now, &mut out) {
+                real += u64::from(!t.is_dummy());
+            }
+        }
+        (a.stats(), real)
+    }
+
+    #[test]
+    fn codel_drops_from_a_standing_queue() {
+        // 20 frames of 1 ms each: a 20 ms standing queue, above the 5 ms target.
+        let (s, real) = standing_queue(Aqm::default(), 20);
+        assert_eq!(s.frames_sent, 1000);
+        assert_eq!(real, 1000);
+        assert_eq!(s.inner_drops, 0);
+        // First drop 100 ms after the sojourn passed 5 ms, then interval / sqrt(count):
+        // about 2 * 100 ms * sqrt(n) for n drops.
+        assert!((15..=30).contains(&s.aqm_drops), "{}", s.aqm_drops);
+        assert_eq!(
+            s.inner_queued,
+            real + s.aqm_drops + s.inner_queue_frames as u64
+        );
+    }
+
+    #[test]
+    fn codel_marks_ecn_capable_frames_instead() {
+        // 100-byte Ethernet frames with an IPv4 header, ECT(0).
+        let ect = |_| {
+            let mut f = vec![0u8; 100];
+            f[12..14].copy_from_slice(&[0x08, 0x00]);
+            f[14] = 0x45;
+            f[15] = 0x02;
+            f
+        };
+        let (s, real) = standing_queue_of(Aqm::default(), 20, ect);
+        assert_eq!(s.aqm_drops, 0);
+        assert!((15..=30).contains(&s.aqm_marks), "{}", s.aqm_marks);
+        assert_eq!(s.inner_queued, real + s.inner_queue_frames as u64);
+        // ECN off: dropped as before.
+        let no_ecn = Aqm::Codel(CodelParams {
+            ecn: false,
+            ..CodelParams::default()
+        });
+        let (s, _) = standing_queue_of(no_ecn, 20, ect);
+        assert_eq!(s.aqm_marks, 0);
+        assert!((15..=30).contains(&s.aqm_drops), "{}", s.aqm_drops);
+    }
+
+    #[test]
+    fn codel_leaves_a_short_queue_alone() {
+        // 3 frames: 3 ms of sojourn, below target.
+        let (s, _) = standing_queue(Aqm::default(), 3);
+        assert_eq!(s.aqm_drops, 0);
+    }
+
+    #[test]
+    fn drop_tail_keeps_the_standing_queue() {
+        let (s, real) = standing_queue(Aqm::DropTail, 20);
+        assert_eq!((s.frames_sent, real), (1000, 1000));
+        assert_eq!((s.aqm_drops, s.inner_drops), (0, 0));
+        assert_eq!(s.inner_queued, real + s.inner_queue_frames as u64);
+    }
+
+    #[test]
+    fn codel_never_cuts_a_partly_sent_frame() {
+        // Packed: a 900-byte frame spans 6 payloads; sent fragments are never followed by an
+        // AQM drop of the rest, so the peer reassembles every frame that left.
+        let mut c = cfg(Packing::Packed);
+        c.tx_queue_bytes = 16 * 1024;
+        let mut a = endpoint(c);
+        let mut b = endpoint(cfg(Packing::Packed));
+        let mut out = [0u8; 200];
+        let mut got = 0u64;
+        for ms in 0..2000u64 {
+            let now = Instant::from_millis(ms);
+            while a.stats().inner_queue_bytes < 4 * 900 {
+                a.handle_inner(now, &[ms as u8; 900]).unwrap();
+            }
+            while let Some(_t) = a.poll_transmit(now, &mut out) {
+                b.handle_payload(now, &out).unwrap();
+                got += drain(&mut b).len() as u64;
+            }
+        }
+        let s = a.stats();
+        assert!(s.aqm_drops > 0);
+        assert_eq!(b.stats().reassembly_drops, 0);
+        assert_eq!(
+            got + s.aqm_drops + s.inner_queue_frames as u64,
+            s.inner_queued
+        );
     }
 
     #[test]

@@ -9,6 +9,7 @@
 //!
 //! | module | role |
 //! |---|---|
+//! | [`aqm`] | the inner transmit queue's drop policy: CoDel (RFC 8289) or drop-tail |
 //! | [`controller`] | the receiver-side [`RateController`] (Algorithm 1) and the sender rule |
 //! | [`feedback`] | the normalized payload header: sequence number and the four feedback values |
 //! | [`pacer`] | the next departure instant for a rate and a fixed frame size |
@@ -26,12 +27,14 @@ use core::fmt;
 
 use crate::time::Duration;
 
+pub mod aqm;
 pub mod controller;
 pub mod endpoint;
 pub mod feedback;
 pub mod pacer;
 pub mod packing;
 
+pub use aqm::{Aqm, CodelParams};
 pub use controller::{
     ControllerConfig, Decision, Loss, Packet, RateController, Variant, Weight, sender_rate,
 };
@@ -192,8 +195,12 @@ pub struct Config {
     pub w: Weight,
     /// Extra frames the pacer may send back to back after a late wake-up (see [`Pacer`]).
     pub max_catch_up: u32,
-    /// Bytes of the inner transmit queue (drop-tail beyond; each frame costs 2 extra bytes).
+    /// Bytes of the inner transmit queue, a hard memory bound: drop-tail beyond it whatever
+    /// the [`Aqm`] (each frame costs [`packing::TX_RECORD_OVERHEAD`] extra bytes).
     pub tx_queue_bytes: usize,
+    /// The inner transmit queue's drop policy below the byte cap: CoDel (default) or the
+    /// paper's drop-tail only.
+    pub aqm: Aqm,
     /// Bytes of the delivery queue drained by [`Endpoint::poll_event`].
     pub rx_queue_bytes: usize,
     /// The largest inner frame accepted (at most [`packing::MAX_INNER_LEN`]).
@@ -220,6 +227,7 @@ impl Default for Config {
             w: Weight::new(1, 8),
             max_catch_up: 4,
             tx_queue_bytes: 64 * 1024,
+            aqm: Aqm::default(),
             rx_queue_bytes: 32 * 1024,
             max_inner_len: 1518,
             reassembly_slots: 4,
@@ -316,8 +324,13 @@ impl Config {
         if self.reassembly_slots == 0 || self.reassembly_slots > packing::MAX_SLOTS {
             return Err(ConfigError::ReassemblySlots);
         }
-        if self.tx_queue_bytes < self.max_inner_len + packing::RING_RECORD_OVERHEAD {
+        if self.tx_queue_bytes < self.max_inner_len + packing::TX_RECORD_OVERHEAD {
             return Err(ConfigError::QueueLen);
+        }
+        if let Aqm::Codel(p) = self.aqm
+            && !p.is_valid()
+        {
+            return Err(ConfigError::Aqm);
         }
         // One payload can complete a fragmented frame and carry whole frames besides.
         if self.rx_queue_bytes < 2 * (self.max_inner_len + self.frame_len) {
@@ -350,6 +363,8 @@ pub enum ConfigError {
     QueueLen,
     /// `reorder_window` is zero.
     ReorderWindow,
+    /// CoDel's parameters do not satisfy `0 < target <= interval`.
+    Aqm,
     /// The storage buffer is shorter than [`Config::storage_len`].
     Storage,
 }
@@ -365,6 +380,7 @@ impl fmt::Display for ConfigError {
             Self::ReassemblySlots => "reassembly slot count out of range",
             Self::QueueLen => "queue too small for the largest inner frame",
             Self::ReorderWindow => "reorder window must be positive",
+            Self::Aqm => "CoDel parameters must satisfy 0 < target <= interval",
             Self::Storage => "storage buffer shorter than Config::storage_len()",
         })
     }
@@ -418,5 +434,18 @@ mod tests {
         c = Config::default();
         c.tx_queue_bytes = 10;
         assert_eq!(c.validate(), Err(ConfigError::QueueLen));
+        c = Config::default();
+        c.tx_queue_bytes = c.max_inner_len + packing::TX_RECORD_OVERHEAD - 1;
+        assert_eq!(c.validate(), Err(ConfigError::QueueLen));
+        c.tx_queue_bytes += 1;
+        assert_eq!(c.validate(), Ok(()));
+        c.aqm = Aqm::Codel(CodelParams {
+            target: Duration::from_millis(200),
+            interval: Duration::from_millis(100),
+            ..CodelParams::default()
+        });
+        assert_eq!(c.validate(), Err(ConfigError::Aqm));
+        c.aqm = Aqm::DropTail;
+        assert_eq!(c.validate(), Ok(()));
     }
 }

@@ -39,8 +39,13 @@ pub const MIN_FRAGMENT_LEN: usize = 16;
 pub const MAX_INNER_LEN: usize = 0x3fff;
 /// The most fragmented inner frames reassembled at once.
 pub const MAX_SLOTS: usize = 8;
-/// Bytes a queued frame costs on top of its length (its length prefix).
+/// Bytes a frame in the delivery queue costs on top of its length (its length prefix).
 pub const RING_RECORD_OVERHEAD: usize = 2;
+/// Bytes a frame in the transmit queue costs on top of its length: the length prefix and its
+/// enqueue instant (8 bytes, µs), the sojourn time CoDel needs.
+pub const TX_RECORD_OVERHEAD: usize = RING_RECORD_OVERHEAD + STAMP_LEN;
+
+const STAMP_LEN: usize = 8;
 
 const KIND_END: u16 = 0;
 const KIND_WHOLE: u16 = 1;
@@ -221,10 +226,13 @@ impl<'a> SegmentWriter<'a> {
 }
 
 /// A FIFO of variable-length frames in a caller-owned byte region, each stored contiguously as
-/// `[len: BE16][bytes]` (a frame that does not fit before the end of the region starts over at
-/// its beginning). The struct holds only indices; every call takes the same region.
+/// `[len: BE16][bytes]`, or `[len: BE16][stamp: BE64][bytes]` in a [stamped](Self::stamped)
+/// ring (a frame that does not fit before the end of the region starts over at its beginning).
+/// The struct holds only indices; every call takes the same region.
 #[derive(Clone, Debug, Default)]
 pub(crate) struct FrameRing {
+    // 0, or STAMP_LEN in a stamped ring.
+    stamp_len: usize,
     read: usize,
     write: usize,
     // While wrapped, live records are in [read, watermark) and [0, write).
@@ -235,6 +243,19 @@ pub(crate) struct FrameRing {
 }
 
 impl FrameRing {
+    /// A ring whose records also carry a `u64` stamp (the enqueue instant in the tx queue).
+    pub(crate) fn stamped() -> Self {
+        Self {
+            stamp_len: STAMP_LEN,
+            ..Self::default()
+        }
+    }
+
+    /// Bytes a record costs on top of its frame.
+    fn overhead(&self) -> usize {
+        RING_RECORD_OVERHEAD + self.stamp_len
+    }
+
     /// Queued frames.
     pub(crate) fn frames(&self) -> usize {
         self.frames
@@ -245,17 +266,20 @@ impl FrameRing {
         self.bytes
     }
 
-    /// Appends a frame of `len` bytes written by `fill`; false (nothing changed) if full.
+    /// Appends a frame of `len` bytes written by `fill`, with `stamp` if the ring is stamped;
+    /// false (nothing changed) if full.
     pub(crate) fn push_with(
         &mut self,
         region: &mut [u8],
         len: usize,
+        stamp: u64,
         fill: impl FnOnce(&mut [u8]),
     ) -> bool {
         if len > usize::from(u16::MAX) {
             return false;
         }
-        let need = len + RING_RECORD_OVERHEAD;
+        let head = self.overhead();
+        let need = len + head;
         let pos = if !self.wrapped {
             if self.write + need <= region.len() {
                 self.write
@@ -272,7 +296,10 @@ impl FrameRing {
             return false;
         };
         region[pos..pos + 2].copy_from_slice(&(len as u16).to_be_bytes());
-        fill(&mut region[pos + 2..pos + need]);
+        if self.stamp_len == STAMP_LEN {
+            region[pos + 2..pos + head].copy_from_slice(&stamp.to_be_bytes());
+        }
+        fill(&mut region[pos + head..pos + need]);
         self.write = pos + need;
         self.frames += 1;
         self.bytes += len;
@@ -281,7 +308,25 @@ impl FrameRing {
 
     /// Appends a copy of `frame`; false if full.
     pub(crate) fn push(&mut self, region: &mut [u8], frame: &[u8]) -> bool {
-        self.push_with(region, frame.len(), |b| b.copy_from_slice(frame))
+        self.push_stamped(region, frame, 0)
+    }
+
+    /// Appends a copy of `frame` with `stamp` (stored only in a stamped ring); false if full.
+    pub(crate) fn push_stamped(&mut self, region: &mut [u8], frame: &[u8], stamp: u64) -> bool {
+        self.push_with(region, frame.len(), stamp, |b| b.copy_from_slice(frame))
+    }
+
+    /// The stamp of the oldest frame (0 in an unstamped ring).
+    pub(crate) fn front_stamp(&self, region: &[u8]) -> Option<u64> {
+        if self.frames == 0 {
+            return None;
+        }
+        if self.stamp_len != STAMP_LEN {
+            return Some(0);
+        }
+        let mut b = [0u8; STAMP_LEN];
+        b.copy_from_slice(&region[self.read + 2..self.read + 2 + STAMP_LEN]);
+        Some(u64::from_be_bytes(b))
     }
 
     /// The byte range of the oldest frame in the region.
@@ -293,7 +338,8 @@ impl FrameRing {
             region[self.read],
             region[self.read + 1],
         ]));
-        Some(self.read + 2..self.read + 2 + len)
+        let start = self.read + self.overhead();
+        Some(start..start + len)
     }
 
     /// Removes the oldest frame.
@@ -532,6 +578,33 @@ mod tests {
         assert_eq!((r.read, r.write, r.frames(), r.bytes()), (0, 0, 0, 0));
         assert!(!r.push(&mut region, &[0u8; 15]));
         assert!(r.push(&mut region, &[0u8; 14]));
+    }
+
+    #[test]
+    fn stamped_ring_keeps_stamps_and_wraps() {
+        let mut region = [0u8; 32];
+        let mut r = FrameRing::stamped();
+        assert!(r.push_stamped(&mut region, b"abcd", 7)); // 14 bytes at 0
+        assert!(r.push_stamped(&mut region, b"efgh", 8)); // 14 bytes at 14
+        assert!(!r.push_stamped(&mut region, b"ij", 9)); // 12 > 4 left, read = 0
+        assert_eq!(r.front_stamp(&region), Some(7));
+        assert_eq!(&region[r.front(&region).unwrap()], b"abcd");
+        r.pop(&region);
+        assert!(r.push_stamped(&mut region, b"ij", 9)); // wraps to 0..12 (<= read = 14)
+        assert_eq!(r.front_stamp(&region), Some(8));
+        assert_eq!(&region[r.front(&region).unwrap()], b"efgh");
+        r.pop(&region);
+        assert_eq!(r.front_stamp(&region), Some(9));
+        assert_eq!(&region[r.front(&region).unwrap()], b"ij");
+        r.pop(&region);
+        assert_eq!(r.front_stamp(&region), None);
+        // The largest frame: the region minus the record overhead.
+        assert!(!r.push_stamped(&mut region, &[0u8; 32 - TX_RECORD_OVERHEAD + 1], 1));
+        assert!(r.push_stamped(&mut region, &[0u8; 32 - TX_RECORD_OVERHEAD], 1));
+        // Unstamped rings report 0.
+        let mut u = FrameRing::default();
+        assert!(u.push_stamped(&mut region, b"x", 5));
+        assert_eq!(u.front_stamp(&region), Some(0));
     }
 
     #[test]
