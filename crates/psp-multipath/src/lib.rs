@@ -272,9 +272,10 @@ pub struct Options {
     pub pinned_peer: Option<[u8; 32]>,
     /// What to do when a path fails during the stream (default: close the stream).
     pub on_path_failure: OnPathFailure,
-    /// How long sent data may stay unacknowledged by TCP on a path (`TCP_USER_TIMEOUT`), and
-    /// about how long an idle path may stay silent to keepalive probes, before the path counts
-    /// as failed (dispersal mode; default 10 s).
+    /// Under [`OnPathFailure::Continue`]: how long sent data may stay unacknowledged by TCP on
+    /// a path (`TCP_USER_TIMEOUT`; Linux counts a zero window too, so keep it above the longest
+    /// pause of the reading application), and about how long an idle path may stay silent to
+    /// keepalive probes, before the path counts as failed (dispersal mode; default 10 s).
     pub path_timeout: Duration,
 }
 

@@ -15,9 +15,10 @@
 //! Under `Continue` the sender keeps every unacknowledged segment as sent (at most
 //! [`RETAIN_LIMIT`] bytes; writes wait when full), and when a path fails re-sends the failed
 //! path's kept segments, unchanged but for the path sequence, on the other path. A receiver
-//! that lost a path reads the survivor ahead into an out-of-order buffer (at most
-//! [`REORDER_LIMIT`] bytes: an honest sender never has more unacknowledged) and drops segments
-//! it already delivered.
+//! whose peer re-sends (or that lost a path) reads a path whose head is not next ahead into an
+//! out-of-order buffer (at most [`REORDER_LIMIT`] bytes: an honest sender never has more
+//! unacknowledged), so a path dying silently never stalls the other one, and drops segments it
+//! already delivered.
 //!
 //! Wakers: with the stream split in a reading and a writing task, both poll the same sockets
 //! and the socket keeps one waker per direction. So each side stores its own waker and wakes
@@ -200,9 +201,11 @@ fn aad(prefix: &[u8; 12], header: &[u8]) -> [u8; 12 + HEADER_LEN] {
     a
 }
 
-/// Applies the path-failure socket options: `TCP_USER_TIMEOUT` (sent data unacknowledged this
-/// long fails the connection) and keepalive probes (an idle path that stops answering fails in
-/// about `t`). Best effort: a kernel without them still sees resets and closes.
+/// Applies the path-failure socket options (`Continue` only): `TCP_USER_TIMEOUT` (sent data
+/// unacknowledged this long fails the connection; Linux counts a zero window that long too, so
+/// a peer application that stops reading for longer than `t` fails the paths) and keepalive
+/// probes (an idle path that stops answering fails in about `t`). Best effort: a kernel
+/// without them still sees resets and closes.
 fn set_path_timeouts(stream: &TcpStream, t: core::time::Duration) {
     let s = socket2::SockRef::from(stream);
     let sec = core::time::Duration::from_secs(1);
@@ -229,7 +232,7 @@ impl MultipathStream {
             // sends no data before the binding tag, so leftovers are at most a few segments;
             // anything beyond IN_LEN would be a protocol violation caught at parse time.
             let (local, peer) = (c.stream.local_addr().ok(), c.stream.peer_addr().ok());
-            if dispersal {
+            if dispersal && matches!(options.on_path_failure, OnPathFailure::Continue { .. }) {
                 set_path_timeouts(&c.stream, options.path_timeout);
             }
             let mut inb = vec![0u8; IN_LEN.max(c.buf.len())].into_boxed_slice();
@@ -1054,9 +1057,9 @@ impl MultipathStream {
         self.delivered = (self.rx_offset, self.rx_seg);
     }
 
-    /// Path `i`'s head is not next: drops it if already delivered, or (after a failure) moves
-    /// it to the out-of-order buffer. `Ok(false)` if it must stay where it is.
-    fn set_aside(&mut self, i: usize, any_failed: bool) -> io::Result<bool> {
+    /// Path `i`'s head is not next: drops it if already delivered, or (`ahead`) moves it to
+    /// the out-of-order buffer. `Ok(false)` if it must stay where it is.
+    fn set_aside(&mut self, i: usize, ahead: bool) -> io::Result<bool> {
         let Some(head) = self.paths[i].head else {
             return Ok(false);
         };
@@ -1064,7 +1067,7 @@ impl MultipathStream {
         let end = p.in_start + HEADER_LEN + usize::from(head.repr.len);
         if head.repr.seg < self.rx_seg {
             p.stats.duplicates_dropped += 1;
-        } else if any_failed {
+        } else if ahead {
             let bytes = p.inb[p.in_start..end].to_vec();
             if self.reorder.contains_key(&head.repr.seg) {
                 p.stats.duplicates_dropped += 1;
@@ -1134,8 +1137,11 @@ impl AsyncRead for MultipathStream {
                         {
                             next = Some(i);
                         } else {
-                            let any_failed = this.paths.iter().any(|p| p.failed);
-                            if this.set_aside(i, any_failed)? {
+                            // Read ahead after a failure, and whenever the peer re-sends (its
+                            // unacknowledged bytes, so our buffer, are bounded): a path that
+                            // dies silently then never stalls the other one.
+                            let ahead = this.send_acks || this.paths.iter().any(|p| p.failed);
+                            if this.set_aside(i, ahead)? {
                                 continue 'again;
                             }
                         }
