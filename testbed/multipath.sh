@@ -551,6 +551,8 @@ REPORT=$RUN_DIR/report.md
     echo "SMKEX extra at the median: $SMKEX_EXTRA µs (paper, seed 002 Fig 13: about +50 µs). Ping RTT client-server on the trusted path: $PING_US µs (mean of 50). SMKEX here is 4 round trips (TCP connect, SEP Request/Accept, shares and nonces, confirmation) against 2 for the baseline (connect, one share each way)."
     echo
     echo "Attacks: a share replaced on the untrusted path detected: $MITM_DETECTED (client error: \`$(cat "$RUN_DIR/mitm-cli.log")\`); an active attacker on both paths read $EVE_BOTH of 100000 patterns, and was refused when the client pinned the server's long-term key: $PINNED_REFUSED (\`$(cat "$RUN_DIR/pinned-cli.log")\`); 65 known plaintext bytes recovered $KP_BYTES bytes (one whole segment) of the untrusted path without the key."
+    echo
+    echo "Path loss (\`--continue-on-path-failure --path-timeout 2\`, links shaped, $LOSS_BYTES bytes, client's wlan0 set down 0.5 s into the transfer): all bytes arrived: $CONT_OK; $(grep -h "FAILED\|re-sent" "$RUN_DIR/loss-cli.log" | sed 's/^psp-mp: //' | xargs)."
 } >"$REPORT"
 cat "$REPORT" >&2
 
