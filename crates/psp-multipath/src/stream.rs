@@ -11,12 +11,12 @@
 //! per path (`2 * (HEADER_LEN + MAX_PAYLOAD)`) whatever the sender does.
 //!
 //! Path failure ([`OnPathFailure`]): the receiver acknowledges what it delivered (cumulative
-//! acks, every [`ACK_EVERY`] bytes and whenever it waits), on the trusted path while it works.
+//! acks, every [`ACK_EVERY`] bytes and at end of stream), on the trusted path while it works.
 //! Under `Continue` the sender keeps every unacknowledged segment as sent (at most
 //! [`RETAIN_LIMIT`] bytes; writes wait when full), and when a path fails re-sends the failed
 //! path's kept segments, unchanged but for the path sequence, on the other path. A receiver
-//! whose peer re-sends (or that lost a path) reads a path whose head is not next ahead into an
-//! out-of-order buffer (at most [`REORDER_LIMIT`] bytes: an honest sender never has more
+//! whose peer re-sends and that waited [`STALL`] for the next segment (or that lost a path)
+//! reads a path whose head is not next ahead into an out-of-order buffer (at most [`REORDER_LIMIT`] bytes: an honest sender never has more
 //! unacknowledged), so a path dying silently never stalls the other one, and drops segments it
 //! already delivered.
 //!
@@ -25,6 +25,7 @@
 //! the other side's whenever it made progress on a socket that side may be waiting for (acks
 //! read by the writer, data read by the writer, bytes flushed by the reader).
 
+use core::future::Future;
 use core::pin::Pin;
 use core::task::{Context, Poll, Waker, ready};
 use std::collections::{BTreeMap, VecDeque};
@@ -59,8 +60,13 @@ const OUT_LIMIT: usize = 64 * 1024;
 const IN_LEN: usize = 2 * (HEADER_LEN + MAX_PAYLOAD);
 /// The most bytes of segments (as sent) a `Continue` sender keeps unacknowledged.
 pub(crate) const RETAIN_LIMIT: usize = 4 * 1024 * 1024;
-/// The receiver acks after this many delivered bytes (and whenever it waits for more).
+/// The receiver acks after this many delivered bytes (and at end of stream).
 pub(crate) const ACK_EVERY: u64 = 256 * 1024;
+/// How long a receiver waits for the path holding the next segment, while the other path's
+/// head is parked, before it reads that other path ahead (when the peer re-sends): short
+/// against `path_timeout`, long against a normal delay between the paths, so that reading ahead
+/// (a copy per segment) happens only when a path stalls.
+const STALL: core::time::Duration = core::time::Duration::from_millis(100);
 /// The most bytes a receiver keeps out of order after a path failed: an honest sender never has
 /// more than [`RETAIN_LIMIT`] unacknowledged, plus the two segments in the receive buffers.
 pub(crate) const REORDER_LIMIT: usize = RETAIN_LIMIT + IN_LEN;
@@ -175,6 +181,12 @@ pub struct MultipathStream {
     reorder_bytes: usize,
     /// The segment being delivered from `reorder`.
     spill: Option<Spilled>,
+    /// The stall timer (one allocation, reset when armed), armed while the reader waits for
+    /// the next segment with another head parked.
+    stall: Option<Pin<Box<tokio::time::Sleep>>>,
+    stall_armed: bool,
+    /// The wait passed [`STALL`]: read ahead until the next in-order delivery from a path.
+    stalled: bool,
     read_waker: Option<Waker>,
     write_waker: Option<Waker>,
     /// The reader is at end of stream and waits for its last ack to be flushed.
@@ -296,6 +308,9 @@ impl MultipathStream {
             reorder: BTreeMap::new(),
             reorder_bytes: 0,
             spill: None,
+            stall: None,
+            stall_armed: false,
+            stalled: false,
             read_waker: None,
             write_waker: None,
             reader_waits_flush: false,
@@ -1119,7 +1134,9 @@ impl AsyncRead for MultipathStream {
             }
             if this.spill.is_some() {
                 this.deliver_spill(buf)?;
-                this.maybe_ack(cx, false)?;
+                // Bytes were delivered: return them. An error here is kept (`failed`) and
+                // returned by the next call.
+                let _ = this.maybe_ack(cx, false);
                 return Poll::Ready(Ok(()));
             }
             let mut pending = false;
@@ -1149,8 +1166,12 @@ impl AsyncRead for MultipathStream {
                 }
             }
             if let Some(i) = next {
+                this.stall_armed = false;
+                this.stalled = false;
                 this.deliver_head(i, buf)?;
-                this.maybe_ack(cx, false)?;
+                // Bytes were delivered: return them. An error here is kept (`failed`) and
+                // returned by the next call.
+                let _ = this.maybe_ack(cx, false);
                 return Poll::Ready(Ok(()));
             }
             // A path failed while polling: heads seen before may now be set aside.
@@ -1189,7 +1210,24 @@ impl AsyncRead for MultipathStream {
                 }
             }
             if pending {
-                this.maybe_ack(cx, true)?;
+                if this.send_acks && !this.stalled && this.paths.iter().any(|p| p.head.is_some()) {
+                    let deadline = tokio::time::Instant::now() + STALL;
+                    let t = this
+                        .stall
+                        .get_or_insert_with(|| Box::pin(tokio::time::sleep_until(deadline)));
+                    if !this.stall_armed {
+                        t.as_mut().reset(deadline);
+                        this.stall_armed = true;
+                    }
+                    if t.as_mut().poll(cx).is_ready() {
+                        this.stall_armed = false;
+                        this.stalled = true;
+                        continue;
+                    }
+                }
+                // No ack just for waiting: acks every ACK_EVERY bytes and at end of stream
+                // are enough (a sender blocked on RETAIN_LIMIT has more than ACK_EVERY
+                // delivered or in flight), and an ack per wake-up costs the sender a wake-up.
                 this.park(cx, Side::Read);
                 return Poll::Pending;
             }
