@@ -208,8 +208,8 @@ pub enum OnPathFailure {
 }
 
 /// The most stream bytes (segments as sent, headers and tags included) a sender keeps
-/// unacknowledged under [`OnPathFailure::Continue`]; also the most a receiver holds out of order
-/// after a path failed.
+/// unacknowledged under [`OnPathFailure::Continue`] (16 MiB); also, plus two segments, the most
+/// a receiver holds out of order (after a path failed or stalled for 100 ms).
 pub const RETAIN_LIMIT: usize = stream::RETAIN_LIMIT;
 
 /// A long-term X25519 secret ([`Options::static_key`]). Zeroized on drop; `Debug` prints no
