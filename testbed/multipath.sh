@@ -39,6 +39,7 @@
 #   RESULT scrambled_vs_plain=… aes_vs_plain=… eve_hits_plain=N eve_hits_scrambled=0
 #          smkex_extra_us=… mitm_one_path_detected=1 two_paths_vs_one=… eve_both_paths_hits=N
 #          pinned_both_paths_refused=1 known_plaintext_recovered_bytes=N
+#          continue_after_path_loss_ok=1
 # Exit 0 when every measurement ran (and the security checks came out as expected), 1
 # otherwise, 2 on bad arguments.
 set -euo pipefail
@@ -345,6 +346,36 @@ if [ "$QUICK" -eq 0 ]; then
     shape off
 fi
 
+# --- path loss: the untrusted link goes down mid-transfer ----------------------------------------
+#   client wlan0 --X-- (ip link set wlan0 down after 0.5 s); the stream goes on over eth0 under
+#   --continue-on-path-failure; the server must get every byte.
+say "path loss: the untrusted link goes down mid-transfer (--continue-on-path-failure)"
+shape on
+CONT_OK=0
+LOSS_BYTES=$((QUICK ? 20000000 : 40000000))
+$S "$MP_BIN" listen "${SRV_PATHS[@]}" --continue-on-path-failure --path-timeout 2 --discard -v \
+    </dev/null 2>"$RUN_DIR/loss-srv.log" &
+spid=$!
+wait_port "$NS_S" 7000 || fail "path loss: server did not listen"
+(sleep 0.5 && ip -n "$NS_C" link set wlan0 down) &
+dpid=$!
+$C "$MP_BIN" connect "${CLI_PATHS[@]}" --continue-on-path-failure --path-timeout 2 \
+    --send-bytes "$LOSS_BYTES" -v </dev/null >/dev/null 2>"$RUN_DIR/loss-cli.log" ||
+    fail "path loss: client: $(tail -n1 "$RUN_DIR/loss-cli.log")"
+wait "$dpid" || true
+wait "$spid" || fail "path loss: server: $(tail -n1 "$RUN_DIR/loss-srv.log")"
+got=$(sed -n 's/.*received \([0-9]*\) bytes in .*/\1/p' "$RUN_DIR/loss-srv.log" | tail -n1)
+if [ "$got" = "$LOSS_BYTES" ] && grep -q "path Untrusted FAILED" "$RUN_DIR/loss-cli.log"; then
+    CONT_OK=1
+else
+    fail "path loss: server got ${got:-nothing} of $LOSS_BYTES bytes"
+fi
+say "  $(grep -h "FAILED\|re-sent" "$RUN_DIR/loss-cli.log" | sed 's/^psp-mp: //' | xargs)"
+ip -n "$NS_C" link set wlan0 up
+ip -n "$NS_C" route replace 10.71.3.0/24 via 10.71.2.254
+shape off
+$C ping -c1 -W2 10.71.3.2 >/dev/null || fail "path loss: untrusted link not back"
+
 # --- seed 002 Fig 13: set-up time -------------------------------------------------------------
 say "set-up time: SMKEX over two paths vs X25519 over one ($SETUPS each)"
 $S "$MP_BIN" listen "${SRV_PATHS[@]}" --count "$SETUPS" </dev/null >/dev/null 2>"$RUN_DIR/srv.log" &
@@ -520,6 +551,8 @@ REPORT=$RUN_DIR/report.md
     echo "SMKEX extra at the median: $SMKEX_EXTRA µs (paper, seed 002 Fig 13: about +50 µs). Ping RTT client-server on the trusted path: $PING_US µs (mean of 50). SMKEX here is 4 round trips (TCP connect, SEP Request/Accept, shares and nonces, confirmation) against 2 for the baseline (connect, one share each way)."
     echo
     echo "Attacks: a share replaced on the untrusted path detected: $MITM_DETECTED (client error: \`$(cat "$RUN_DIR/mitm-cli.log")\`); an active attacker on both paths read $EVE_BOTH of 100000 patterns, and was refused when the client pinned the server's long-term key: $PINNED_REFUSED (\`$(cat "$RUN_DIR/pinned-cli.log")\`); 65 known plaintext bytes recovered $KP_BYTES bytes (one whole segment) of the untrusted path without the key."
+    echo
+    echo "Path loss (\`--continue-on-path-failure --path-timeout 2\`, links shaped, $LOSS_BYTES bytes, client's wlan0 set down 0.5 s into the transfer): all bytes arrived: $CONT_OK; $(grep -h "FAILED\|re-sent" "$RUN_DIR/loss-cli.log" | sed 's/^psp-mp: //' | xargs)."
 } >"$REPORT"
 cat "$REPORT" >&2
 
@@ -568,6 +601,6 @@ EOF
     fi
 fi
 
-echo "RESULT scrambled_vs_plain=$SCR_VS_PLAIN aes_vs_plain=$AES_VS_PLAIN eve_hits_plain=${EVE_HITS[none]} eve_hits_scrambled=${EVE_HITS[scramble]} smkex_extra_us=$SMKEX_EXTRA mitm_one_path_detected=$MITM_DETECTED two_paths_vs_one=$TWO_VS_ONE eve_both_paths_hits=$EVE_BOTH pinned_both_paths_refused=$PINNED_REFUSED known_plaintext_recovered_bytes=$KP_BYTES"
+echo "RESULT scrambled_vs_plain=$SCR_VS_PLAIN aes_vs_plain=$AES_VS_PLAIN eve_hits_plain=${EVE_HITS[none]} eve_hits_scrambled=${EVE_HITS[scramble]} smkex_extra_us=$SMKEX_EXTRA mitm_one_path_detected=$MITM_DETECTED two_paths_vs_one=$TWO_VS_ONE eve_both_paths_hits=$EVE_BOTH pinned_both_paths_refused=$PINNED_REFUSED known_plaintext_recovered_bytes=$KP_BYTES continue_after_path_loss_ok=$CONT_OK"
 [ -e "$RUN_DIR/failed" ] && FAILED=1
 exit $FAILED

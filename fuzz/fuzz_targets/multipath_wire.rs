@@ -1,11 +1,14 @@
 //! psp-multipath's parsers never panic on any bytes: the segment view and `Repr::parse` (a
-//! parsed header emits back to the same bytes), the hello (same), the handshake framing, and
-//! the capture walker an eavesdropper uses.
+//! parsed header emits back to the same bytes; data, fin and ack kinds; a fin or an ack carries
+//! nothing or exactly one tag), the hello (same), the handshake framing, and the capture walker
+//! an eavesdropper uses.
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
 use psp_multipath::attack::segments_in_capture;
-use psp_multipath::wire::{HEADER_LEN, HandshakeFrame, Hello, Repr, Segment, segment_len};
+use psp_multipath::wire::{
+    CONTROL_TAG_LEN, HEADER_LEN, HandshakeFrame, Hello, Kind, Repr, Segment, segment_len,
+};
 
 fuzz_target!(|input: &[u8]| {
     if let Ok(seg) = Segment::new_checked(input) {
@@ -14,6 +17,10 @@ fuzz_target!(|input: &[u8]| {
             let mut out = [0u8; HEADER_LEN];
             repr.emit(&mut out);
             assert_eq!(&out[..], &input[..HEADER_LEN]);
+            if repr.kind != Kind::Data {
+                let len = usize::from(repr.len);
+                assert!(len == 0 || len == CONTROL_TAG_LEN, "control payload {len}");
+            }
         }
     }
     if let Ok(Some(len)) = segment_len(input) {

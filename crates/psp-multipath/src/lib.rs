@@ -11,8 +11,11 @@
 //! (one MPTCP socket; the kernel decides placement and the key exchange is single-path).
 //!
 //! Layer: a tokio driver over TCP. All cryptography and the handshake state machine are in
-//! `psp-core`; this crate frames, schedules, reassembles and moves bytes. It does not
-//! retransmit across paths: a path that fails ends the stream with [`Error::PathFailed`].
+//! `psp-core`; this crate frames, schedules, reassembles and moves bytes. A path that fails
+//! ends the stream with [`Error::PathFailed`], unless [`Options::on_path_failure`] says
+//! [`OnPathFailure::Continue`]: then the sender re-sends what the receiver has not acknowledged
+//! on the remaining path (which, for `scramble` and `none`, is refused by default when that path
+//! is the untrusted one: [`Error::UntrustedOnly`]).
 //!
 //! What it protects, and what not (`docs/MULTIPATH.md` has the full threat model):
 //! - an eavesdropper on **one** path sees scrambled segments whose 64-byte history lies on the
@@ -183,6 +186,32 @@ pub enum Mode {
     KernelMptcp,
 }
 
+/// What a stream does when one of its two paths fails (a reset, a close without the stream's
+/// fin, a write error, or no answer within [`Options::path_timeout`]).
+#[non_exhaustive]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub enum OnPathFailure {
+    /// End the stream with [`Error::PathFailed`] (default).
+    #[default]
+    Close,
+    /// Go on over the other path: the sender keeps each segment until the receiver acknowledges
+    /// it (at most [`RETAIN_LIMIT`] bytes; writes wait when full) and re-sends the unacknowledged
+    /// ones on the remaining path; the receiver drops duplicates. No byte is lost or repeated.
+    Continue {
+        /// Whether the stream may go on over the **untrusted path alone** when the trusted one
+        /// fails and the cipher is `scramble` or `none`. Off by default, because then every
+        /// segment is in the untrusted path's view: with `none` the eavesdropper there reads the
+        /// stream, with `scramble` 65 known plaintext bytes unlock the rest of a segment. With
+        /// `aes128-gcm` going on is safe and this flag is not needed.
+        allow_untrusted_only: bool,
+    },
+}
+
+/// The most stream bytes (segments as sent, headers and tags included) a sender keeps
+/// unacknowledged under [`OnPathFailure::Continue`] (16 MiB); also, plus two segments, the most
+/// a receiver holds out of order (after a path failed or stalled for 100 ms).
+pub const RETAIN_LIMIT: usize = stream::RETAIN_LIMIT;
+
 /// A long-term X25519 secret ([`Options::static_key`]). Zeroized on drop; `Debug` prints no
 /// key material.
 #[derive(Clone)]
@@ -241,6 +270,13 @@ pub struct Options {
     /// The peer's long-term public key to require (`Error::Handshake(IdentityMismatch)` for
     /// another or none). Learn it on first use from [`MultipathStream::peer_static`] (TOFU).
     pub pinned_peer: Option<[u8; 32]>,
+    /// What to do when a path fails during the stream (default: close the stream).
+    pub on_path_failure: OnPathFailure,
+    /// Under [`OnPathFailure::Continue`]: how long sent data may stay unacknowledged by TCP on
+    /// a path (`TCP_USER_TIMEOUT`; Linux counts a zero window too, so keep it above the longest
+    /// pause of the reading application), and about how long an idle path may stay silent to
+    /// keepalive probes, before the path counts as failed (dispersal mode; default 10 s).
+    pub path_timeout: Duration,
 }
 
 impl Default for Options {
@@ -257,6 +293,8 @@ impl Default for Options {
             handshake_timeout: Duration::from_secs(10),
             static_key: None,
             pinned_peer: None,
+            on_path_failure: OnPathFailure::Close,
+            path_timeout: Duration::from_secs(10),
         }
     }
 }
@@ -288,6 +326,33 @@ pub struct PathStats {
     pub rtt_us: Option<u32>,
     /// The kernel's retransmitted segments (`TCP_INFO` total_retrans), i.e. loss on the path.
     pub retransmits: Option<u32>,
+    /// Acks sent on this path.
+    pub acks_sent: u64,
+    /// Acks received on this path and applied.
+    pub acks_received: u64,
+    /// Acks received on this path and ignored: unprotected acks (`scramble`, `none`) on the
+    /// untrusted path while the trusted one works, which an attacker there could have forged.
+    pub acks_ignored: u64,
+    /// Segments of the other (failed) path re-sent on this one.
+    pub segments_resent: u64,
+    /// Stream bytes of those segments.
+    pub bytes_resent: u64,
+    /// Segments received on this path that were already delivered (re-sent copies), dropped.
+    pub duplicates_dropped: u64,
+    /// If this path failed: when and why.
+    pub failure: Option<PathFailure>,
+}
+
+/// When and why a path failed ([`PathStats::failure`]).
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct PathFailure {
+    /// Time since the stream was set up.
+    pub after: Duration,
+    /// What happened (the socket error, or the peer's close).
+    pub reason: String,
+    /// Whether the stream went on over the other path.
+    pub continued: bool,
 }
 
 impl PathStats {
@@ -304,6 +369,13 @@ impl PathStats {
             wire_bytes_received: 0,
             rtt_us: None,
             retransmits: None,
+            acks_sent: 0,
+            acks_received: 0,
+            acks_ignored: 0,
+            segments_resent: 0,
+            bytes_resent: 0,
+            duplicates_dropped: 0,
+            failure: None,
         }
     }
 }
@@ -378,6 +450,15 @@ pub enum Error {
         /// Why.
         reason: String,
     },
+    /// The trusted path failed and going on over the untrusted path alone would show the whole
+    /// stream to an eavesdropper there (cipher `scramble` or `none`, and
+    /// [`OnPathFailure::Continue`]'s `allow_untrusted_only` is off).
+    UntrustedOnly {
+        /// The stream's cipher.
+        cipher: Cipher,
+        /// Why the trusted path failed.
+        reason: String,
+    },
     /// Set-up took longer than [`Options::handshake_timeout`].
     Timeout,
     /// The paths given are not one trusted and one untrusted, or lack an address.
@@ -395,7 +476,9 @@ impl Error {
         match self {
             Self::Io { source, .. } => source.kind(),
             Self::Timeout => io::ErrorKind::TimedOut,
-            Self::PathFailed { .. } => io::ErrorKind::ConnectionAborted,
+            Self::PathFailed { .. } | Self::UntrustedOnly { .. } => {
+                io::ErrorKind::ConnectionAborted
+            }
             _ => io::ErrorKind::InvalidData,
         }
     }
@@ -424,6 +507,13 @@ impl fmt::Display for Error {
             Self::PathFailed { path, reason } => {
                 write!(f, "path failed{}: {reason}", path_name(Some(*path)))
             }
+            Self::UntrustedOnly { cipher, reason } => write!(
+                f,
+                "the trusted path failed ({reason}); refusing to go on over the untrusted path \
+                 alone with cipher {}, where an eavesdropper would see the whole stream \
+                 (allow_untrusted_only / --allow-untrusted-only, or use aes128-gcm)",
+                cipher.name()
+            ),
             Self::Timeout => f.write_str("set-up timed out"),
             Self::Config(why) => write!(f, "bad configuration: {why}"),
         }
@@ -504,8 +594,7 @@ pub async fn connect(paths: &[Path], options: &Options) -> Result<MultipathStrea
         conns,
         &[PathRole::Untrusted, PathRole::Trusted],
         est,
-        options.share,
-        options.segment_len,
+        options,
     );
     s.set_connect_time(connect_time);
     Ok(s)
@@ -562,8 +651,7 @@ async fn connect_mptcp(paths: &[Path], options: &Options) -> Result<MultipathStr
         conns,
         &[PathRole::Trusted],
         est,
-        options.share,
-        options.segment_len,
+        options,
     ))
 }
 
@@ -727,8 +815,7 @@ impl Listener {
                     conns,
                     &[PathRole::Untrusted, PathRole::Trusted],
                     est,
-                    options.share,
-                    options.segment_len,
+                    options,
                 ));
             }
         }
@@ -762,8 +849,7 @@ impl Listener {
                 conns,
                 &[PathRole::Trusted],
                 est,
-                options.share,
-                options.segment_len,
+                options,
             ));
         }
     }

@@ -25,7 +25,7 @@ use tokio::net::TcpStream;
 use zeroize::Zeroize;
 
 use crate::wire::{self, Cipher, HELLO_LEN, HandshakeFrame, Hello, PathRole, caps};
-use crate::{Error, Options, TRUSTED, UNTRUSTED};
+use crate::{Error, OnPathFailure, Options, TRUSTED, UNTRUSTED};
 
 /// Stand-in link-layer addresses for SEP's stage-1 checks, which were written for a LAN: over
 /// TCP the peers are identified by their connections, so both sides use these fixed values.
@@ -153,6 +153,9 @@ pub(crate) struct Established {
     pub(crate) handshake_time: core::time::Duration,
     /// The peer's long-term public key, if it sent one.
     pub(crate) peer_static: Option<[u8; 32]>,
+    /// The peer keeps its segments for re-sending and wants our acks (its hello's
+    /// [`caps::RESEND`]).
+    pub(crate) peer_wants_acks: bool,
 }
 
 /// The send-direction key material.
@@ -195,6 +198,9 @@ fn my_caps(options: &Options) -> u8 {
     }
     if options.allow_plain {
         c |= caps::ALLOW_PLAIN;
+    }
+    if matches!(options.on_path_failure, OnPathFailure::Continue { .. }) {
+        c |= caps::RESEND;
     }
     c
 }
@@ -261,6 +267,7 @@ pub(crate) async fn initiate(conns: &mut [Conn], options: &Options) -> Result<Es
     let t_keys = t0.elapsed();
     let mut got = vec![[0u8; HELLO_LEN]; conns.len()];
     let mut chosen = vec![0u8; conns.len()];
+    let mut peer_caps = 0;
     for &(i, role) in roles(conns.len()) {
         let Some((raw, h)) = conns[i].peer_hello else {
             return Err(Error::Protocol("no hello from the peer"));
@@ -270,6 +277,7 @@ pub(crate) async fn initiate(conns: &mut [Conn], options: &Options) -> Result<Es
         }
         got[i] = raw;
         chosen[i] = h.cipher;
+        peer_caps |= h.caps;
     }
     if chosen.iter().any(|c| *c != chosen[0]) {
         return Err(Error::Protocol(
@@ -283,7 +291,7 @@ pub(crate) async fn initiate(conns: &mut [Conn], options: &Options) -> Result<Es
         Some(_) => return Err(Error::Refused("the peer chose a cipher we did not ask for")),
     };
     let ctx = hello_context(&sent, &got);
-    finish(
+    let mut est = finish(
         Role::Initiator,
         conns,
         options,
@@ -292,7 +300,9 @@ pub(crate) async fn initiate(conns: &mut [Conn], options: &Options) -> Result<Es
         cipher,
         (t0, t_keys),
     )
-    .await
+    .await?;
+    est.peer_wants_acks = peer_caps & caps::RESEND != 0;
+    Ok(est)
 }
 
 /// The responder's side, after the listener read and paired both hellos (`hellos` by path).
@@ -349,7 +359,8 @@ pub(crate) async fn respond(
     let first = timed(options, conns[0].read_message(first_role)).await?;
     let keys = run_handshake(Role::Responder, conns, options, Some(first)).await?;
     let t_keys = t0.elapsed();
-    finish(
+    let peer_caps = u.caps;
+    let mut est = finish(
         Role::Responder,
         conns,
         options,
@@ -358,7 +369,9 @@ pub(crate) async fn respond(
         cipher,
         (t0, t_keys),
     )
-    .await
+    .await?;
+    est.peer_wants_acks = peer_caps & caps::RESEND != 0;
+    Ok(est)
 }
 
 async fn timed<T>(
@@ -562,5 +575,6 @@ async fn finish(
         setup_time: t0.elapsed(),
         handshake_time: t_keys,
         peer_static: keys.peer_static(),
+        peer_wants_acks: false,
     })
 }

@@ -12,6 +12,11 @@
 //!  | kind | 0    | payload len | path seq (u32)   | stream offset (u64)             | seg (u32)  |
 //!  +------+------+-------------+------------------+---------------------------------+------------+
 //! ```
+//!
+//! The same header serves three kinds: data (payload = stream bytes), fin (`offset` = stream
+//! length, `seg` = data segments sent) and ack (`offset` = stream bytes delivered, `seg` =
+//! segments delivered: cumulative). Fin and ack carry no payload, or a 16-byte AEAD tag when the
+//! stream is sealed with `aes128-gcm` ([`CONTROL_TAG_LEN`]).
 
 use core::fmt;
 use core::ops::Range;
@@ -24,8 +29,11 @@ pub const MAX_PAYLOAD: usize = 16 * 1024 + 16;
 pub const HELLO_LEN: usize = 16;
 /// The hello's magic bytes.
 pub const MAGIC: [u8; 4] = *b"PSMP";
-/// The protocol version this crate speaks.
-pub const VERSION: u8 = 1;
+/// The protocol version this crate speaks (2: acks, sealed fins, AAD without the path
+/// sequence).
+pub const VERSION: u8 = 2;
+/// The only nonzero payload length a fin or an ack may have: the AEAD tag.
+pub const CONTROL_TAG_LEN: usize = 16;
 /// The largest handshake message accepted inside a [`HandshakeFrame`].
 pub const MAX_HANDSHAKE_LEN: usize = 512;
 
@@ -49,11 +57,12 @@ pub enum Error {
     BadMagic,
     /// A protocol version this crate does not speak.
     BadVersion(u8),
-    /// A segment kind other than data or fin.
+    /// A segment kind other than data, fin or ack.
     BadKind(u8),
     /// A reserved field is not zero.
     Reserved,
-    /// The payload length is larger than [`MAX_PAYLOAD`] (or nonzero in a fin).
+    /// The payload length is larger than [`MAX_PAYLOAD`] (or, in a fin or an ack, neither 0
+    /// nor [`CONTROL_TAG_LEN`]).
     TooLong,
     /// A field holds a value outside its range (path role, cipher).
     BadField(&'static str),
@@ -82,8 +91,12 @@ pub enum Kind {
     /// Stream bytes (scrambled, sealed or plain, per the session's cipher).
     Data,
     /// The sender's end of stream: `offset` is the stream length, `seg` the number of data
-    /// segments sent in total; no payload.
+    /// segments sent in total; no payload (or a tag).
     Fin,
+    /// The receiver's cumulative acknowledgement, sent on either path: `offset` stream bytes and
+    /// `seg` segments have been delivered in order; the sender may forget them. No payload (or
+    /// a tag).
+    Ack,
 }
 
 impl Kind {
@@ -91,6 +104,7 @@ impl Kind {
         match self {
             Self::Data => 0x01,
             Self::Fin => 0x02,
+            Self::Ack => 0x03,
         }
     }
 }
@@ -192,7 +206,7 @@ fn be<const N: usize>(bytes: &[u8]) -> [u8; N] {
 /// A parsed segment header: cannot hold an unknown kind or an oversized length.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Repr {
-    /// Data or fin.
+    /// Data, fin or ack.
     pub kind: Kind,
     /// Payload length on the wire (AEAD: including the tag).
     pub len: u16,
@@ -208,19 +222,21 @@ impl Repr {
     /// Parses a checked view.
     ///
     /// # Errors
-    /// [`Error::BadKind`], [`Error::Reserved`], or [`Error::TooLong`] for a fin with a payload.
+    /// [`Error::BadKind`], [`Error::Reserved`], or [`Error::TooLong`] for a fin or an ack
+    /// whose payload is neither empty nor one tag.
     pub fn parse<T: AsRef<[u8]>>(s: &Segment<T>) -> Result<Self, Error> {
         s.check_len()?;
         let kind = match s.kind_code() {
             0x01 => Kind::Data,
             0x02 => Kind::Fin,
+            0x03 => Kind::Ack,
             k => return Err(Error::BadKind(k)),
         };
         if s.buffer.as_ref()[field::RESERVED] != 0 {
             return Err(Error::Reserved);
         }
         let len = s.payload_len();
-        if kind == Kind::Fin && len != 0 {
+        if kind != Kind::Data && len != 0 && len != CONTROL_TAG_LEN {
             return Err(Error::TooLong);
         }
         Ok(Self {
@@ -332,8 +348,11 @@ pub mod caps {
     pub const ALLOW_PLAIN: u8 = 0x04;
     /// The connection is the only one (kernel MPTCP mode: the kernel spreads it over paths).
     pub const KERNEL_MPTCP: u8 = 0x08;
+    /// The sender keeps its segments until acknowledged and re-sends them when a path fails
+    /// (`OnPathFailure::Continue`): send it acks.
+    pub const RESEND: u8 = 0x10;
     /// All defined bits.
-    pub const ALL: u8 = SCRAMBLE | AES128_GCM | ALLOW_PLAIN | KERNEL_MPTCP;
+    pub const ALL: u8 = SCRAMBLE | AES128_GCM | ALLOW_PLAIN | KERNEL_MPTCP | RESEND;
 }
 
 /// The responder's cipher code meaning "refused".
@@ -534,6 +553,53 @@ mod tests {
         );
     }
 
+    static ACK: [u8; 36] = [
+        0x03, 0x00, 0x00, 0x10, // kind ack, len 16 (a tag)
+        0x00, 0x00, 0x00, 0x02, // path seq 2
+        0x00, 0x00, 0x00, 0x00, 0x00, 0x04, 0x00, 0x00, // 262144 bytes delivered
+        0x00, 0x00, 0x00, 0x10, // 16 segments delivered
+        0xaa, 0xaa, 0xaa, 0xaa, 0xaa, 0xaa, 0xaa, 0xaa, // tag
+        0xaa, 0xaa, 0xaa, 0xaa, 0xaa, 0xaa, 0xaa, 0xaa,
+    ];
+
+    #[test]
+    fn ack_parse_emit_and_lengths() {
+        let s = Segment::new_checked(&ACK[..]).unwrap();
+        let r = Repr::parse(&s).unwrap();
+        assert_eq!(
+            r,
+            Repr {
+                kind: Kind::Ack,
+                len: 16,
+                path_seq: 2,
+                offset: 262_144,
+                seg: 16
+            }
+        );
+        let mut out = [0u8; HEADER_LEN];
+        r.emit(&mut out);
+        assert_eq!(out[..], ACK[..HEADER_LEN]);
+        // An unsealed ack: no payload.
+        let mut bare = [0u8; HEADER_LEN];
+        bare.copy_from_slice(&ACK[..HEADER_LEN]);
+        bare[3] = 0;
+        assert_eq!(
+            Repr::parse(&Segment::new_checked(&bare[..]).unwrap()).map(|r| r.len),
+            Ok(0)
+        );
+        // Anything else than nothing or one tag is refused.
+        let mut long = ACK;
+        long[3] = 15;
+        assert_eq!(
+            Repr::parse(&Segment::new_checked(&long[..]).unwrap()),
+            Err(Error::TooLong)
+        );
+        assert_eq!(
+            Segment::new_checked(&ACK[..35]).unwrap_err(),
+            Error::Truncated
+        );
+    }
+
     #[test]
     fn buffer_len() {
         assert_eq!(repr().buffer_len(), HEADER_LEN);
@@ -548,15 +614,15 @@ mod tests {
             group: [1, 2, 3, 4, 5, 6, 7, 8],
         };
         let b = h.emit();
-        assert_eq!(&b[..8], b"PSMP\x01\x01\x03\x01");
+        assert_eq!(&b[..8], b"PSMP\x02\x01\x03\x01");
         assert_eq!(Hello::parse(&b), Ok(h));
         assert_eq!(Hello::parse(&b[..15]), Err(Error::Truncated));
         let mut x = b;
         x[0] = b'X';
         assert_eq!(Hello::parse(&x), Err(Error::BadMagic));
         let mut x = b;
-        x[4] = 2;
-        assert_eq!(Hello::parse(&x), Err(Error::BadVersion(2)));
+        x[4] = 1;
+        assert_eq!(Hello::parse(&x), Err(Error::BadVersion(1)));
         let mut x = b;
         x[5] = 2;
         assert_eq!(Hello::parse(&x), Err(Error::BadField("path role")));

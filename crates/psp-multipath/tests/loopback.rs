@@ -8,8 +8,8 @@ use core::net::SocketAddr;
 use psp_core::handshake::FailReason;
 use psp_multipath::attack::{self, Capture, Mode};
 use psp_multipath::{
-    Cipher, Error, Listener, MultipathStream, Options, Path, PathRole, SharePolicy, TRUSTED,
-    UNTRUSTED, connect,
+    Cipher, Error, Listener, MultipathStream, OnPathFailure, Options, Path, PathRole, SharePolicy,
+    TRUSTED, UNTRUSTED, connect,
 };
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpListener;
@@ -472,4 +472,161 @@ async fn pinned_key_of_the_real_server_connects_and_is_reported() {
     c.write_all(b"hello").await.unwrap();
     c.shutdown().await.unwrap();
     assert_eq!(srv.await.unwrap(), b"hello");
+}
+
+/// A relay to `target` that forwards both directions, then after `cut_after` bytes client →
+/// server drops both connections (the path dies mid-transfer). Returns its address.
+async fn cutting_relay(target: SocketAddr, cut_after: usize) -> SocketAddr {
+    let relay = TcpListener::bind(any()).await.unwrap();
+    let r = relay.local_addr().unwrap();
+    tokio::spawn(async move {
+        let (client, _) = relay.accept().await.unwrap();
+        let server = tokio::net::TcpStream::connect(target).await.unwrap();
+        let (mut cr, mut cw) = client.into_split();
+        let (mut sr, mut sw) = server.into_split();
+        let back = tokio::spawn(async move { tokio::io::copy(&mut sr, &mut cw).await });
+        let mut left = cut_after;
+        let mut buf = vec![0u8; 16 * 1024];
+        while left > 0 {
+            let Ok(n) = cr.read(&mut buf).await else {
+                break;
+            };
+            if n == 0 {
+                break;
+            }
+            let n = n.min(left);
+            if sw.write_all(&buf[..n]).await.is_err() {
+                break;
+            }
+            left -= n;
+        }
+        back.abort();
+        // Dropping every half closes both connections of the path.
+    });
+    r
+}
+
+fn continuing(cipher: Cipher, allow_untrusted_only: bool) -> Options {
+    Options {
+        on_path_failure: OnPathFailure::Continue {
+            allow_untrusted_only,
+        },
+        ..opts(cipher)
+    }
+}
+
+/// Client paths where `cut` (the role) goes through a relay that dies after 300 kB.
+async fn paths_with_cut(l: &Listener, cut: PathRole) -> [Path; 2] {
+    let (u, t) = match l.local_addrs().unwrap()[..] {
+        [u, t] => (u, t),
+        _ => unreachable!("two listeners"),
+    };
+    match cut {
+        PathRole::Untrusted => [
+            Path::trusted(any(), t),
+            Path::untrusted(any(), cutting_relay(u, 300_000).await),
+        ],
+        PathRole::Trusted => [
+            Path::trusted(any(), cutting_relay(t, 300_000).await),
+            Path::untrusted(any(), u),
+        ],
+    }
+}
+
+/// Issue 10: under `Continue`, a path killed mid-transfer (both directions busy) loses and
+/// repeats nothing: the unacknowledged segments are re-sent on the other path, duplicates are
+/// dropped, and both sides report which path failed, when and why.
+#[tokio::test]
+async fn continue_after_a_path_dies_mid_transfer_keeps_every_byte_in_order() {
+    let cases = [
+        (Cipher::Scramble, PathRole::Untrusted, false),
+        (Cipher::Aes128Gcm, PathRole::Untrusted, false),
+        (Cipher::None, PathRole::Untrusted, false),
+        // aes128-gcm may go on over the untrusted path alone by default ...
+        (Cipher::Aes128Gcm, PathRole::Trusted, false),
+        // ... scramble only when explicitly allowed.
+        (Cipher::Scramble, PathRole::Trusted, true),
+    ];
+    for (cipher, cut, allow) in cases {
+        let l = listener().await;
+        let paths = paths_with_cut(&l, cut).await;
+        let data: Vec<u8> = (0..4_000_037u32)
+            .map(|i| (i * 13 + i / 509) as u8)
+            .collect();
+        let back = pattern(1_000_003);
+        let o = continuing(cipher, allow);
+        let (got, got_back, c) = exchange(l, paths, o.clone(), o, data.clone(), back.clone()).await;
+        let what = format!("{cipher:?}, {cut:?} path cut");
+        assert_eq!(got.len(), data.len(), "{what}");
+        assert!(got == data, "{what}: stream corrupted");
+        assert!(got_back == back, "{what}: reverse stream corrupted");
+        let s = c.stats();
+        let (dead, alive) = match cut {
+            PathRole::Untrusted => (UNTRUSTED, TRUSTED),
+            PathRole::Trusted => (TRUSTED, UNTRUSTED),
+        };
+        let f = s[dead].failure.as_ref().expect("the failure is reported");
+        assert!(f.continued, "{what}: {f:?}");
+        assert!(!f.reason.is_empty());
+        assert!(s[alive].failure.is_none(), "{what}");
+        assert!(s[alive].segments_resent > 0, "{what}: nothing was re-sent");
+        assert!(
+            s[alive].acks_received > 0 && s[alive].acks_sent > 0,
+            "{what}"
+        );
+        assert_eq!(c.unacked_bytes(), 0, "{what}: all acknowledged");
+    }
+}
+
+/// Issue 10: with `scramble` (and `none`), the default `Continue` refuses to go on over the
+/// untrusted path alone when the trusted one dies: the not-every-not-any guarantee would be
+/// gone. Both sides end with `UntrustedOnly`, and the report names the trusted path.
+#[tokio::test]
+async fn continue_refuses_the_untrusted_path_alone_for_scramble_and_none() {
+    for cipher in [Cipher::Scramble, Cipher::None] {
+        let mut l = listener().await;
+        let paths = paths_with_cut(&l, PathRole::Trusted).await;
+        let o = continuing(cipher, false);
+        let so = o.clone();
+        let srv = tokio::spawn(async move {
+            let mut s = l.accept(&so).await.unwrap();
+            let mut got = Vec::new();
+            let r = s.read_to_end(&mut got).await;
+            (r, s.stats())
+        });
+        let mut c = connect(&paths, &o).await.unwrap();
+        let w = c.write_all(&pattern(5_000_000)).await;
+        let w = match w {
+            Ok(()) => c.shutdown().await,
+            e => e,
+        };
+        let (r, srv_stats) = srv.await.unwrap();
+        for (side, e) in [("client", w.unwrap_err()), ("server", r.unwrap_err())] {
+            let msg = e.to_string();
+            assert!(
+                msg.contains("refusing to go on over the untrusted path alone"),
+                "{cipher:?} {side}: {msg}"
+            );
+        }
+        for s in [c.stats(), srv_stats] {
+            let f = s[TRUSTED].failure.as_ref().expect("reported");
+            assert!(!f.continued, "{f:?}");
+            assert!(s[UNTRUSTED].failure.is_none());
+        }
+    }
+}
+
+/// An unprotected ack on the untrusted path (what an attacker there could forge) is ignored
+/// while the trusted path works; acks travel on the trusted path.
+#[tokio::test]
+async fn acks_travel_on_the_trusted_path() {
+    let l = listener().await;
+    let paths = l.connect_paths();
+    let o = continuing(Cipher::Scramble, false);
+    let (got, _, c) = exchange(l, paths, o.clone(), o, pattern(2_000_000), Vec::new()).await;
+    assert_eq!(got, pattern(2_000_000));
+    let s = c.stats();
+    assert!(s[TRUSTED].acks_received > 0);
+    assert_eq!(s[UNTRUSTED].acks_received, 0);
+    assert_eq!(c.unacked_bytes(), 0);
 }

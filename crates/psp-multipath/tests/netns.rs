@@ -1,6 +1,7 @@
 //! Root, CI: `testbed/multipath.sh --quick` with this build's `psp-mp`, in network namespaces
 //! (client with a trusted and an untrusted link, eve routing both and capturing the untrusted
-//! one, server). Checks the security half of the RESULT line; the timing half of a debug build
+//! one, server). Checks the security half of the RESULT line and that a stream outlives its
+//! untrusted link going down (`--continue-on-path-failure`); the timing half of a debug build
 //! means nothing and is not checked. Fails loudly (never skips) when it cannot set up.
 #![allow(missing_docs)]
 
@@ -42,4 +43,5 @@ fn quick_testbed_run_eve_reads_nothing_and_mitm_is_detected() {
     assert!(n("eve_both_paths_hits") > 1000, "{result}");
     assert_eq!(n("pinned_both_paths_refused"), 1, "{result}");
     assert!(n("known_plaintext_recovered_bytes") > 65, "{result}");
+    assert_eq!(n("continue_after_path_loss_ok"), 1, "{result}");
 }

@@ -11,7 +11,8 @@ use std::time::Instant;
 use clap::{Args, Parser, Subcommand, ValueEnum};
 use psp_multipath::attack::{self, Capture};
 use psp_multipath::{
-    Cipher, Listener, LongTermKey, Mode, MultipathStream, Options, Path, PathRole, SharePolicy,
+    Cipher, Listener, LongTermKey, Mode, MultipathStream, OnPathFailure, Options, Path, PathRole,
+    SharePolicy,
 };
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
@@ -134,6 +135,18 @@ struct Common {
     /// `psp-mp pubkey` this host's): stops an active attacker on both paths.
     #[arg(long)]
     pin: Option<String>,
+    /// When a path fails, go on over the other one (re-sending what the peer has not
+    /// acknowledged) instead of ending the stream. Give it on both sides.
+    #[arg(long)]
+    continue_on_path_failure: bool,
+    /// With --continue-on-path-failure and cipher scramble or none: allow the stream to go on
+    /// over the untrusted path alone, where an eavesdropper then sees all of it.
+    #[arg(long, requires = "continue_on_path_failure")]
+    allow_untrusted_only: bool,
+    /// Seconds a path may leave data unacknowledged (TCP_USER_TIMEOUT) or stay silent to
+    /// keepalive probes before it counts as failed.
+    #[arg(long, default_value_t = 10)]
+    path_timeout: u64,
 }
 
 #[derive(Clone, Copy, ValueEnum)]
@@ -236,6 +249,14 @@ impl Common {
             segment_len: self.segment,
             static_key: self.key_file.as_deref().map(read_key).transpose()?,
             pinned_peer: self.pin.as_deref().map(|p| hex32("--pin", p)).transpose()?,
+            on_path_failure: if self.continue_on_path_failure {
+                OnPathFailure::Continue {
+                    allow_untrusted_only: self.allow_untrusted_only,
+                }
+            } else {
+                OnPathFailure::Close
+            },
+            path_timeout: Duration::from_secs(self.path_timeout.max(1)),
             ..Options::default()
         })
     }
@@ -480,6 +501,31 @@ async fn pump(s: MultipathStream, common: &Common) -> Result<(), String> {
                 p.retransmits
                     .map_or_else(|| "?".to_owned(), |v| v.to_string()),
             );
+            if let Some(f) = &p.failure {
+                eprintln!(
+                    "psp-mp: path {:?} FAILED after {:.3} s ({}); {}",
+                    p.role,
+                    f.after.as_secs_f64(),
+                    f.reason,
+                    if f.continued {
+                        "the stream went on over the other path"
+                    } else {
+                        "the stream ended"
+                    }
+                );
+            }
+            if p.segments_resent + p.acks_sent + p.acks_received + p.duplicates_dropped > 0 {
+                eprintln!(
+                    "psp-mp: path {:?}: {} segments ({} B) re-sent here, {} acks sent, {} received, {} ignored, {} duplicates dropped",
+                    p.role,
+                    p.segments_resent,
+                    p.bytes_resent,
+                    p.acks_sent,
+                    p.acks_received,
+                    p.acks_ignored,
+                    p.duplicates_dropped
+                );
+            }
         }
         for sf in s.subflows().unwrap_or_default() {
             let addr = |a: Option<SocketAddr>| a.map_or_else(|| "?".to_owned(), |a| a.to_string());
