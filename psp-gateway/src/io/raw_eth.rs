@@ -55,6 +55,20 @@ impl RawSocket {
     /// # Errors
     /// See [`open`](Self::open).
     pub fn open_ethertype(interface: &str, ethertype: u16) -> io::Result<Self> {
+        let ring = std::env::var("PSP_RAW_RX_RING").is_ok_and(|v| v == "1");
+        Self::open_inner(interface, ethertype, ring)
+    }
+
+    /// Like [`open`](Self::open), receiving through a `PACKET_MMAP` ring where the kernel gives
+    /// one (`open` does so only with `PSP_RAW_RX_RING=1` in the environment).
+    ///
+    /// # Errors
+    /// See [`open`](Self::open).
+    pub fn open_with_rx_ring(interface: &str) -> io::Result<Self> {
+        Self::open_inner(interface, sys::ETH_P_PSP, true)
+    }
+
+    fn open_inner(interface: &str, ethertype: u16, want_ring: bool) -> io::Result<Self> {
         let ctx = |what: &str, e: io::Error| {
             io::Error::new(e.kind(), format!("raw uplink {interface}: {what}: {e}"))
         };
@@ -67,12 +81,12 @@ impl RawSocket {
             Err(_) => RecvMode::PacketSkipOutgoing,
         };
         let (rcv, snd) = sys::set_buffer_sizes(fd.as_fd(), SOCKET_BUFFER);
-        // A receive ring (PACKET_MMAP) costs 10-20 % less CPU per frame than recvmmsg
-        // (BENCHMARKS.md); only where the kernel drops our own frames for us, since the
-        // ring path does not look at packet types. PSP_RAW_RX_RING=0 keeps recvmmsg (A/B).
-        let want_ring = recv_mode == RecvMode::Plain
-            && std::env::var("PSP_RAW_RX_RING").map_or(true, |v| v != "0");
-        let ring = if want_ring {
+        // A receive ring (PACKET_MMAP) costs the receiver less CPU per frame than recvmmsg,
+        // but the kernel then copies each frame into the ring in the *sender's* context: on
+        // one machine (veth) end-to-end TCP was 0.93-0.98x recvmmsg (BENCHMARKS.md), so it is
+        // opt-in. Only where the kernel drops our own frames for us: the ring path does not
+        // look at packet types.
+        let ring = if want_ring && recv_mode == RecvMode::Plain {
             match sys::RxRing::new(fd.as_fd(), RING_FRAMES) {
                 Ok(r) => Some(std::sync::Mutex::new(r)),
                 Err(e) => {

@@ -1,6 +1,8 @@
-//! A `PACKET_MMAP` receive ring (TPACKET_V2) on an AF_PACKET socket: the raw uplink's receive
-//! path (issue 11), 10-20 % less CPU per frame than `recvmmsg` (`tests/io_root.rs`,
-//! `bench_rx_ring`; BENCHMARKS.md, "Gateway speed and timing").
+//! A `PACKET_MMAP` receive ring (TPACKET_V2) on an AF_PACKET socket: the raw uplink's optional
+//! receive path (issue 11; `PSP_RAW_RX_RING=1`). Measured against `recvmmsg`
+//! (`tests/io_root.rs`, `bench_rx_ring`; BENCHMARKS.md, "Gateway speed and timing"): less CPU
+//! per frame in total, but the copy into the ring moves into the sender's context, and
+//! end-to-end through veth it was slightly slower, so it is off by default.
 //!
 //! The kernel writes each frame into the next free slot of a shared mapping and flips the
 //! slot's status to `TP_STATUS_USER`; we copy the frame out and hand the slot back with
