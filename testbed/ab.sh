@@ -12,12 +12,7 @@ set -euo pipefail
 source "$(dirname "$0")/lib.sh"
 UPLINK=$1 SUITE=$2 SECS=$3 ROUNDS=$4
 shift 4
-tb_init
-tb_trap
-tb_up 2 "$UPLINK"
-tb_keys "$SUITE"
-tb_config 1 "$SUITE" "$UPLINK"
-tb_config 2 "$SUITE" "$UPLINK"
+tb_pair "$UPLINK" "$SUITE"
 tb_bg vm2 "$TB_DIR/iperf3-server.log" iperf3 -s
 for r in $(seq "$ROUNDS"); do
     for b in "$@"; do

@@ -10,12 +10,7 @@ set -euo pipefail
 source "$(dirname "$0")/lib.sh"
 UPLINK=$1 SUITE=$2
 TB_BIN=${3:-$TB_BIN}
-tb_init
-tb_trap
-tb_up 2 "$UPLINK"
-tb_keys "$SUITE"
-tb_config 1 "$SUITE" "$UPLINK"
-tb_config 2 "$SUITE" "$UPLINK"
+tb_pair "$UPLINK" "$SUITE"
 [[ $UPLINK == udp ]] || tb_uplink_addrs
 plain=$(tb_x vm1 ping -c 200 -i 0.005 -q "$(tb_up_ip 2)" | awk -F/ '/rtt/{print $5}')
 tb_gw_start 1 >/dev/null

@@ -80,6 +80,8 @@
 #                                  with a fresh key pair only, files in $TB_DIR/ssh; sets the
 #                                  array TB_SSH_OPTS (the client's -F/-i/-o options)
 #   tb_ssh_wait N ADDR             from vmN, retry `ssh root@ADDR true` for 5 s
+#   tb_pair UPLINK SUITE           tb_init, tb_trap, tb_up 2 UPLINK, tb_keys SUITE and both
+#                                  configs: the two-gateway set-up of ab.sh and latency.sh
 #   tb_teardown                    kill everything started in this run's namespaces, delete
 #                                  the namespaces and TB_DIR; idempotent, keeps $? intact
 # ---------------------------------------------------------------------------------------------
@@ -445,6 +447,12 @@ tb_ssh_wait() {
         sleep 0.25
     done
     tb_die "ssh login to $addr: $(cat "$TB_DIR/ssh/client.err")"
+}
+
+tb_pair() {
+    local uplink=$1 suite=$2
+    tb_init && tb_trap && tb_up 2 "$uplink" && tb_keys "$suite" &&
+        tb_config 1 "$suite" "$uplink" && tb_config 2 "$suite" "$uplink"
 }
 
 tb_teardown() {
