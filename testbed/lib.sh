@@ -461,7 +461,7 @@ tb_teardown() {
     # 1. What we started (recorded pids), politely first.
     if [[ -n ${TB_DIR:-} && -f $TB_DIR/pids ]]; then
         while read -r pid _; do
-            kill -TERM "$pid" 2>/dev/null
+            kill -TERM "$pid" 2>/dev/null || true
         done <"$TB_DIR/pids"
     fi
     # 2. Anything still running inside this run's namespaces (children, daemonized helpers):
@@ -470,22 +470,24 @@ tb_teardown() {
         pids=$(ip netns pids "$ns" 2>/dev/null)
         if [[ -n $pids ]]; then
             # shellcheck disable=SC2086
-            kill -TERM $pids 2>/dev/null
+            kill -TERM $pids 2>/dev/null || true
             sleep 0.3
             pids=$(ip netns pids "$ns" 2>/dev/null)
             # shellcheck disable=SC2086
-            [[ -n $pids ]] && kill -KILL $pids 2>/dev/null
+            [[ -z $pids ]] || kill -KILL $pids 2>/dev/null || true
         fi
     done
     if [[ -n ${TB_DIR:-} && -f $TB_DIR/pids ]]; then
         while read -r pid _; do
-            kill -KILL "$pid" 2>/dev/null
-            wait "$pid" 2>/dev/null
+            # `|| true`: a caller under `set -e` must not stop tearing down here (a pid
+            # already gone, or a killed child's status 137).
+            kill -KILL "$pid" 2>/dev/null || true
+            wait "$pid" 2>/dev/null || true
         done <"$TB_DIR/pids"
     fi
     # 3. The namespaces (deleting a namespace deletes its veths; the bridge goes with lan).
     for ns in $(ip netns list 2>/dev/null | awk '{print $1}' | grep -E -- "-$TB_SFX\$"); do
-        ip netns del "$ns" 2>/dev/null
+        ip netns del "$ns" 2>/dev/null || true
     done
     # 4. The temp dir.
     if [[ -n ${TB_DIR:-} && -f $TB_DIR/.tb-created ]]; then
