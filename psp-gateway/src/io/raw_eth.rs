@@ -285,28 +285,16 @@ pub(super) fn send_batch_blocking(
                 sent += p.sent;
                 from = p.next;
             }
-            Err(e) => match e.error.raw_os_error() {
-                Some(libc::EINTR) => {}
-                Some(libc::EAGAIN) => {
+            Err(e) => match after_send_error(e, &mut nobufs, sent)? {
+                Next::Retry => {}
+                Next::WaitForRoom => {
                     if !sys::wait_writable(fd, 10)? {
                         break;
                     }
                 }
-                Some(libc::ENOBUFS) if !nobufs => {
-                    nobufs = true;
-                    std::thread::yield_now();
-                }
-                Some(libc::ENOBUFS) => break,
-                Some(code) if per_frame_error(code) => {
-                    tracing::debug!(frame = e.at, error = %e.error, "uplink dropped a frame");
-                    from = e.at + 1;
-                }
-                _ => {
-                    if sent == 0 {
-                        return Err(e.error);
-                    }
-                    break;
-                }
+                Next::Pause => std::thread::yield_now(),
+                Next::SkipTo(at) => from = at,
+                Next::Stop => break,
             },
         }
     }
@@ -350,28 +338,51 @@ pub(super) async fn send_range(
                 sent += p.sent;
                 from = p.next;
             }
-            Err(e) => match e.error.raw_os_error() {
-                Some(libc::EINTR) => {}
-                Some(libc::ENOBUFS) if !nobufs => {
-                    // The device queue is full: give the other side a moment, once.
-                    nobufs = true;
-                    tokio::task::yield_now().await;
-                }
-                Some(libc::ENOBUFS) => break,
-                Some(code) if per_frame_error(code) => {
-                    tracing::debug!(frame = e.at, error = %e.error, "uplink dropped a frame");
-                    from = e.at + 1;
-                }
-                _ => {
-                    if sent == 0 {
-                        return Err(e.error);
-                    }
-                    break;
-                }
+            Err(e) => match after_send_error(e, &mut nobufs, sent)? {
+                Next::Retry => {}
+                // WouldBlock was handled above.
+                Next::WaitForRoom => sys::writable(fd.get_ref().as_fd()).await?,
+                Next::Pause => tokio::task::yield_now().await,
+                Next::SkipTo(at) => from = at,
+                Next::Stop => break,
             },
         }
     }
     Ok(sent)
+}
+
+/// What a send loop does after `sendmmsg` failed.
+enum Next {
+    /// Call again (`EINTR`).
+    Retry,
+    /// Wait until the socket has room, then call again (`EAGAIN`).
+    WaitForRoom,
+    /// The device queue is full (`ENOBUFS`, the first time): give the other side a moment.
+    Pause,
+    /// The frame failed on its own: go on from this index.
+    SkipTo(usize),
+    /// Drop the rest of the batch.
+    Stop,
+}
+
+/// The shared policy of both send loops for a failed `sendmmsg`: an error of the whole socket
+/// is returned only when nothing of the batch went out (`sent == 0`).
+fn after_send_error(e: sys::SendError, nobufs: &mut bool, sent: usize) -> io::Result<Next> {
+    Ok(match e.error.raw_os_error() {
+        Some(libc::EINTR) => Next::Retry,
+        Some(libc::EAGAIN) => Next::WaitForRoom,
+        Some(libc::ENOBUFS) if !*nobufs => {
+            *nobufs = true;
+            Next::Pause
+        }
+        Some(libc::ENOBUFS) => Next::Stop,
+        Some(code) if per_frame_error(code) => {
+            tracing::debug!(frame = e.at, error = %e.error, "uplink dropped a frame");
+            Next::SkipTo(e.at + 1)
+        }
+        _ if sent == 0 => return Err(e.error),
+        _ => Next::Stop,
+    })
 }
 
 /// Errors that concern one frame (its size, its destination), not the socket.

@@ -41,7 +41,7 @@ pub(crate) use fd::{
     getsockopt_int, register_fd_readable, register_file, set_buffer_sizes, set_nonblocking,
     writable,
 };
-pub(crate) use mmsg::{MMSG_CHUNK, SendMode, send_mmsg};
+pub(crate) use mmsg::{MMSG_CHUNK, SendError, SendMode, send_mmsg};
 pub use mmsg::{RecvMode, recv_mmsg};
 pub use netdev::if_index;
 pub(crate) use netdev::{if_driver, if_mac, if_mtu, interfaces, set_if_mac, set_if_mtu, set_if_up};
