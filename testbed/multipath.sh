@@ -386,6 +386,14 @@ $C "$MP_BIN" connect "${CLI_PATHS[@]}" --setup-only "$SETUPS" >"$RUN_DIR/smkex.p
 for col in 1 2 3 4; do awk -v c="$col" '{print $c}' "$RUN_DIR/smkex.prof" >"$RUN_DIR/smkex.c$col"; done
 cp "$RUN_DIR/smkex.c1" "$RUN_DIR/smkex.us"
 wait "$spid" || fail "SMKEX set-up server"
+# The thesis' flow (SEP Request/Accept, SMKEX, Confirm/ConfirmAck), kept for comparison.
+$S "$MP_BIN" listen "${SRV_PATHS[@]}" --count "$SETUPS" </dev/null >/dev/null 2>"$RUN_DIR/srv-f.log" &
+spid=$!
+wait_port "$NS_S" 7001
+$C "$MP_BIN" connect "${CLI_PATHS[@]}" --setup-only "$SETUPS" --faithful-handshake \
+    >"$RUN_DIR/faithful.prof" || fail "faithful SMKEX set-ups"
+awk '{print $1}' "$RUN_DIR/faithful.prof" >"$RUN_DIR/faithful.us"
+wait "$spid" || fail "faithful SMKEX set-up server"
 $S "$MP_BIN" dh --listen 10.71.11.2:7002 --count "$SETUPS" &
 spid=$!
 wait_port "$NS_S" 7002
@@ -396,10 +404,12 @@ PING_US=$($C ping -c 50 -i 0.01 -q 10.71.11.2 | sed -n 's|.* = [0-9.]*/\([0-9.]*
 SMKEX_MED=$(median "$RUN_DIR/smkex.us")
 DH_MED=$(median "$RUN_DIR/dh.us")
 SMKEX_EXTRA=$((SMKEX_MED - DH_MED))
+FAITHFUL_EXTRA=$(($(median "$RUN_DIR/faithful.us") - DH_MED))
 PCTS="10 25 50 75 90 99"
 SMKEX_P=$(for p in $PCTS; do pct "$RUN_DIR/smkex.us" "$p"; done | xargs)
 DH_P=$(for p in $PCTS; do pct "$RUN_DIR/dh.us" "$p"; done | xargs)
-say "  median SMKEX $SMKEX_MED us, DH $DH_MED us"
+FAITHFUL_P=$(for p in $PCTS; do pct "$RUN_DIR/faithful.us" "$p"; done | xargs)
+say "  median SMKEX $SMKEX_MED us (thesis flow $(median "$RUN_DIR/faithful.us")), DH $DH_MED us"
 
 # --- active attacker on the untrusted path replaces a share -----------------------------------
 say "MITM on one path: eve replaces the client's SMKEX share"
@@ -543,12 +553,13 @@ REPORT=$RUN_DIR/report.md
     echo
     echo "| kind | p10 | p25 | p50 | p75 | p90 | p99 |"
     echo "|---|---|---|---|---|---|---|"
-    echo "| SMKEX, two paths (TCP connects + hellos + SEP/SMKEX + binding) | ${SMKEX_P// / | } |"
+    echo "| SMKEX, two paths, one round trip (default: TCP connects + hellos + SEP offer with SMKEX + binding) | ${SMKEX_P// / | } |"
+    echo "| SMKEX, two paths, thesis flow (\`--faithful-handshake\`: SEP Request/Accept, SMKEX, Confirm/ConfirmAck) | ${FAITHFUL_P// / | } |"
     echo "| X25519, one path (TCP connect + one exchange) | ${DH_P// / | } |"
     echo
     echo "SMKEX set-up profile (medians, µs): TCP connects of both paths $(median "$RUN_DIR/smkex.c2"), hellos + SEP/SMKEX $(median "$RUN_DIR/smkex.c3"), binding tags $(median "$RUN_DIR/smkex.c4"); the baseline's total $DH_MED."
     echo
-    echo "SMKEX extra at the median: $SMKEX_EXTRA µs (paper, seed 002 Fig 13: about +50 µs). Ping RTT client-server on the trusted path: $PING_US µs (mean of 50). SMKEX here is 4 round trips (TCP connect, SEP Request/Accept, shares and nonces, confirmation) against 2 for the baseline (connect, one share each way)."
+    echo "SMKEX extra at the median: $SMKEX_EXTRA µs (paper, seed 002 Fig 13: about +50 µs). Ping RTT client-server on the trusted path: $PING_US µs (mean of 50). The default set-up is 2 round trips, like the baseline (TCP connect; then the SEP offer with the share and the nonce, answered by Accept, the share, the hash and the responder's binding tag); the thesis flow is 4 (TCP connect, SEP Request/Accept, shares and nonces, Confirm/ConfirmAck): extra at the median $FAITHFUL_EXTRA µs."
     echo
     echo "Attacks: a share replaced on the untrusted path detected: $MITM_DETECTED (client error: \`$(cat "$RUN_DIR/mitm-cli.log")\`); an active attacker on both paths read $EVE_BOTH of 100000 patterns, and was refused when the client pinned the server's long-term key: $PINNED_REFUSED (\`$(cat "$RUN_DIR/pinned-cli.log")\`); 65 known plaintext bytes recovered $KP_BYTES bytes (one whole segment) of the untrusted path without the key."
     echo
@@ -574,6 +585,7 @@ if [ "$WRITE" -eq 1 ]; then
         done >"$RUN_DIR/tp.dat"
         sort -n "$RUN_DIR/smkex.us" | awk '{print $1, NR}' >"$RUN_DIR/smkex.cdf"
         sort -n "$RUN_DIR/dh.us" | awk '{print $1, NR}' >"$RUN_DIR/dh.cdf"
+        sort -n "$RUN_DIR/faithful.us" | awk '{print $1, NR}' >"$RUN_DIR/faithful.cdf"
         gnuplot <<EOF || fail "gnuplot"
 set terminal pngcairo size 1100,420 font "DejaVu Sans,10"
 set output "$ROOT/docs/multipath.png"
@@ -593,7 +605,7 @@ set xlabel "µs"
 set ylabel "set-ups"
 set xrange [0:3000]
 set key bottom right
-plot "$RUN_DIR/smkex.cdf" using 1:2 title "SMKEX, two paths" lw 2, "$RUN_DIR/dh.cdf" using 1:2 title "X25519, one path" lw 2
+plot "$RUN_DIR/smkex.cdf" using 1:2 title "SMKEX, two paths, one round trip" lw 2, "$RUN_DIR/faithful.cdf" using 1:2 title "SMKEX, thesis flow" lw 2, "$RUN_DIR/dh.cdf" using 1:2 title "X25519, one path" lw 2
 unset multiplot
 EOF
     else
@@ -601,6 +613,6 @@ EOF
     fi
 fi
 
-echo "RESULT scrambled_vs_plain=$SCR_VS_PLAIN aes_vs_plain=$AES_VS_PLAIN eve_hits_plain=${EVE_HITS[none]} eve_hits_scrambled=${EVE_HITS[scramble]} smkex_extra_us=$SMKEX_EXTRA mitm_one_path_detected=$MITM_DETECTED two_paths_vs_one=$TWO_VS_ONE eve_both_paths_hits=$EVE_BOTH pinned_both_paths_refused=$PINNED_REFUSED known_plaintext_recovered_bytes=$KP_BYTES continue_after_path_loss_ok=$CONT_OK"
+echo "RESULT scrambled_vs_plain=$SCR_VS_PLAIN aes_vs_plain=$AES_VS_PLAIN eve_hits_plain=${EVE_HITS[none]} eve_hits_scrambled=${EVE_HITS[scramble]} smkex_extra_us=$SMKEX_EXTRA smkex_faithful_extra_us=$FAITHFUL_EXTRA mitm_one_path_detected=$MITM_DETECTED two_paths_vs_one=$TWO_VS_ONE eve_both_paths_hits=$EVE_BOTH pinned_both_paths_refused=$PINNED_REFUSED known_plaintext_recovered_bytes=$KP_BYTES continue_after_path_loss_ok=$CONT_OK"
 [ -e "$RUN_DIR/failed" ] && FAILED=1
 exit $FAILED

@@ -277,11 +277,16 @@ pub struct Options {
     /// pause of the reading application), and about how long an idle path may stay silent to
     /// keepalive probes, before the path counts as failed (dispersal mode; default 10 s).
     pub path_timeout: Duration,
+    /// Initiator: the one-round-trip key exchange (default; `psp_core::handshake::Config::compact`:
+    /// the SEP offer travels with the SMKEX share and nonce, the binding tags confirm the keys)
+    /// instead of the thesis' three round trips (SEP Request/Accept, SMKEX, Confirm/ConfirmAck),
+    /// kept for comparison. A responder serves both; dispersal mode only.
+    pub compact_handshake: bool,
 }
 
 impl Default for Options {
     /// Scramble, refuse plain, default share policy, 16 KiB segments, 10 s set-up, no
-    /// long-term keys.
+    /// long-term keys, the one-round-trip key exchange.
     fn default() -> Self {
         Self {
             mode: Mode::Dispersal,
@@ -295,6 +300,7 @@ impl Default for Options {
             pinned_peer: None,
             on_path_failure: OnPathFailure::Close,
             path_timeout: Duration::from_secs(10),
+            compact_handshake: true,
         }
     }
 }

@@ -184,6 +184,9 @@ fn hs_config(role: Role, options: &Options) -> HsConfig {
     // TCP retransmits for us: a handshake retransmission would only duplicate a message.
     cfg.rto = timeout;
     cfg.max_rto = timeout;
+    // The initiator chooses; a responder serves either flow (compact answers only a compact
+    // initiator's share, which carries no responder id).
+    cfg.compact = role == Role::Responder || options.compact_handshake;
     cfg.static_key = options
         .static_key
         .as_ref()

@@ -198,19 +198,51 @@ async fn eavesdropper_on_untrusted_path_reads_plain_but_not_scrambled() {
 
 #[tokio::test]
 async fn share_replaced_on_one_path_fails_the_handshake() {
-    let mut l = listener().await;
-    let (paths, cap) = via_relay(&l, Mode::ReplaceShare).await;
-    let srv = tokio::spawn(async move { l.accept(&Options::default()).await.map(|_| ()) });
-    let client = connect(&paths, &Options::default()).await;
-    let server = srv.await.unwrap();
-    assert_eq!(cap.shares_replaced(), 1);
-    // The responder sees a transcript with the attacker's share; its hash arrives at the
-    // initiator on the trusted path and does not match what the initiator sent.
-    assert!(
-        matches!(client, Err(Error::Handshake(FailReason::SmkexMismatch))),
-        "client: {client:?}"
-    );
-    assert!(server.is_err(), "server must not establish: {server:?}");
+    for compact_handshake in [true, false] {
+        let mut l = listener().await;
+        let (paths, cap) = via_relay(&l, Mode::ReplaceShare).await;
+        let srv = tokio::spawn(async move { l.accept(&Options::default()).await.map(|_| ()) });
+        let client_opts = Options {
+            compact_handshake,
+            ..Options::default()
+        };
+        let client = connect(&paths, &client_opts).await;
+        // The responder sees a transcript with the attacker's share; its hash arrives at the
+        // initiator on the trusted path and does not match what the initiator sent.
+        assert!(
+            matches!(client, Err(Error::Handshake(FailReason::SmkexMismatch))),
+            "client ({compact_handshake}): {client:?}"
+        );
+        drop(client);
+        let server = srv.await.unwrap();
+        assert_eq!(cap.shares_replaced(), 1);
+        // Compact: the responder has keys at once but waits for the initiator's binding tag,
+        // which never comes; the thesis' flow: it never gets a Confirm.
+        assert!(server.is_err(), "server must not establish: {server:?}");
+    }
+}
+
+#[tokio::test]
+async fn faithful_and_compact_handshakes_both_connect() {
+    for compact_handshake in [false, true] {
+        let l = listener().await;
+        let paths = l.connect_paths();
+        let client = Options {
+            compact_handshake,
+            ..opts(Cipher::Scramble)
+        };
+        let data = pattern(100_003);
+        let (got, back, _) = exchange(
+            l,
+            paths,
+            client,
+            opts(Cipher::Scramble),
+            data.clone(),
+            pattern(5),
+        )
+        .await;
+        assert!(got == data && back == pattern(5), "{compact_handshake}");
+    }
 }
 
 #[tokio::test]

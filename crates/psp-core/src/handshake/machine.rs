@@ -64,6 +64,9 @@ enum State {
     SentRequest { eph: Ephemeral, nonce: NonceBytes },
     /// Initiator: share and nonce sent, waiting for ShareReply and NonceReply.
     SentShare { eph: Ephemeral },
+    /// Initiator, compact: request, share and nonce sent, waiting for Accept, ShareReply and
+    /// NonceReply (in any order).
+    SentCompact { eph: Ephemeral },
     /// Initiator: SMKEX hash verified, Confirm sent, waiting for ConfirmAck.
     SentConfirm { secrets: Secrets },
     /// Responder: Accept sent, waiting for Share and Nonce.
@@ -100,14 +103,17 @@ pub struct Handshake {
     peer_static: Option<[u8; 32]>,
     /// Transcript parts in order: Request, Accept, Share, Nonce, ShareReply, NonceReply.
     parts: [Option<Repr>; 6],
-    flight: [Option<(Repr, PathId)>; 2],
-    pending: [bool; 2],
+    flight: [Option<(Repr, PathId)>; FLIGHT],
+    pending: [bool; FLIGHT],
     rto: Duration,
     retransmit_at: Option<Instant>,
     deadline: Instant,
     event: Option<Event>,
     jitter: u64,
 }
+
+/// The most messages one flight holds (a compact responder's Accept, ShareReply, NonceReply).
+const FLIGHT: usize = 3;
 
 const REQUEST: usize = 0;
 const ACCEPT: usize = 1;
@@ -172,16 +178,38 @@ impl Handshake {
             }),
         };
         let required_fails = cfg.smkex == SmkexMode::Required && cfg.paths < 2;
+        let compact = cfg.compact && cfg.smkex == SmkexMode::Required && cfg.paths >= 2;
         let mut hs = Self::new(Role::Initiator, now, cfg, peer, d.id, d.jitter);
+        hs.parts[REQUEST] = Some(request);
+        if compact {
+            // The offer, the share and the nonce in one flight (the responder's id still zero).
+            hs.two_path = true;
+            let share = hs.repr(Body::Share {
+                expiry_secs: hs.lifetime_secs,
+                share: d.eph.public_share(),
+            });
+            let nonce_msg = hs.repr(Body::Nonce(d.nonce.0));
+            hs.parts[SHARE] = Some(share);
+            hs.parts[NONCE] = Some(nonce_msg);
+            hs.state = State::SentCompact { eph: d.eph };
+            hs.send_flight(
+                now,
+                &[
+                    (request, PathId::FIRST),
+                    (share, PathId::FIRST),
+                    (nonce_msg, PathId::SECOND),
+                ],
+            );
+            return hs;
+        }
         hs.state = State::SentRequest {
             eph: d.eph,
             nonce: d.nonce,
         };
-        hs.parts[REQUEST] = Some(request);
         if required_fails {
             hs.fail(FailReason::TooFewPaths);
         } else {
-            hs.send_flight(now, [Some((request, PathId::FIRST)), None]);
+            hs.send_flight(now, &[(request, PathId::FIRST)]);
         }
         hs
     }
@@ -261,7 +289,7 @@ impl Handshake {
             eph: d.eph,
             nonce: d.nonce,
         };
-        hs.send_flight(now, [Some((accept, PathId::FIRST)), None]);
+        hs.send_flight(now, &[(accept, PathId::FIRST)]);
         // The responder does not retransmit; it answers repeats.
         hs.retransmit_at = None;
         Ok(hs)
@@ -293,8 +321,8 @@ impl Handshake {
             lifetime_secs,
             peer_static: None,
             parts: [None; 6],
-            flight: [None; 2],
-            pending: [false; 2],
+            flight: [None; FLIGHT],
+            pending: [false; FLIGHT],
             retransmit_at: None,
             event: None,
             jitter,
@@ -337,14 +365,25 @@ impl Handshake {
         if repr.initiator_id != self.ids.initiator {
             return Err(Ignored::WrongIds);
         }
-        let learning =
-            self.role == Role::Initiator && matches!(self.state, State::SentRequest { .. });
-        if !learning && repr.responder_id != self.ids.responder {
+        let compact_learning = matches!(self.state, State::SentCompact { .. })
+            && self.ids.responder == HandshakeId::default();
+        let learning = self.role == Role::Initiator
+            && (matches!(self.state, State::SentRequest { .. }) || compact_learning);
+        // A compact initiator sends its share and nonce before it knows our id.
+        let early = self.role == Role::Responder
+            && self.cfg.compact
+            && repr.responder_id == HandshakeId::default()
+            && matches!(repr.body, Body::Share { .. } | Body::Nonce(_));
+        if !(learning || early) && repr.responder_id != self.ids.responder {
             return Err(Ignored::WrongIds);
         }
         let ty = repr.body.message_type();
         if path != self.expected_path(ty) {
             return Err(Ignored::WrongPath);
+        }
+        if compact_learning && repr.responder_id != HandshakeId::default() {
+            // The first answer names the responder; every later one must carry the same id.
+            self.ids.responder = repr.responder_id;
         }
         match self.role {
             Role::Initiator => self.initiator_message(now, repr),
@@ -354,7 +393,7 @@ impl Handshake {
 
     fn initiator_message(&mut self, now: Instant, repr: Repr) -> Result<(), Ignored> {
         match (&self.state, repr.body) {
-            (State::SentRequest { .. }, Body::Reject(code)) => {
+            (State::SentRequest { .. } | State::SentCompact { .. }, Body::Reject(code)) => {
                 self.ids.responder = repr.responder_id;
                 self.fail(match code {
                     RejectCode::NoCommonSuite => FailReason::NoCommonSuite,
@@ -369,12 +408,18 @@ impl Handshake {
                 self.on_accept(now, repr, a);
                 Ok(())
             }
-            (State::SentShare { .. }, Body::ShareReply { .. }) => {
+            (State::SentCompact { .. }, Body::Accept(a)) => {
+                self.store(ACCEPT, repr)?;
+                self.on_compact_accept(a);
+                self.initiator_try_finish(now);
+                Ok(())
+            }
+            (State::SentShare { .. } | State::SentCompact { .. }, Body::ShareReply { .. }) => {
                 self.store(SHARE_REPLY, repr)?;
                 self.initiator_try_finish(now);
                 Ok(())
             }
-            (State::SentShare { .. }, Body::NonceReply { .. }) => {
+            (State::SentShare { .. } | State::SentCompact { .. }, Body::NonceReply { .. }) => {
                 self.store(NONCE_REPLY, repr)?;
                 self.initiator_try_finish(now);
                 Ok(())
@@ -433,12 +478,33 @@ impl Handshake {
         self.state = State::SentShare { eph };
         let p2 = self.path2();
         self.rto = self.cfg.rto;
-        self.send_flight(now, [Some((share, PathId::FIRST)), Some((nonce_msg, p2))]);
+        self.send_flight(now, &[(share, PathId::FIRST), (nonce_msg, p2)]);
+    }
+
+    /// A compact initiator's checks of Accept (already stored): the same as [`Self::on_accept`]'s,
+    /// but the share and nonce are already out.
+    fn on_compact_accept(&mut self, a: AcceptRepr) {
+        let Some(suite) = suite_from_code(a.suite).filter(|s| self.cfg.suites.contains(*s)) else {
+            return self.fail(FailReason::BadMessage);
+        };
+        if !a.two_path {
+            return self.fail(FailReason::TooFewPaths);
+        }
+        if let Some(pinned) = self.peer.pinned_static
+            && a.static_key != Some(pinned)
+        {
+            return self.fail(FailReason::IdentityMismatch);
+        }
+        self.suite = suite;
+        self.peer_static = a.static_key;
     }
 
     fn initiator_try_finish(&mut self, now: Instant) {
-        let (Some(reply), Some(nonce_reply)) = (self.parts[SHARE_REPLY], self.parts[NONCE_REPLY])
-        else {
+        let (Some(_), Some(reply), Some(nonce_reply)) = (
+            self.parts[ACCEPT],
+            self.parts[SHARE_REPLY],
+            self.parts[NONCE_REPLY],
+        ) else {
             return;
         };
         let (Body::ShareReply { expiry_secs, share }, Body::NonceReply { hash, .. }) =
@@ -457,7 +523,9 @@ impl Handshake {
             return self.fail(FailReason::ExpiryRefused);
         }
         self.lifetime_secs = expiry_secs;
-        let State::SentShare { eph, .. } = core::mem::replace(&mut self.state, State::Failed)
+        let compact = matches!(self.state, State::SentCompact { .. });
+        let (State::SentShare { eph } | State::SentCompact { eph }) =
+            core::mem::replace(&mut self.state, State::Failed)
         else {
             return self.fail(FailReason::BadMessage);
         };
@@ -472,11 +540,16 @@ impl Handshake {
             Err(r) => return self.fail(r),
         };
         let secrets = shared.derive(&th, self.suite.key_len());
+        if compact {
+            // No Confirm: the caller confirms the keys (see `Config::compact`).
+            self.state = State::SentConfirm { secrets };
+            return self.establish(now);
+        }
         let confirm = self.repr(Body::Confirm(secrets.tag(Role::Initiator)));
         self.state = State::SentConfirm { secrets };
         self.rto = self.cfg.rto;
         let p2 = self.path2();
-        self.send_flight(now, [Some((confirm, p2)), None]);
+        self.send_flight(now, &[(confirm, p2)]);
     }
 
     fn responder_message(&mut self, now: Instant, repr: Repr) -> Result<(), Ignored> {
@@ -504,7 +577,7 @@ impl Handshake {
                 }
                 let ack = self.repr(Body::ConfirmAck(secrets.tag(Role::Responder)));
                 self.establish(now);
-                self.send_flight(now, [Some((ack, PathId::FIRST)), None]);
+                self.send_flight(now, &[(ack, PathId::FIRST)]);
                 // Linger until the deadline to answer a repeated Confirm (our ack was lost).
                 self.retransmit_at = Some(now + self.cfg.timeout);
                 self.deadline = now + self.cfg.timeout;
@@ -560,7 +633,26 @@ impl Handshake {
             secrets: shared.derive(&th, self.suite.key_len()),
         };
         let p2 = self.path2();
-        self.send_flight(now, [Some((reply, PathId::FIRST)), Some((nonce_reply, p2))]);
+        let compact = self.parts[SHARE].is_some_and(|r| r.responder_id == HandshakeId::default());
+        if let (true, Some(accept)) = (compact, self.parts[ACCEPT]) {
+            // A compact initiator waits for no Confirm round trip: established now. The flight
+            // keeps Accept (already sent unless a repeat is due) for answering repeats.
+            let accept_due = self.pending[0];
+            self.establish(now);
+            self.send_flight(
+                now,
+                &[
+                    (accept, PathId::FIRST),
+                    (reply, PathId::FIRST),
+                    (nonce_reply, p2),
+                ],
+            );
+            self.pending[0] = accept_due;
+            self.retransmit_at = Some(now + self.cfg.timeout);
+            self.deadline = now + self.cfg.timeout;
+            return;
+        }
+        self.send_flight(now, &[(reply, PathId::FIRST), (nonce_reply, p2)]);
         self.retransmit_at = None;
     }
 
@@ -705,9 +797,13 @@ impl Handshake {
         Some(Transcript { parts }.hash())
     }
 
-    fn send_flight(&mut self, now: Instant, flight: [Option<(Repr, PathId)>; 2]) {
-        self.flight = flight;
-        self.pending = [flight[0].is_some(), flight[1].is_some()];
+    /// Queues `flight` (at most [`FLIGHT`] messages) and arms the retransmission timer.
+    fn send_flight(&mut self, now: Instant, flight: &[(Repr, PathId)]) {
+        self.flight = [None; FLIGHT];
+        for (slot, m) in self.flight.iter_mut().zip(flight) {
+            *slot = Some(*m);
+        }
+        self.pending = self.flight.map(|f| f.is_some());
         self.arm_retransmit(now);
     }
 
@@ -731,7 +827,7 @@ impl Handshake {
         };
         let reject = self.repr(Body::Reject(code));
         self.fail(reason);
-        self.send_flight(now, [Some((reject, PathId::FIRST)), None]);
+        self.send_flight(now, &[(reject, PathId::FIRST)]);
         self.retransmit_at = None;
     }
 
@@ -740,8 +836,8 @@ impl Handshake {
             return;
         }
         self.state = State::Failed;
-        self.flight = [None; 2];
-        self.pending = [false; 2];
+        self.flight = [None; FLIGHT];
+        self.pending = [false; FLIGHT];
         self.retransmit_at = None;
         self.event = Some(Event::Failed(reason));
     }
@@ -771,8 +867,8 @@ impl Handshake {
         };
         keys.send[..send.len()].copy_from_slice(send);
         keys.recv[..recv.len()].copy_from_slice(recv);
-        self.flight = [None; 2];
-        self.pending = [false; 2];
+        self.flight = [None; FLIGHT];
+        self.pending = [false; FLIGHT];
         self.retransmit_at = None;
         self.event = Some(Event::Established(keys));
     }
@@ -789,6 +885,7 @@ impl fmt::Debug for Handshake {
         let state = match self.state {
             State::SentRequest { .. } => "sent_request",
             State::SentShare { .. } => "sent_share",
+            State::SentCompact { .. } => "sent_compact",
             State::SentConfirm { .. } => "sent_confirm",
             State::Accepted { .. } => "accepted",
             State::Replied { .. } => "replied",

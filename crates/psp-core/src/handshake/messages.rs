@@ -466,8 +466,11 @@ impl Repr {
             return Err(Error::TrailingBytes);
         }
         let responder_id = msg.responder_id();
-        // A request has no responder id yet; every other message has both.
-        if matches!(body, Body::Request(_)) != (responder_id == HandshakeId::default()) {
+        // A request has no responder id yet; a compact initiator's share and nonce (sent with
+        // the request) may have none; every other message has both.
+        let zero = responder_id == HandshakeId::default();
+        let may_be_zero = matches!(body, Body::Share { .. } | Body::Nonce(_));
+        if matches!(body, Body::Request(_)) != zero && !(zero && may_be_zero) {
             return Err(Error::BadValue);
         }
         Ok(Self {

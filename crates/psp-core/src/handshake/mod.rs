@@ -111,11 +111,21 @@ pub struct Config {
     pub max_rto: Duration,
     /// Give up (and, as responder, forget a half-open handshake) after this long.
     pub timeout: Duration,
+    /// One round trip instead of three (off: the thesis' flow). Applies only with
+    /// [`SmkexMode::Required`] and two paths, and both sides must set it. The initiator sends
+    /// its share and nonce with the request; the responder answers with Accept, its share and
+    /// the SMKEX hash; and there is no Confirm/ConfirmAck. So [`Event::Established`] means the
+    /// keys are derived (and, for the initiator, the SMKEX hash checked), **not** that the peer
+    /// holds them: the caller must confirm the keys before it trusts data (psp-multipath's
+    /// binding tags do). Meant for a reliable transport; it survives loss (the flights are
+    /// repeated) but a responder answers repeats only until `timeout`.
+    pub compact: bool,
 }
 
 impl Config {
     /// Defaults: aes128-gcm then chacha20-poly1305, SMKEX preferred, one path, lifetime 1 h
-    /// (minimum 60 s), no long-term key, RTO 250 ms up to 4 s, timeout 15 s.
+    /// (minimum 60 s), no long-term key, RTO 250 ms up to 4 s, timeout 15 s, the thesis' flow
+    /// (not [`compact`](Self::compact)).
     pub fn new(local_mac: [u8; 6], local_addr: IpAddr, prefix_len: u8) -> Self {
         Self {
             suites: SuiteList::from_suites(&[SuiteId::Aes128Gcm, SuiteId::ChaCha20Poly1305]),
@@ -130,6 +140,7 @@ impl Config {
             rto: Duration::from_millis(250),
             max_rto: Duration::from_secs(4),
             timeout: Duration::from_secs(15),
+            compact: false,
         }
     }
 }

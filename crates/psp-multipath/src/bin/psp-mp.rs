@@ -147,6 +147,10 @@ struct Common {
     /// keepalive probes before it counts as failed.
     #[arg(long, default_value_t = 10)]
     path_timeout: u64,
+    /// Connect with the thesis' three-round-trip key exchange (SEP Request/Accept, SMKEX,
+    /// Confirm) instead of the one-round-trip one, for comparison.
+    #[arg(long)]
+    faithful_handshake: bool,
 }
 
 #[derive(Clone, Copy, ValueEnum)]
@@ -257,6 +261,7 @@ impl Common {
                 OnPathFailure::Close
             },
             path_timeout: Duration::from_secs(self.path_timeout.max(1)),
+            compact_handshake: !self.faithful_handshake,
             ..Options::default()
         })
     }
