@@ -5,13 +5,14 @@
 # `--quick` is the CI variant (crates/psp-multipath/tests/netns.rs runs it).
 #
 # Usage:
-#   sudo testbed/multipath.sh [--quick] [--no-build] [--no-write] [--keep] [--setups N]
+#   sudo testbed/multipath.sh [--quick] [--no-build] [--no-write] [--keep] [--setups N] [--rounds N]
 #
 #   --quick      unshaped links only, 4 MB transfers, 20 set-ups: a smoke run (CI)
 #   --no-build   use $MP_BIN (default target/release/psp-mp) as it is
 #   --no-write   do not touch BENCHMARKS.md and docs/multipath.png
 #   --keep       keep the run directory (captures, logs)
 #   --setups N   set-ups per kind for the set-up time comparison (default 200)
+#   --rounds N   Fig 18 transfers per file size and cipher; the table gives medians (default 3)
 #
 # Topology (every box a namespace NAME-$SFX; eve routes both links but, except in the
 # "both paths" experiment, only looks at the untrusted one):
@@ -52,6 +53,7 @@ WRITE=1
 KEEP=0
 SETUPS=200
 SIZES_MB="20 40 60 80"
+ROUNDS=3
 
 usage() { sed -n '/^# Usage:/,/^# Topology/p' "$0" | sed '$d; s/^# \{0,1\}//'; }
 bad_usage() {
@@ -67,15 +69,18 @@ while [ $# -gt 0 ]; do
     --no-write) WRITE=0; shift ;;
     --keep) KEEP=1; shift ;;
     --setups) SETUPS=${2:-}; shift 2 || bad_usage "--setups needs a value" ;;
+    --rounds) ROUNDS=${2:-}; shift 2 || bad_usage "--rounds needs a value" ;;
     -h | --help) usage; exit 0 ;;
     *) bad_usage "unknown argument '$1'" ;;
     esac
 done
 [[ $SETUPS =~ ^[1-9][0-9]*$ ]] || bad_usage "--setups must be a positive integer"
+[[ $ROUNDS =~ ^[1-9][0-9]*$ ]] || bad_usage "--rounds must be a positive integer"
 [ "$(id -u)" -eq 0 ] || bad_usage "run as root (network namespaces)"
 if [ "$QUICK" -eq 1 ]; then
     SETUPS=20
     SIZES_MB="4"
+    ROUNDS=1
     WRITE=0
 fi
 
@@ -284,17 +289,25 @@ fi
 [ "$QUICK" -eq 1 ] && shape off || shape on
 say "Fig 18: throughput, $([ "$QUICK" -eq 1 ] && echo unshaped || echo shaped 100/54 Mbit/s)"
 declare -A TP
+# Rounds outermost, ciphers interleaved: a slow minute of the shared host hits all three.
+for r in $(seq "$ROUNDS"); do
+    for mb in $SIZES_MB; do
+        for cipher in none scramble aes128-gcm; do
+            v=$(xfer "$cipher" $((mb * 1000000)))
+            echo "$v" >>"$RUN_DIR/tp.$cipher.$mb"
+            [ "$cipher" = scramble ] && cp "$RUN_DIR/share.last" "$RUN_DIR/share.scramble"
+            say "  round $r: $mb MB $cipher: $v Mbit/s"
+        done
+    done
+done
 for mb in $SIZES_MB; do
     for cipher in none scramble aes128-gcm; do
-        TP[$cipher,$mb]=$(xfer "$cipher" $((mb * 1000000)))
-        say "  $mb MB $cipher: ${TP[$cipher,$mb]} Mbit/s"
+        TP[$cipher,$mb]=$(sort -n "$RUN_DIR/tp.$cipher.$mb" | awk '{a[NR]=$1} END{print a[int((NR+1)/2)]}')
     done
 done
 sum() { local t=0 mb; for mb in $SIZES_MB; do t=$(awk -v a="$t" -v b="${TP[$1,$mb]}" 'BEGIN{print a+b}'); done; echo "$t"; }
 LAST_MB=${SIZES_MB##* }
-AGAIN=$(xfer scramble $((LAST_MB * 1000000)))
-TP[scramble,$LAST_MB]=$(awk -v a="${TP[scramble,$LAST_MB]}" -v b="$AGAIN" 'BEGIN{printf "%.1f", (a + b) / 2}')
-SHARE_SHAPED=$(cat "$RUN_DIR/share.last")
+SHARE_SHAPED=$(cat "$RUN_DIR/share.scramble")
 say "  untrusted share of a scrambled $LAST_MB MB transfer (adaptive, cap 0.5): $SHARE_SHAPED"
 SCR_VS_PLAIN=$(ratio "$(sum scramble)" "$(sum none)")
 declare -A KTP
@@ -525,7 +538,7 @@ REPORT=$RUN_DIR/report.md
     echo
     echo "Figs 16/17, a 1.5 MB text file: \`quick brown fox\` (20000 times in the file) in eve's capture: plain ${FILE_HITS[none]}, scrambled ${FILE_HITS[scramble]}."
     echo
-    echo "Fig 18, throughput in Mbit/s ($([ "$QUICK" -eq 1 ] && echo "unshaped" || echo "trusted 100 Mbit/s + untrusted 54 Mbit/s, tbf"), dispersal mode, adaptive share <= 50 %):"
+    echo "Fig 18, throughput in Mbit/s ($([ "$QUICK" -eq 1 ] && echo "unshaped" || echo "trusted 100 Mbit/s + untrusted 54 Mbit/s, tbf"), dispersal mode, adaptive share <= 50 %; medians of $ROUNDS interleaved rounds):"
     echo
     echo "| file | plain | scrambled | aes128-gcm | scrambled/plain | aes/plain |"
     echo "|---|---|---|---|---|---|"
