@@ -22,7 +22,15 @@ pub enum Mode {
     Record,
     /// Replace the X25519 share in the initiator's SMKEX `Share` message with the attacker's.
     ReplaceShare,
+    /// Once [`INJECT_AFTER`] bytes went client → server, write one forged ack into the quiet
+    /// server → client direction: the path's next sequence number (0: the server sent no
+    /// segment on it) and an offset past everything the server can have received, with a made-up
+    /// tag if the stream is sealed. It claims data the server never got was delivered.
+    InjectAck,
 }
+
+/// After how many client → server bytes [`Mode::InjectAck`] forges its ack.
+pub const INJECT_AFTER: usize = 1 << 20;
 
 /// What a relay saw, shared with the caller while it runs.
 #[derive(Clone, Debug, Default)]
@@ -35,6 +43,7 @@ struct CaptureInner {
     client_to_server: Vec<u8>,
     server_to_client: Vec<u8>,
     shares_replaced: u32,
+    acks_injected: u32,
     /// Also append client → server bytes here (the testbed's recording eavesdropper).
     file: Option<std::fs::File>,
 }
@@ -60,6 +69,11 @@ impl Capture {
     /// How many shares were replaced.
     pub fn shares_replaced(&self) -> u32 {
         self.lock().shares_replaced
+    }
+
+    /// How many acks were forged.
+    pub fn acks_injected(&self) -> u32 {
+        self.lock().acks_injected
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, CaptureInner> {
@@ -96,13 +110,39 @@ async fn relay_one(client: TcpStream, server: TcpStream, mode: Mode, capture: Ca
     let (mut cr, mut cw) = client.into_split();
     let (mut sr, mut sw) = server.into_split();
     let cap = capture.clone();
+    let inject = Arc::new(tokio::sync::Notify::new());
+    let armed = Arc::clone(&inject);
     let down = async move {
         let mut buf = vec![0u8; 64 * 1024];
-        while let Ok(n) = sr.read(&mut buf).await {
-            if n == 0 || cw.write_all(&buf[..n]).await.is_err() {
-                break;
+        let mut pending = mode == Mode::InjectAck;
+        loop {
+            tokio::select! {
+                r = sr.read(&mut buf) => {
+                    let n = match r {
+                        Ok(n) if n > 0 => n,
+                        _ => break,
+                    };
+                    if cw.write_all(&buf[..n]).await.is_err() {
+                        break;
+                    }
+                    cap.lock().server_to_client.extend_from_slice(&buf[..n]);
+                }
+                () = armed.notified(), if pending => {
+                    pending = false;
+                    // The server's hello says whether the stream is sealed (its cipher byte); the
+                    // clear headers on the path give the next sequence number.
+                    let (sealed, next) = {
+                        let c = cap.lock();
+                        let sealed = c.server_to_client.get(7).copied()
+                            == Some(crate::Cipher::Aes128Gcm.code());
+                        (sealed, segments(&c.server_to_client).len())
+                    };
+                    if cw.write_all(&forged_ack(sealed, next)).await.is_err() {
+                        break;
+                    }
+                    cap.lock().acks_injected += 1;
+                }
             }
-            cap.lock().server_to_client.extend_from_slice(&buf[..n]);
         }
         let _ = cw.shutdown().await;
     };
@@ -112,9 +152,15 @@ async fn relay_one(client: TcpStream, server: TcpStream, mode: Mode, capture: Ca
         let mut held: Vec<u8> = Vec::new();
         let mut looking = mode == Mode::ReplaceShare;
         let mut parsed_hello = false;
+        let mut forwarded = 0usize;
         while let Ok(n) = cr.read(&mut buf).await {
             if n == 0 {
                 break;
+            }
+            forwarded += n;
+            if mode == Mode::InjectAck && forwarded >= INJECT_AFTER && forwarded - n < INJECT_AFTER
+            {
+                inject.notify_one();
             }
             let mut out = buf[..n].to_vec();
             if looking {
@@ -169,6 +215,22 @@ async fn relay_one(client: TcpStream, server: TcpStream, mode: Mode, capture: Ca
     tokio::join!(down, up);
 }
 
+/// A forged ack segment (see [`Mode::InjectAck`]).
+fn forged_ack(sealed: bool, path_seq: usize) -> Vec<u8> {
+    use crate::wire::{HEADER_LEN, Kind, Repr as Seg};
+    let tag = if sealed { 16 } else { 0 };
+    let repr = Seg {
+        kind: Kind::Ack,
+        len: tag,
+        path_seq: u32::try_from(path_seq).unwrap_or(u32::MAX),
+        offset: 1 << 40,
+        seg: 1 << 30,
+    };
+    let mut out = vec![0x42u8; HEADER_LEN + usize::from(tag)];
+    repr.emit(&mut out[..HEADER_LEN]);
+    out
+}
+
 /// The message with its share replaced, if it is a `Share`.
 fn replace_share(msg: &[u8]) -> Option<Vec<u8>> {
     let mut repr = Repr::parse_bytes(msg).ok()?;
@@ -191,7 +253,18 @@ fn replace_share(msg: &[u8]) -> Option<Vec<u8>> {
 /// `(stream offset, scrambled payload)` per segment. The hello, the handshake frames and the
 /// clear segment headers are public, so a passive observer can do this.
 pub fn segments_in_capture(bytes: &[u8]) -> Vec<(u64, Vec<u8>)> {
-    use crate::wire::{Kind, Segment, segment_len};
+    use crate::wire::{Kind, Segment};
+    segments(bytes)
+        .into_iter()
+        .filter(|(r, _)| r.kind == Kind::Data)
+        .map(|(r, seg)| (r.offset, Segment::new_unchecked(seg).payload().to_vec()))
+        .collect()
+}
+
+/// Every whole segment (data, fin, ack) on one direction of a connection, after its hello and
+/// handshake frames: the parsed header and the segment's bytes.
+fn segments(bytes: &[u8]) -> Vec<(crate::wire::Repr, &[u8])> {
+    use crate::wire::{Segment, segment_len};
     let mut rest = bytes.get(HELLO_LEN..).unwrap_or_default();
     // Handshake frames while they hold handshake messages.
     while let Ok(Some((range, end))) = HandshakeFrame::parse(rest) {
@@ -202,10 +275,8 @@ pub fn segments_in_capture(bytes: &[u8]) -> Vec<(u64, Vec<u8>)> {
     }
     let mut out = Vec::new();
     while let Ok(Some(len)) = segment_len(rest) {
-        let seg = Segment::new_unchecked(&rest[..len]);
-        match crate::wire::Repr::parse(&seg) {
-            Ok(r) if r.kind == Kind::Data => out.push((r.offset, seg.payload().to_vec())),
-            Ok(_) => {}
+        match crate::wire::Repr::parse(&Segment::new_unchecked(&rest[..len])) {
+            Ok(r) => out.push((r, &rest[..len])),
             Err(_) => break,
         }
         rest = &rest[len..];

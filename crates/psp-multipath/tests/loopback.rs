@@ -662,3 +662,60 @@ async fn acks_travel_on_the_trusted_path() {
     assert_eq!(s[UNTRUSTED].acks_received, 0);
     assert_eq!(c.unacked_bytes(), 0);
 }
+
+#[tokio::test]
+async fn a_forged_ack_on_the_untrusted_path_is_never_trusted() {
+    // scramble / none: unprotected acks count only from the trusted path, so the forged one is
+    // ignored (counted) and every byte arrives.
+    for cipher in [Cipher::Scramble, Cipher::None] {
+        let l = listener().await;
+        let (paths, cap) = via_relay(&l, Mode::InjectAck).await;
+        let data = pattern(4_000_000);
+        let (got, back, c) = exchange(
+            l,
+            paths,
+            continuing(cipher, false),
+            continuing(cipher, false),
+            data.clone(),
+            Vec::new(),
+        )
+        .await;
+        assert_eq!(cap.acks_injected(), 1, "{cipher:?}");
+        assert!(
+            got == data && back.is_empty(),
+            "{cipher:?}: stream corrupted"
+        );
+        assert_eq!(c.stats()[UNTRUSTED].acks_ignored, 1, "{cipher:?}");
+    }
+    // aes128-gcm: acks are sealed, so the forged one fails authentication and ends the stream
+    // with a clear error at the sender (never a silent gap at the receiver).
+    let mut l = listener().await;
+    let (paths, cap) = via_relay(&l, Mode::InjectAck).await;
+    let server = continuing(Cipher::Aes128Gcm, false);
+    let srv = tokio::spawn(async move {
+        let mut s = l.accept(&server).await.unwrap();
+        let mut got = Vec::new();
+        s.read_to_end(&mut got).await.map(|_| got)
+    });
+    let mut c = connect(&paths, &continuing(Cipher::Aes128Gcm, false))
+        .await
+        .unwrap();
+    let data = pattern(8_000_000);
+    let sent = async {
+        c.write_all(&data).await?;
+        c.shutdown().await
+    }
+    .await;
+    let err = sent.expect_err("the sender must stop at the forged ack");
+    assert!(
+        err.to_string().contains("authentication"),
+        "a clear error: {err}"
+    );
+    assert_eq!(cap.acks_injected(), 1);
+    drop(c);
+    // The receiver ends cleanly only with the whole stream (here the sender's fins were out
+    // before the forged ack came back), else with an error: never a clean end after a gap.
+    if let Ok(got) = srv.await.unwrap() {
+        assert!(got == data, "a clean end with {} bytes", got.len());
+    }
+}
