@@ -3,6 +3,8 @@
 //! [`BATCH`] frames, so neither direction starves the other), no allocation
 //! and no lock per frame. Reloads arrive through a `watch` channel as a complete [`set::PeerSet`];
 //! each task takes its half between batches (see [`set`] for the build and commit steps).
+//! With `PSP_SPLIT=1` each direction's last step (the uplink send, the TAP write) runs in a
+//! pipeline [`stage`] on a thread of its own.
 
 pub(crate) mod counters;
 pub(crate) mod keys;
@@ -10,6 +12,7 @@ pub(crate) mod normalize;
 pub(crate) mod pacing;
 pub(crate) mod peers;
 pub(crate) mod set;
+pub(crate) mod stage;
 
 use std::io;
 use std::sync::Arc;
@@ -23,6 +26,7 @@ use tokio::sync::watch;
 use self::counters::GlobalCounters;
 use self::peers::{RxPeers, TxPeer, TxPeers, lock_group};
 use self::set::PeerSet;
+use self::stage::{Drain, Stage};
 use crate::io::{BATCH, Batch, SLOT_LEN, Uplink, tap::Tap};
 use crate::offload::Gro;
 
@@ -108,11 +112,12 @@ impl DropLog {
     }
 }
 
-/// Transmit direction: reads frames from the TAP, seals each, sends them on the uplink.
-/// Returns only on an I/O error.
+/// Transmit direction: reads frames from the TAP, seals each, sends them on the uplink (split:
+/// a sender stage does, in order). Returns only on an I/O error.
 ///
 /// # Errors
-/// A TAP read error or an uplink error other than a full buffer.
+/// A TAP read error or an uplink error other than a full buffer (split: the sender stage's,
+/// returned as soon as it stops), or a sender stage that could not start.
 pub(crate) async fn tx_loop(
     tap: Arc<Tap>,
     uplink: Arc<Uplink>,
@@ -127,8 +132,25 @@ pub(crate) async fn tx_loop(
     // With TAP offloads, TCP super-frames are cut into MTU-sized frames here.
     let mut reader = tap.reader();
     let g = &shared.global;
+    // `PSP_SPLIT=1`: sealed batches go to a sender thread, in order (one FIFO).
+    let mut stage = if stage::enabled() {
+        let (uplink, shared) = (Arc::clone(&uplink), Arc::clone(&shared));
+        let make = || Batch::new(BATCH);
+        Some(Stage::spawn("psp-send", make, |d| {
+            send_stage(uplink, shared, d)
+        })?)
+    } else {
+        None
+    };
     loop {
-        let n = tap.recv_batch_with(&mut inb, &mut reader).await?;
+        let n = match &mut stage {
+            None => tap.recv_batch_with(&mut inb, &mut reader).await?,
+            // A send error ends the direction at once, not at the next frame from the TAP.
+            Some(st) => tokio::select! {
+                r = tap.recv_batch_with(&mut inb, &mut reader) => r?,
+                e = st.failed() => return Err(e),
+            },
+        };
         crate::io::busy::note();
         g.malformed.add(reader.take_dropped());
         if set.has_changed().unwrap_or(false) {
@@ -156,7 +178,7 @@ pub(crate) async fn tx_loop(
                 continue;
             }
             if out.capacity() - out.len() < RUN {
-                flush(&uplink, &mut out, g).await?;
+                flush(&uplink, &mut stage, &mut out, g).await?;
             }
             if is_group(&dst) {
                 if let Some(len) = seal_group(&mut peers, now, frame, &mut scratch, g) {
@@ -170,7 +192,7 @@ pub(crate) async fn tx_loop(
                         .filter_map(|p| p.endpoint.map(Some));
                     for addr in copies.chain((!udp).then_some(None)) {
                         if out.is_full() {
-                            flush(&uplink, &mut out, g).await?;
+                            flush(&uplink, &mut stage, &mut out, g).await?;
                         }
                         push_copy(&mut out, addr, sealed);
                         g.group_tx_frames.add(1);
@@ -209,8 +231,22 @@ pub(crate) async fn tx_loop(
             seal_run(peer, sealer, now, &inb, i..end, &mut out, g);
             i = end;
         }
-        flush(&uplink, &mut out, g).await?;
+        flush(&uplink, &mut stage, &mut out, g).await?;
     }
+}
+
+/// The sender stage of a split transmit direction: sends each batch `tx_loop` sealed, in
+/// order. Returns on the first send error (which `tx_loop` then returns).
+async fn send_stage(
+    uplink: Arc<Uplink>,
+    shared: Arc<Shared>,
+    mut batches: Drain<Batch>,
+) -> io::Result<()> {
+    while let Some(mut out) = batches.next().await {
+        send(&uplink, &mut out, &shared.global).await?;
+        batches.done(out);
+    }
+    Ok(())
 }
 
 /// The end of the run of frames from `i` (before `n`, at most `run` long) to `dst` from `ours`.
@@ -344,7 +380,22 @@ fn count_seal_error(g: &GlobalCounters, e: SealError) {
     }
 }
 
-async fn flush(uplink: &Uplink, out: &mut Batch, g: &GlobalCounters) -> io::Result<()> {
+/// Sends `out` and empties it, or (split) hands it to the sender stage for an empty one.
+async fn flush(
+    uplink: &Uplink,
+    stage: &mut Option<Stage<Batch>>,
+    out: &mut Batch,
+    g: &GlobalCounters,
+) -> io::Result<()> {
+    match stage {
+        Some(st) if !out.is_empty() => st.swap(out).await,
+        Some(_) => Ok(()),
+        None => send(uplink, out, g).await,
+    }
+}
+
+/// Sends `out` (counting the frames the uplink refused) and empties it.
+async fn send(uplink: &Uplink, out: &mut Batch, g: &GlobalCounters) -> io::Result<()> {
     if out.is_empty() {
         return Ok(());
     }
@@ -355,11 +406,12 @@ async fn flush(uplink: &Uplink, out: &mut Batch, g: &GlobalCounters) -> io::Resu
 }
 
 /// Receive direction: reads PSP frames from the uplink, opens each with the sender's key and
-/// writes the inner frame to the TAP. Returns only on an I/O error.
+/// writes the inner frame to the TAP (split: a writer stage does, in order; normalized
+/// peers' frames are still written here). Returns only on an I/O error.
 ///
 /// # Errors
-/// An uplink read error or a TAP write error (ordinary path; a normalized peer's inner frame
-/// the TAP refuses is dropped and counted).
+/// An uplink read error (a TAP write the TAP refuses is one counted drop, `rx_tap_error`), or
+/// with the split a writer stage that could not start or stopped.
 pub(crate) async fn rx_loop(
     tap: Arc<Tap>,
     uplink: Arc<Uplink>,
@@ -367,17 +419,23 @@ pub(crate) async fn rx_loop(
     mut set: watch::Receiver<Arc<PeerSet>>,
     mut peers: RxPeers,
 ) -> io::Result<()> {
-    let mut inb = Batch::new(BATCH);
+    let mut cur = Opened::new();
     let mut log = DropLog::new();
-    // With TAP offloads, the inner frames of a batch go through GRO: `spans` locates the
-    // frame `gro` got as its `j`th (slot, start, end), since opening works in place.
+    // With TAP offloads, the inner frames of a batch go through GRO (see `Opened`).
     let offload = tap.offloads().is_some();
-    let mut gro = Gro::new();
-    let mut spans = [(0usize, 0usize, 0usize); BATCH];
+    // `PSP_SPLIT=1`: opened batches go to a TAP writer thread, in order (one FIFO).
+    let mut stage = if stage::enabled() {
+        let (tap, shared) = (Arc::clone(&tap), Arc::clone(&shared));
+        Some(Stage::spawn("psp-tap-write", Opened::new, |d| {
+            write_stage(tap, shared, d)
+        })?)
+    } else {
+        None
+    };
     let mut delivery = normalize::Delivery::default();
     let g = &shared.global;
     loop {
-        let n = uplink.recv_batch(&mut inb).await?;
+        let n = uplink.recv_batch(&mut cur.inb).await?;
         crate::io::busy::note();
         g.malformed.add(uplink.take_dropped());
         if set.has_changed().unwrap_or(false) {
@@ -388,9 +446,9 @@ pub(crate) async fn rx_loop(
             }
         }
         let now = shared.now();
-        gro.clear();
+        cur.clear();
         for i in 0..n {
-            let frame = inb.frame_mut(i);
+            let frame = cur.inb.frame_mut(i);
             let (Some(dst), Some(src)) = (mac_at(frame, 0), mac_at(frame, 6)) else {
                 g.malformed.add(1);
                 log.log("-", "malformed", frame.len());
@@ -519,8 +577,12 @@ pub(crate) async fn rx_loop(
                     peer.counters.rx_bytes.add(inner.len() as u64);
                     if offload {
                         let at = opened.range();
-                        spans[gro.len()] = (i, at.start, at.end);
-                        gro.push(inner, trusted);
+                        cur.spans[cur.gro.len()] = (i, at.start, at.end);
+                        cur.gro.push(inner, trusted);
+                    } else if stage.is_some() {
+                        let at = opened.range();
+                        cur.spans[cur.plain] = (i, at.start, at.end);
+                        cur.plain += 1;
                     } else if let Err(e) = tap.send(inner).await {
                         // A frame the TAP refuses is one lost frame, not the end of the task.
                         g.rx_tap_error.add(1);
@@ -534,17 +596,82 @@ pub(crate) async fn rx_loop(
                 }
             }
         }
-        if !gro.is_empty() {
-            let frame = |j: usize| {
-                let (slot, start, end) = spans[j];
-                &inb.frame(slot)[start..end]
-            };
-            if let Err(e) = tap.send_gro(&gro, frame).await {
+        match &mut stage {
+            None => cur.write(&tap, g).await,
+            Some(st) if !cur.is_empty() => st.swap(&mut cur).await?,
+            Some(_) => {}
+        }
+    }
+}
+
+/// An opened receive batch and where in it the inner frames for the TAP are: what `rx_loop`
+/// writes, or (split) hands to the TAP writer stage, which then owns the arena the frames
+/// are in (opening works in place).
+#[derive(Debug)]
+struct Opened {
+    inb: Batch,
+    /// With TAP offloads, the inner frames in order, grouped for GRO.
+    gro: Gro,
+    /// The `j`th inner frame (of `gro`, or of the `plain` ones) as (slot, start, end).
+    spans: [(usize, usize, usize); BATCH],
+    /// Inner frames to write one by one (split without offloads; `spans[..plain]`).
+    plain: usize,
+}
+
+impl Opened {
+    fn new() -> Self {
+        Self {
+            inb: Batch::new(BATCH),
+            gro: Gro::new(),
+            spans: [(0, 0, 0); BATCH],
+            plain: 0,
+        }
+    }
+
+    /// Forgets the inner frames (the next receive refills `inb`).
+    fn clear(&mut self) {
+        self.gro.clear();
+        self.plain = 0;
+    }
+
+    fn is_empty(&self) -> bool {
+        self.gro.is_empty() && self.plain == 0
+    }
+
+    /// Writes the inner frames to the TAP; a write the TAP refuses is one counted drop.
+    async fn write(&self, tap: &Tap, g: &GlobalCounters) {
+        let frame = |j: usize| {
+            let (slot, start, end) = self.spans[j];
+            &self.inb.frame(slot)[start..end]
+        };
+        if !self.gro.is_empty()
+            && let Err(e) = tap.send_gro(&self.gro, frame).await
+        {
+            g.rx_tap_error.add(1);
+            tracing::debug!(error = %e, "TAP write failed");
+        }
+        for j in 0..self.plain {
+            if let Err(e) = tap.send(frame(j)).await {
                 g.rx_tap_error.add(1);
-                tracing::debug!(error = %e, "TAP write failed");
+                tracing::debug!(error = %e, len = frame(j).len(), "TAP write failed");
             }
         }
     }
+}
+
+/// The TAP writer stage of a split receive direction: writes each batch `rx_loop` opened, in
+/// order. TAP write errors are counted drops, so it never fails.
+async fn write_stage(
+    tap: Arc<Tap>,
+    shared: Arc<Shared>,
+    mut batches: Drain<Opened>,
+) -> io::Result<()> {
+    while let Some(mut o) = batches.next().await {
+        o.write(&tap, &shared.global).await;
+        o.clear();
+        batches.done(o);
+    }
+    Ok(())
 }
 
 /// Receive direction of the second path (SMKEX): opens group-key frames from session peers

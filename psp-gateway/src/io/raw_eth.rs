@@ -52,11 +52,25 @@ impl RawSocket {
 
     /// Like [`open`](Self::open), for another EtherType (tests, tools).
     ///
+    /// `PSP_RAW_RX_RING=1` in the environment asks for a receive ring (see
+    /// [`open_with_rx_ring`](Self::open_with_rx_ring)); `PSP_QDISC_BYPASS=1` turns on
+    /// [`set_qdisc_bypass`](Self::set_qdisc_bypass) (a refusal is logged, not an error).
+    ///
     /// # Errors
     /// See [`open`](Self::open).
     pub fn open_ethertype(interface: &str, ethertype: u16) -> io::Result<Self> {
-        let ring = std::env::var("PSP_RAW_RX_RING").is_ok_and(|v| v == "1");
-        Self::open_inner(interface, ethertype, ring)
+        let on = |var: &str| std::env::var(var).is_ok_and(|v| v == "1");
+        let sock = Self::open_inner(interface, ethertype, on("PSP_RAW_RX_RING"))?;
+        // Opt-in (issue 11, to weigh against plain sendmmsg): bypassing the qdisc saves the
+        // queueing layer per frame, but tbf/htb on the uplink no longer apply and a full
+        // driver queue drops instead of queueing.
+        if on("PSP_QDISC_BYPASS") {
+            match sock.set_qdisc_bypass(true) {
+                Ok(()) => tracing::info!(interface, "PSP_QDISC_BYPASS: sends skip the qdisc"),
+                Err(e) => tracing::warn!(interface, error = %e, "PSP_QDISC_BYPASS refused"),
+            }
+        }
+        Ok(sock)
     }
 
     /// Like [`open`](Self::open), receiving through a `PACKET_MMAP` ring where the kernel gives
