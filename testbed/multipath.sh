@@ -558,7 +558,7 @@ REPORT=$RUN_DIR/report.md
     cat "$RUN_DIR/mptcp-subflows.txt" 2>/dev/null || true
     echo '```'
     echo
-    echo "The untrusted path carried $SHARE_SHAPED of a scrambled $LAST_MB MB transfer (adaptive policy, cap 0.5; the 80 MB scrambled row is the mean of two runs)."
+    echo "The untrusted path carried $SHARE_SHAPED of a scrambled $LAST_MB MB transfer (adaptive policy, cap 0.5; the last round)."
     echo
     echo "Two equal unshaped paths vs one (scrambled, $((BIG / 1000000)) MB, adaptive share; one path = \`--fixed --share 0\`; medians of $(wc -l <"$RUN_DIR/one.mbps") alternating runs: one path $(xargs <"$RUN_DIR/one.mbps"), two paths $(xargs <"$RUN_DIR/two.mbps")): one path $ONE Mbit/s, two paths $TWO Mbit/s, ratio $TWO_VS_ONE. Unshaped, the 2 vCPUs (client, eve forwarding both links, server) are the bottleneck, not the links. Both links shaped to 100 Mbit/s (100 MB): one path $EQ_ONE, two paths $EQ_TWO Mbit/s, ratio $EQ_RATIO."
     echo
