@@ -107,6 +107,7 @@ impl Pacing {
         let mut payload = vec![0u8; SLOT_LEN];
         let mut warned = false;
         let mut waiter = Waiter::new();
+        let mut round = 0usize;
         loop {
             {
                 let mut new = self.new.lock().unwrap_or_else(|e| e.into_inner());
@@ -144,12 +145,25 @@ impl Pacing {
             };
             waiter.wait_until(origin + StdDuration::from_micros(due.total_micros()));
             let t = now();
-            for e in entries.iter_mut().filter(|e| e.at.is_some_and(|a| a <= t)) {
-                e.at = None;
-                e.np.send(&e.uplink, &e.out);
+            // Peers due at the same wake-up go out in an order that rotates: with a fixed
+            // order, a congested bottleneck behind us would drop the later ones' frames every
+            // time (its queue has room for the first), and one peer would take all the loss.
+            round = round.wrapping_add(1);
+            for i in rotated(round, entries.len()) {
+                let e = &mut entries[i];
+                if e.at.is_some_and(|a| a <= t) {
+                    e.at = None;
+                    e.np.send(&e.uplink, &e.out);
+                }
             }
         }
     }
+}
+
+/// The indices `0..len`, starting at `round % len` and wrapping around.
+fn rotated(round: usize, len: usize) -> impl Iterator<Item = usize> {
+    let start = round.checked_rem(len).unwrap_or(0);
+    (0..len).map(move |j| (start + j) % len)
 }
 
 /// One normalized peer on the thread, with its next frame sealed ahead (`at`: its slot).
@@ -210,6 +224,16 @@ impl Waiter {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn peers_due_together_take_turns_at_going_first() {
+        assert_eq!(rotated(0, 3).collect::<Vec<_>>(), [0, 1, 2]);
+        assert_eq!(rotated(1, 3).collect::<Vec<_>>(), [1, 2, 0]);
+        assert_eq!(rotated(5, 3).collect::<Vec<_>>(), [2, 0, 1]);
+        assert_eq!(rotated(7, 0).count(), 0);
+        let firsts: Vec<_> = (0..4).filter_map(|r| rotated(r, 2).next()).collect();
+        assert_eq!(firsts, [0, 1, 0, 1]);
+    }
 
     #[test]
     fn waits_until_the_target_and_not_less() {
