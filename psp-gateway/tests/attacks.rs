@@ -58,19 +58,6 @@ fn flip(frame: &[u8], byte: usize, bit: u8) -> Vec<u8> {
     f
 }
 
-/// Deterministic filler bytes (xorshift64).
-fn garbage(len: usize, seed: u64) -> Vec<u8> {
-    let mut x = seed | 1;
-    (0..len)
-        .map(|_| {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            (x >> 24) as u8
-        })
-        .collect()
-}
-
 /// A forged ARP reply "10.77.0.2 is at eve" from eve to `dst`.
 fn forged_arp_reply(dst: [u8; 6], target_mac: [u8; 6]) -> Vec<u8> {
     let mut f = Vec::with_capacity(60);
@@ -92,7 +79,7 @@ fn sealed(sealer: &mut Sealer, dst: [u8; 6], src: [u8; 6]) -> Vec<u8> {
     inner.extend_from_slice(&dst);
     inner.extend_from_slice(&src);
     inner.extend_from_slice(&0x0800u16.to_be_bytes());
-    inner.extend_from_slice(&garbage(64, 7));
+    inner.extend_from_slice(&common::pseudo_random(7, 64));
     let mut out = vec![0u8; 256];
     let n = sealer
         .seal(PspInstant::from_millis(0), &inner, &mut out)
@@ -260,7 +247,7 @@ fn garbage_frames(base: &[u8]) -> (Vec<u8>, Vec<u8>, Vec<u8>, Vec<u8>) {
         let mut f = base[..14].to_vec();
         f.push(vf);
         f.extend_from_slice(&ahead.to_be_bytes());
-        f.extend(garbage(len - CLEAR_LEN, seed));
+        f.extend(common::pseudo_random(seed, len - CLEAR_LEN));
         f
     };
     (
@@ -473,7 +460,7 @@ fn tap_frame(dst: [u8; 6], src: [u8; 6], seed: u64) -> Vec<u8> {
     f.extend_from_slice(&dst);
     f.extend_from_slice(&src);
     f.extend_from_slice(&0x0800u16.to_be_bytes());
-    f.extend_from_slice(&garbage(86, seed));
+    f.extend_from_slice(&common::pseudo_random(seed, 86));
     f
 }
 

@@ -25,21 +25,6 @@ fn tap_packets(tb: &Testbed, n: u8) -> (u64, u64) {
     (get("rx"), get("tx"))
 }
 
-/// `s` without ANSI colour sequences (`ESC [ ... m`).
-fn strip_ansi(s: &str) -> String {
-    let mut out = String::with_capacity(s.len());
-    let mut esc = false;
-    for c in s.chars() {
-        match (esc, c) {
-            (false, '\x1b') => esc = true,
-            (false, c) => out.push(c),
-            (true, 'm') => esc = false,
-            (true, _) => {}
-        }
-    }
-    out
-}
-
 fn run(suite: &str, offload: bool) {
     let tb = Testbed::up(TestbedOptions {
         suite: suite.into(),
@@ -57,7 +42,7 @@ fn run(suite: &str, offload: bool) {
     }
     let gws = [tb.start(1), tb.start(2)];
     for g in &gws {
-        let log = strip_ansi(&g.log());
+        let log = common::strip_ansi(&g.log());
         assert_eq!(
             log.contains("TAP offloads"),
             offload,

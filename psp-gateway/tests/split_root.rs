@@ -21,20 +21,6 @@ const TRANSFER: usize = 4 << 20;
 /// The TCP port vm2 listens on.
 const PORT: u16 = 7411;
 
-/// `len` pseudo-random bytes from `seed` (xorshift64), so a reordered, lost or corrupted
-/// stretch shows.
-fn pattern(seed: u64, len: usize) -> Vec<u8> {
-    let mut x = seed | 1;
-    (0..len)
-        .map(|_| {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            x.to_le_bytes()[0]
-        })
-        .collect()
-}
-
 /// The first offset where `got` and `want` differ (or where one ends), for the message.
 fn first_difference(got: &[u8], want: &[u8]) -> usize {
     got.iter()
@@ -54,8 +40,8 @@ fn read_all(s: &mut TcpStream, what: &str) -> Vec<u8> {
 /// vm1 sends [`TRANSFER`] bytes to vm2 over TCP and half-closes; vm2 checks them and sends
 /// [`TRANSFER`] other bytes back, which vm1 checks. Each side is a thread in its namespace.
 fn tcp_both_ways(tb: &Testbed, what: &str) {
-    let up = pattern(0x5eed_0001, TRANSFER);
-    let down = pattern(0x5eed_0002, TRANSFER);
+    let up = common::pseudo_random(0x5eed_0001, TRANSFER);
+    let down = common::pseudo_random(0x5eed_0002, TRANSFER);
     let timeout = Some(Duration::from_secs(20));
     let (ready_tx, ready_rx) = mpsc::channel();
     let server = {
@@ -121,21 +107,6 @@ fn threads(g: &Gateway) -> Vec<String> {
         .collect()
 }
 
-/// `s` without ANSI colour sequences (`ESC [ ... m`).
-fn strip_ansi(s: &str) -> String {
-    let mut out = String::with_capacity(s.len());
-    let mut esc = false;
-    for c in s.chars() {
-        match (esc, c) {
-            (false, '\x1b') => esc = true,
-            (false, c) => out.push(c),
-            (true, 'm') => esc = false,
-            (true, _) => {}
-        }
-    }
-    out
-}
-
 /// Two gateways on `uplink` with `[interface] offload = offload` and `env`; `check` looks at
 /// each started gateway (its threads, its log).
 fn run(uplink: Uplink, offload: bool, env: &[(&str, &str)], check: impl Fn(&Gateway)) {
@@ -197,7 +168,7 @@ fn split_on(g: &Gateway) {
             g.host()
         );
     }
-    let log = strip_ansi(&g.log());
+    let log = common::strip_ansi(&g.log());
     assert!(
         log.contains("PSP_SPLIT: pipeline stage started"),
         "vm{}: {log}",
@@ -220,7 +191,7 @@ fn qdisc_bypass_raw() {
     // PSP_SPLIT=0 explicitly: the check below holds whatever the test's environment says.
     let env = [("PSP_QDISC_BYPASS", "1"), ("PSP_SPLIT", "0")];
     run(Uplink::Raw, true, &env, |g| {
-        let log = strip_ansi(&g.log());
+        let log = common::strip_ansi(&g.log());
         assert!(
             log.contains("PSP_QDISC_BYPASS: sends skip the qdisc"),
             "vm{}: {log}",

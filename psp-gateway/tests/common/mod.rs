@@ -959,6 +959,35 @@ pub(crate) struct Captured {
     pub(crate) outgoing: bool,
 }
 
+/// `len` deterministic filler bytes from `seed` (xorshift64): a lost, reordered or corrupted
+/// stretch of a transfer shows, and an attack frame is the same on every run.
+pub(crate) fn pseudo_random(seed: u64, len: usize) -> Vec<u8> {
+    let mut x = seed | 1;
+    (0..len)
+        .map(|_| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            (x >> 24) as u8
+        })
+        .collect()
+}
+
+/// `s` without ANSI colour sequences (`ESC [ ... m`), as the daemon's log has them.
+pub(crate) fn strip_ansi(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    let mut esc = false;
+    for c in s.chars() {
+        match (esc, c) {
+            (false, '\x1b') => esc = true,
+            (false, c) => out.push(c),
+            (true, 'm') => esc = false,
+            (true, _) => {}
+        }
+    }
+    out
+}
+
 #[cfg(test)]
 mod harness_tests {
     use super::*;
