@@ -30,16 +30,7 @@ fn run(suite: &str, offload: bool) {
         suite: suite.into(),
         ..TestbedOptions::default()
     });
-    for n in 1..=2 {
-        let path = tb.config_path(n);
-        let text = std::fs::read_to_string(&path).expect("read config");
-        let text = text.replacen(
-            "[interface]\n",
-            &format!("[interface]\noffload = {offload}\n"),
-            1,
-        );
-        std::fs::write(&path, text).expect("write config");
-    }
+    tb.set_offload(offload);
     let gws = [tb.start(1), tb.start(2)];
     for g in &gws {
         let log = common::strip_ansi(&g.log());

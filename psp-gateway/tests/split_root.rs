@@ -116,16 +116,7 @@ fn run(uplink: Uplink, offload: bool, env: &[(&str, &str)], check: impl Fn(&Gate
         suite: "aes128-gcm".into(),
         ..TestbedOptions::default()
     });
-    for n in 1..=2 {
-        let path = tb.config_path(n);
-        let text = std::fs::read_to_string(&path).expect("read config");
-        let text = text.replacen(
-            "[interface]\n",
-            &format!("[interface]\noffload = {offload}\n"),
-            1,
-        );
-        std::fs::write(&path, text).expect("write config");
-    }
+    tb.set_offload(offload);
     let gws = [tb.start_with(1, &[], env), tb.start_with(2, &[], env)];
     for g in &gws {
         check(g);

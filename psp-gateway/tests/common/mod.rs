@@ -382,6 +382,20 @@ impl Testbed {
         );
     }
 
+    /// Sets `[interface] offload` in both gateways' configs (before they start).
+    pub(crate) fn set_offload(&self, offload: bool) {
+        for n in 1..=2 {
+            let path = self.config_path(n);
+            let text = fs::read_to_string(&path).expect("read config");
+            let text = text.replacen(
+                "[interface]\n",
+                &format!("[interface]\noffload = {offload}\n"),
+                1,
+            );
+            fs::write(&path, text).expect("write config");
+        }
+    }
+
     /// A `bash` command with `testbed/lib.sh` sourced and this testbed's variables set; the
     /// script is `script`.
     pub(crate) fn sh_cmd(&self, script: &str) -> Command {
