@@ -44,34 +44,14 @@ up() {
     # Names unique among running instances (our pid), <= 15 bytes.
     local if1="bt1-$$" if2="bt2-$$"
     echo "$if1 $if2" >"$d/ifnames"
-    (
-        umask 077
-        wg genkey >"$d/vm1.key"
-        wg genkey >"$d/vm2.key"
-    )
-    local pub1 pub2
-    pub1=$(wg pubkey <"$d/vm1.key")
-    pub2=$(wg pubkey <"$d/vm2.key")
+    wg_keys "$d"
     bg_in_ns "$ns1" "$d/boringtun1.pid" "$d/boringtun1.log" \
         "$bt_bin" --foreground --disable-drop-privileges --threads "$BT_THREADS" \
         --log "$d/boringtun1.out" "$if1"
     bg_in_ns "$ns2" "$d/boringtun2.pid" "$d/boringtun2.log" \
         "$bt_bin" --foreground --disable-drop-privileges --threads "$BT_THREADS" \
         --log "$d/boringtun2.out" "$if2"
-    wait_for 10 test -S "/var/run/wireguard/$if1.sock" ||
-        die "boringtun did not create its UAPI socket (log: $d/boringtun1.log)"
-    wait_for 10 test -S "/var/run/wireguard/$if2.sock" ||
-        die "boringtun did not create its UAPI socket (log: $d/boringtun2.log)"
-    ip netns exec "$ns1" wg set "$if1" private-key "$d/vm1.key" listen-port 51820 \
-        peer "$pub2" endpoint "$UP2:51820" allowed-ips "$IN2/32"
-    ip netns exec "$ns2" wg set "$if2" private-key "$d/vm2.key" listen-port 51820 \
-        peer "$pub1" endpoint "$UP1:51820" allowed-ips "$IN1/32"
-    ip -n "$ns1" addr add "$IN1/$IN_PREFIX" dev "$if1"
-    ip -n "$ns2" addr add "$IN2/$IN_PREFIX" dev "$if2"
-    ip -n "$ns1" link set "$if1" mtu 1420 up
-    ip -n "$ns2" link set "$if2" mtu 1420 up
-    wait_for 10 ip netns exec "$ns1" ping -c1 -W1 "$IN2" ||
-        die "boringtun tunnel does not carry ping (logs: $d/boringtun*.log)"
+    wg_link "$d" "$ns1" "$ns2" "$if1" "$if2" boringtun "$d/boringtun*.log"
     # (boringtun's UAPI reports no handshake time; the transfer counters prove the session.)
     ip netns exec "$ns1" wg show "$if1" transfer | awk '$2 > 0 && $3 > 0 {ok = 1} END {exit !ok}' ||
         die "no WireGuard traffic counted on $if1"

@@ -75,3 +75,35 @@ wait_for() {
     done
     return 1
 }
+
+# wg_keys DIR: one WireGuard private key per side, DIR/vm1.key and DIR/vm2.key.
+wg_keys() {
+    (
+        umask 077
+        wg genkey >"$1/vm1.key"
+        wg genkey >"$1/vm2.key"
+    )
+}
+
+# wg_link DIR NS1 NS2 IF1 IF2 WHAT LOGS: once both userspace WireGuard daemons (WHAT, logs in
+# LOGS) have their UAPI sockets, gives each side its key and the other as peer, the inner
+# addresses and MTU 1420, and checks that a ping gets through.
+wg_link() {
+    local d=$1 ns1=$2 ns2=$3 if1=$4 if2=$5 what=$6 logs=$7 pub1 pub2 i
+    pub1=$(wg pubkey <"$d/vm1.key")
+    pub2=$(wg pubkey <"$d/vm2.key")
+    for i in "$if1" "$if2"; do
+        wait_for 10 test -S "/var/run/wireguard/$i.sock" ||
+            die "$what did not create its UAPI socket for $i (logs: $logs)"
+    done
+    ip netns exec "$ns1" wg set "$if1" private-key "$d/vm1.key" listen-port 51820 \
+        peer "$pub2" endpoint "$UP2:51820" allowed-ips "$IN2/32"
+    ip netns exec "$ns2" wg set "$if2" private-key "$d/vm2.key" listen-port 51820 \
+        peer "$pub1" endpoint "$UP1:51820" allowed-ips "$IN1/32"
+    ip -n "$ns1" addr add "$IN1/$IN_PREFIX" dev "$if1"
+    ip -n "$ns2" addr add "$IN2/$IN_PREFIX" dev "$if2"
+    ip -n "$ns1" link set "$if1" mtu 1420 up
+    ip -n "$ns2" link set "$if2" mtu 1420 up
+    wait_for 10 ip netns exec "$ns1" ping -c1 -W1 "$IN2" ||
+        die "$what tunnel does not carry ping (logs: $logs)"
+}

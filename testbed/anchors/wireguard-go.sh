@@ -45,30 +45,10 @@ up() {
     # Names unique among running instances (our pid), <= 15 bytes.
     local if1="wgg1-$$" if2="wgg2-$$"
     echo "$if1 $if2" >"$d/ifnames"
-    (
-        umask 077
-        wg genkey >"$d/vm1.key"
-        wg genkey >"$d/vm2.key"
-    )
-    local pub1 pub2
-    pub1=$(wg pubkey <"$d/vm1.key")
-    pub2=$(wg pubkey <"$d/vm2.key")
+    wg_keys "$d"
     start "$ns1" "$if1" 1 "$d"
     start "$ns2" "$if2" 2 "$d"
-    wait_for 10 test -S "/var/run/wireguard/$if1.sock" ||
-        die "wireguard-go did not create its UAPI socket (log: $d/wggo1.log)"
-    wait_for 10 test -S "/var/run/wireguard/$if2.sock" ||
-        die "wireguard-go did not create its UAPI socket (log: $d/wggo2.log)"
-    ip netns exec "$ns1" wg set "$if1" private-key "$d/vm1.key" listen-port 51820 \
-        peer "$pub2" endpoint "$UP2:51820" allowed-ips "$IN2/32"
-    ip netns exec "$ns2" wg set "$if2" private-key "$d/vm2.key" listen-port 51820 \
-        peer "$pub1" endpoint "$UP1:51820" allowed-ips "$IN1/32"
-    ip -n "$ns1" addr add "$IN1/$IN_PREFIX" dev "$if1"
-    ip -n "$ns2" addr add "$IN2/$IN_PREFIX" dev "$if2"
-    ip -n "$ns1" link set "$if1" mtu 1420 up
-    ip -n "$ns2" link set "$if2" mtu 1420 up
-    wait_for 10 ip netns exec "$ns1" ping -c1 -W1 "$IN2" ||
-        die "wireguard-go tunnel does not carry ping (logs: $d/wggo*.log)"
+    wg_link "$d" "$ns1" "$ns2" "$if1" "$if2" wireguard-go "$d/wggo*.log"
     # Unlike boringtun, wireguard-go reports the handshake time: a session exists.
     ip netns exec "$ns1" wg show "$if1" latest-handshakes | awk '$2 > 0 {ok = 1} END {exit !ok}' ||
         die "no WireGuard handshake on $if1"
