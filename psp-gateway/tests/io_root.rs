@@ -807,6 +807,18 @@ fn bench_raw_veth() {
     }
 }
 
+/// The benchmarks' rounds (`PSP_BENCH_ROUNDS`, default 100) and a namespace with the veth
+/// pair `pva`/`pvb` at MTU 1500.
+fn bench_setup() -> (usize, Netns) {
+    let rounds = std::env::var("PSP_BENCH_ROUNDS")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(100);
+    let ns = Netns::new();
+    ns.veth_pair("1500");
+    (rounds, ns)
+}
+
 /// Ad-hoc measurement (not in CI): CPU cost per frame of raw `send_batch` and `recv_batch`
 /// alone, batches of 64 against batches of 1, on one thread: send 1 920 frames across the
 /// veth pair (the kernel delivers them to the peer's socket queue within the send), then
@@ -815,12 +827,7 @@ fn bench_raw_veth() {
 #[ignore = "benchmark: run with --release --ignored --nocapture"]
 fn bench_raw_costs() {
     const ROUND: usize = 1920;
-    let rounds: usize = std::env::var("PSP_BENCH_ROUNDS")
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .unwrap_or(100);
-    let ns = Netns::new();
-    ns.veth_pair("1500");
+    let (rounds, ns) = bench_setup();
     println!("frame_len batch bypass  send_ns/frame recv_ns/frame  lost");
     for len in [1514usize, 128] {
         for (batch, bypass) in [(64usize, false), (64, true), (1, false), (1, true)] {
@@ -874,12 +881,7 @@ fn bench_raw_costs() {
 #[ignore = "benchmark: run with --release --ignored --nocapture"]
 fn bench_rx_ring() {
     const ROUND: usize = 1920;
-    let rounds: usize = std::env::var("PSP_BENCH_ROUNDS")
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .unwrap_or(100);
-    let ns = Netns::new();
-    ns.veth_pair("1500");
+    let (rounds, ns) = bench_setup();
     // The kernel fills the ring (or queues on the socket) inside the sender's call: with the
     // ring, the copy into user memory moves from the receive to the send column, so compare
     // the sums.
