@@ -347,7 +347,13 @@ impl Driver {
         st.addr = Some(addr);
         let cfg = self.hs_config(self.paths_to(p));
         let peer = self.peer_of(p, addr);
-        let hs = Handshake::initiate(now, cfg, peer, &mut OsRng);
+        let hs = Handshake::initiate(
+            now,
+            cfg,
+            peer,
+            handshake::Tai64n::from_system_time(std::time::SystemTime::now()),
+            &mut OsRng,
+        );
         p.stats.initiated.add(1);
         let st = self.state.entry(p.mac).or_default();
         st.hs = Some(hs);

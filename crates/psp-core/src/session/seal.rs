@@ -1,7 +1,7 @@
 //! The send side of a session: [`Sealer`] numbers, pads, encrypts and authenticates frames under
 //! one key; [`Sealer::seal_batch`] does many at once and lets the suite interleave them.
 
-use crate::crypto::sign::{SIGNATURE_LEN, SigningKey};
+use crate::crypto::sign::{SIGNATURE_LEN, SigningKey, signed_digest};
 use crate::crypto::{SectionJob, SuiteId, SuiteKey};
 use crate::time::Instant;
 use crate::wire::{
@@ -372,7 +372,8 @@ impl Sealer {
         })
     }
 
-    /// Writes the signature over everything before it, if this sealer signs.
+    /// Writes the signature over the digest of everything before it
+    /// ([`signed_digest`](crate::crypto::sign::signed_digest)), if this sealer signs.
     fn sign(&self, out: &mut [u8]) -> Result<(), SealError> {
         if let Some(signer) = &self.signer {
             let at = out
@@ -382,7 +383,7 @@ impl Sealer {
             let (signed, sig) = out.split_at_mut(at);
             let sig: &mut [u8; SIGNATURE_LEN] =
                 sig.try_into().map_err(|_| SealError::BufferTooSmall)?;
-            signer.sign(signed, sig);
+            signer.sign(&signed_digest(signed), sig);
         }
         Ok(())
     }
