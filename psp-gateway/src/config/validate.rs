@@ -327,6 +327,13 @@ fn daemon(ctx: &Ctx<'_>, raw: RawDaemon, ifname: &str) -> Result<DaemonConfig, C
             ),
         ));
     }
+    let state_directory = match raw.state_directory {
+        None => PathBuf::from(format!("/var/lib/psp-gateway/{ifname}")),
+        Some(s) if s.is_empty() => {
+            return Err(ctx.err("daemon.state_directory", "is empty"));
+        }
+        Some(s) => ctx.resolve(&s),
+    };
     let user = match raw.user {
         Some(u) if u.is_empty() || u.contains(|c: char| c.is_whitespace() || c == ':') => {
             return Err(ctx.err("daemon.user", format_args!("{u:?} is not a user name")));
@@ -355,6 +362,7 @@ fn daemon(ctx: &Ctx<'_>, raw: RawDaemon, ifname: &str) -> Result<DaemonConfig, C
     }
     Ok(DaemonConfig {
         status_socket,
+        state_directory,
         user,
         log_format,
         log_level,

@@ -626,3 +626,31 @@ fn seal_batch_frames_open() {
     }
     assert_eq!(SealJob::default().sealed(), Some(&[][..]));
 }
+
+#[test]
+fn a_seq_limit_stops_sealing_until_it_is_raised() {
+    let (mut s, _) = pair(
+        SuiteId::Aes128Gcm,
+        SealerConfig::default(),
+        OpenerConfig::default(),
+    );
+    let start = s.next_seq().unwrap().0;
+    s.set_seq_limit(Some(Seq(start + 2)));
+    let mut out = [0u8; 256];
+    assert!(s.seal(Instant::ZERO, &eth(b"a"), &mut out).is_ok());
+    assert!(s.seal(Instant::ZERO, &eth(b"b"), &mut out).is_ok());
+    assert_eq!(
+        s.seal(Instant::ZERO, &eth(b"c"), &mut out),
+        Err(SealError::Unreserved)
+    );
+    // Refused without consuming the number: the next one after raising is start + 2.
+    s.set_seq_limit(Some(Seq(start + 3)));
+    assert_eq!(s.next_seq(), Some(Seq(start + 2)));
+    assert!(s.seal(Instant::ZERO, &eth(b"c"), &mut out).is_ok());
+    let mut jobs_out = [[0u8; 256]; 2];
+    let [o1, o2] = &mut jobs_out;
+    let (f1, f2) = (eth(b"d"), eth(b"e"));
+    let mut jobs = [SealJob::new(&f1, o1), SealJob::new(&f2, o2)];
+    s.seal_batch(Instant::ZERO, &mut jobs);
+    assert_eq!(jobs[0].result.err(), Some(SealError::Unreserved));
+}
