@@ -61,7 +61,8 @@
 #   tb_identities                  `keygen --identity` per host: $TB_DIR/vmN.id (0600), .pub
 #   Sessions in tb_config: TB_SESSION=1 writes [session] (peers without key_file), with
 #   TB_PATHS=2 two [[uplink]] (up0, up1), TB_SMKEX (prefer|require|off, default prefer),
-#   TB_IDENTITY=1 (identity_file + every peer pinned), TB_SESSION_EXTRA (more [session] lines)
+#   TB_IDENTITY=1 (identity_file + every peer pinned; TB_TOFU=1: identity = "tofu" instead),
+#   TB_SESSION_EXTRA (more [session] lines)
 #   tb_sock N                      print vmN's status socket path ($TB_DIR/vmN.sock)
 #   tb_gw_start N [ARGS...]        start `psp-gateway run --config $TB_DIR/vmN.toml ARGS` in vmN
 #                                  (background, log $TB_DIR/vmN.log, pid $TB_DIR/vmN.pid) and
@@ -301,7 +302,11 @@ tb_config() {
             echo "mac = \"$(tb_mac "$j")\""
             if [[ ${TB_SESSION:-0} == 1 ]]; then
                 echo "address = \"$(tb_ip "$j")\""
-                if [[ ${TB_IDENTITY:-0} == 1 ]]; then echo "identity = \"$(cat "$TB_DIR/vm$j.pub")\""; fi
+                if [[ ${TB_IDENTITY:-0} == 1 && ${TB_TOFU:-0} == 1 ]]; then
+                    echo "identity = \"tofu\""
+                elif [[ ${TB_IDENTITY:-0} == 1 ]]; then
+                    echo "identity = \"$(cat "$TB_DIR/vm$j.pub")\""
+                fi
             else
                 echo "key_file = \"vm$a-vm$b.key\""
             fi

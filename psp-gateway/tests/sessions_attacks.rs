@@ -630,3 +630,218 @@ fn root_a_replayed_request_never_stops_the_sessions() {
     assert_eq!(s["peers"][0]["session"]["state"], "up", "{s}");
     assert_eq!(counter(&s, "peer:vm2.session.messages_limited"), 0, "{s}");
 }
+
+/// A Request "from vm2" minted by eve with the group key: her own handshake, sealed at a
+/// sequence number above any window, signed with her own identity when `signed`.
+fn forged_request(tb: &Testbed, paths: u8, signed: bool, seq: u32) -> Vec<u8> {
+    let mut hs = Handshake::initiate(
+        PspInstant::from_millis(0),
+        eve_config(2, paths, SmkexMode::Preferred),
+        Peer {
+            mac: mac(1),
+            addr: "10.77.0.1".parse().expect("ip"),
+            pinned_static: None,
+        },
+        Tai64n::from_system_time(std::time::SystemTime::now()),
+        &mut rand_core_os(),
+    );
+    let mut msg = vec![0u8; 512];
+    let t = hs
+        .poll_transmit(PspInstant::from_millis(0), &mut msg)
+        .expect("request");
+    let mut sealer = Sealer::new(group_key(tb), Seq(seq), SealerConfig::new()).expect("sealer");
+    if signed {
+        let mut seed = [0u8; 32];
+        getrandom::fill(&mut seed).expect("rng");
+        sealer = sealer.with_signer(SigningKey::from_seed(&seed).expect("key"));
+    }
+    let mut out = vec![0u8; 2048];
+    sealer
+        .seal_sub(
+            PspInstant::from_millis(0),
+            mac(1),
+            mac(2),
+            Protocol::SessionEstablishment,
+            &msg[..t.len],
+            &mut out,
+        )
+        .expect("seal")
+        .to_vec()
+}
+
+/// Issue 18 item 2: a pin learnt on first use reaches every opener of the peer (path 1 and
+/// path 2), and after a restart the pin read from known_peers is in the openers from the first
+/// frame: eve's Requests "from vm2", signed with her own key, fail the signature check on both
+/// paths, before and after vm1 restarts.
+#[test]
+fn root_first_use_pins_reach_every_opener_even_after_a_restart() {
+    let _serial = serial();
+    ensure_tools(&["nft"]);
+    let tb = Testbed::up(TestbedOptions {
+        suite: SUITE.name().into(),
+        session: true,
+        paths: 2,
+        smkex: "require".into(),
+        identity: true,
+        tofu: true,
+        ..TestbedOptions::default()
+    });
+    let mut vm1 = tb.start(1);
+    let vm2 = tb.start(2);
+    tb.ping_until_up(1, 2, Duration::from_secs(10));
+    let s = vm1.status_json();
+    assert!(
+        s["peers"][0]["session"]["identity"].is_string(),
+        "vm2 pinned on first use: {s}"
+    );
+    let eve1 = PacketSocket::open(&tb.ns("eve"), "up0", ETH_P_PSP);
+    let eve2 = PacketSocket::open(&tb.ns("eve"), "up1", ETH_P_PSP);
+    let mut seq = u32::MAX - 100;
+    let mut attack = |vm1: &common::Gateway| {
+        let before = vm1.status_json();
+        eve1.send(&forged_request(&tb, 2, true, seq));
+        eve2.send(&forged_request(&tb, 2, true, seq + 1));
+        seq += 2;
+        let s = wait_status(vm1, Duration::from_secs(3), |s| {
+            counter(s, "peer:vm2.drops.bad-signature")
+                > counter(&before, "peer:vm2.drops.bad-signature")
+                && counter(s, "drops.path2") > counter(&before, "drops.path2")
+        });
+        let sig = counter(&s, "peer:vm2.drops.bad-signature")
+            - counter(&before, "peer:vm2.drops.bad-signature");
+        let path2 = counter(&s, "drops.path2") - counter(&before, "drops.path2");
+        (sig, path2, s)
+    };
+    std::thread::sleep(Duration::from_millis(200));
+    let (sig, path2, s) = attack(&vm1);
+    assert_eq!((sig, path2), (1, 1), "while running: {s}");
+    // Restart vm1: the pin comes back from known_peers, before any session.
+    vm1.stop_signal("TERM");
+    drop(vm1);
+    let vm1 = tb.start(1);
+    let (sig, path2, s) = attack(&vm1);
+    assert_eq!((sig, path2), (1, 1), "after a restart: {s}");
+    assert_eq!(counter(&s, "peer:vm2.session.stale_requests"), 0, "{s}");
+    tb.ping_until_up(1, 2, Duration::from_secs(10));
+    drop(vm2);
+}
+
+/// Issue 18 item 6: an insider with the group key puts a unicast IP packet for vm1 inside a
+/// broadcast-addressed group frame "from vm2" (no identities, so no signature stops it). vm1
+/// does not deliver it: a session peer's data travels under session keys, and under the group
+/// key only genuine group payloads (ARP, broadcast, multicast) are delivered.
+#[test]
+fn root_an_insiders_unicast_inside_a_broadcast_is_not_delivered() {
+    let _serial = serial();
+    let tb = testbed(1, "prefer", false);
+    let vm1 = tb.start(1);
+    let _vm2 = tb.start(2);
+    tb.ping_until_up(1, 2, Duration::from_secs(10));
+    let before = vm1.status_json();
+    // An ICMP echo request 10.77.0.2 -> 10.77.0.1 (valid checksums), in a broadcast frame.
+    let mut icmp = vec![8u8, 0, 0, 0, 0x12, 0x34, 0, 1];
+    icmp.extend_from_slice(b"insider!");
+    let ck = checksum(&icmp);
+    icmp[2..4].copy_from_slice(&ck.to_be_bytes());
+    let mut ip = vec![
+        0x45, 0, 0, 0, 0, 0, 0x40, 0, 64, 1, 0, 0, 10, 77, 0, 2, 10, 77, 0, 1,
+    ];
+    let total = (ip.len() + icmp.len()) as u16;
+    ip[2..4].copy_from_slice(&total.to_be_bytes());
+    let ck = checksum(&ip);
+    ip[10..12].copy_from_slice(&ck.to_be_bytes());
+    let mut inner = vec![0xff; 6];
+    inner.extend_from_slice(&mac(2));
+    inner.extend_from_slice(&[0x08, 0x00]);
+    inner.extend_from_slice(&ip);
+    inner.extend_from_slice(&icmp);
+    let mut sealer =
+        Sealer::new(group_key(&tb), Seq(u32::MAX - 10), SealerConfig::new()).expect("sealer");
+    let mut out = vec![0u8; 2048];
+    let eve = PacketSocket::open(&tb.ns("eve"), "up0", ETH_P_PSP);
+    eve.send(
+        sealer
+            .seal(PspInstant::from_millis(0), &inner, &mut out)
+            .expect("seal"),
+    );
+    let s = wait_status(&vm1, Duration::from_secs(3), |s| {
+        counter(s, "peer:vm2.session.group_unicast")
+            > counter(&before, "peer:vm2.session.group_unicast")
+    });
+    assert_eq!(
+        counter(&s, "peer:vm2.session.group_unicast")
+            - counter(&before, "peer:vm2.session.group_unicast"),
+        1,
+        "{s}"
+    );
+    assert_eq!(
+        counter(&s, "peer:vm2.rx_frames"),
+        counter(&before, "peer:vm2.rx_frames"),
+        "nothing delivered to the TAP: {s}"
+    );
+}
+
+fn checksum(b: &[u8]) -> u16 {
+    let mut sum = 0u32;
+    for c in b.chunks(2) {
+        sum += u32::from(u16::from_be_bytes([c[0], *c.get(1).unwrap_or(&0)]));
+    }
+    while sum > 0xffff {
+        sum = (sum & 0xffff) + (sum >> 16);
+    }
+    !(sum as u16)
+}
+
+/// What the Request's freshness does not stop (docs/SESSIONS.md, "Freshness"): without
+/// identities, anybody with the group key mints fresh Requests "from vm2", and vm1 answers
+/// them; with identities pinned, the same forgery fails its signature and gets no answer.
+#[test]
+fn root_an_insider_mints_fresh_requests_unless_identities_are_pinned() {
+    let _serial = serial();
+    for identity in [false, true] {
+        let tb = testbed(1, "prefer", identity);
+        let vm1 = tb.start(1);
+        let _vm2 = tb.start(2);
+        tb.ping_until_up(1, 2, Duration::from_secs(10));
+        let eve = PacketSocket::open(&tb.ns("eve"), "up0", ETH_P_PSP);
+        eve.drain();
+        let before = vm1.status_json();
+        eve.send(&forged_request(&tb, 1, identity, u32::MAX - 10));
+        // vm1's answer to "vm2", if any: an Accept under the group key.
+        let key = tb.key("group");
+        let answered = eve
+            .recv_for(Duration::from_secs(2))
+            .into_iter()
+            .filter(|c| c.data.get(0..6) == Some(&mac(2)[..]))
+            .any(|c| {
+                let mut f = c.data.clone();
+                let Ok(mut o) = Opener::new(sk(&key), OpenerConfig::new()) else {
+                    return false;
+                };
+                o.set_accept_unverified(true);
+                o.open(PspInstant::from_millis(0), &mut f)
+                    .is_ok_and(|opened| {
+                        opened.protocol() == Protocol::SessionEstablishment
+                            && matches!(
+                                Repr::parse_bytes(opened.payload()).map(|r| r.body),
+                                Ok(Body::Accept(_))
+                            )
+                    })
+            });
+        let s = vm1.status_json();
+        let sig = counter(&s, "peer:vm2.drops.bad-signature")
+            - counter(&before, "peer:vm2.drops.bad-signature");
+        if identity {
+            assert!(
+                !answered,
+                "a forged Request answered despite identities: {s}"
+            );
+            assert_eq!(sig, 1, "{s}");
+        } else {
+            assert!(
+                answered,
+                "without identities an insider's fresh Request is answered: {s}"
+            );
+        }
+    }
+}

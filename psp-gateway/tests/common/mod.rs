@@ -115,6 +115,9 @@ pub(crate) struct TestbedOptions {
     pub(crate) smkex: String,
     /// Identities (`keygen --identity`) made and pinned.
     pub(crate) identity: bool,
+    /// With `identity`: peers are configured `identity = "tofu"` (pinned on first use) instead
+    /// of with their key.
+    pub(crate) tofu: bool,
     /// Extra `[session]` lines.
     pub(crate) session_extra: String,
 }
@@ -132,6 +135,7 @@ impl Default for TestbedOptions {
             paths: 1,
             smkex: "prefer".into(),
             identity: false,
+            tofu: false,
             session_extra: String::new(),
         }
     }
@@ -413,6 +417,7 @@ impl Testbed {
             .env("TB_PATHS", self.opts.paths.to_string())
             .env("TB_SMKEX", &self.opts.smkex)
             .env("TB_IDENTITY", if self.opts.identity { "1" } else { "0" })
+            .env("TB_TOFU", if self.opts.tofu { "1" } else { "0" })
             .env("TB_SESSION_EXTRA", &self.opts.session_extra)
             .stdin(Stdio::null());
         c
