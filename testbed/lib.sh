@@ -284,7 +284,8 @@ tb_config() {
         echo
         echo "[daemon]"
         echo "status_socket = \"$(tb_sock "$n")\""
-        echo "state_directory = \"$TB_DIR/vm$n.state\""
+        # TB_STATE=0: no state_directory line, for binaries from before it existed.
+        if [[ ${TB_STATE:-1} == 1 ]]; then echo "state_directory = \"$TB_DIR/vm$n.state\""; fi
         echo
         echo "[defaults]"
         echo "suite = \"$suite\""
