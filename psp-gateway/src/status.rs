@@ -115,12 +115,8 @@ pub(crate) async fn serve(
 /// # Errors
 /// One line: the socket cannot be reached or does not answer with JSON.
 pub(crate) fn fetch(path: &Path) -> Result<Value, String> {
-    let mut s = UnixStream::connect(path).map_err(|e| {
-        format!(
-            "status socket {}: {e} (is the daemon running?)",
-            path.display()
-        )
-    })?;
+    let mut s = UnixStream::connect(path)
+        .map_err(|e| format!("status socket {}: {e}{}", path.display(), connect_hint(&e)))?;
     let mut text = String::new();
     s.read_to_string(&mut text)
         .map_err(|e| format!("status socket {}: {e}", path.display()))?;
@@ -130,6 +126,23 @@ pub(crate) fn fetch(path: &Path) -> Result<Value, String> {
             path.display()
         )
     })
+}
+
+/// What a failed connection to the status socket most likely means.
+fn connect_hint(e: &std::io::Error) -> &'static str {
+    match e.raw_os_error() {
+        Some(libc::ENOENT) => {
+            " (no daemon has created it: is the daemon running, in this network namespace? \
+             Give its config with --config or the path with --socket)"
+        }
+        Some(libc::ECONNREFUSED) => " (nothing listens on it: the daemon that made it has stopped)",
+        Some(libc::EACCES | libc::EPERM) => {
+            " (the daemon is running, but the socket (mode 0660) or its directory is not open \
+             to this user: run as root, as the daemon's user, or as a member of its group \
+             (the packaged unit: psp-gateway))"
+        }
+        _ => "",
+    }
 }
 
 /// Renders the status document as a human table.

@@ -768,3 +768,109 @@ fn session_errors_name_their_key() {
         .starts_with("uplink: 3 [[uplink]] tables")
     );
 }
+
+/// `smkex = "require"` with one uplink could never set up a session (`too_few_paths` on every
+/// handshake): refused at load, with the fix.
+#[test]
+fn smkex_require_with_one_uplink_is_refused() {
+    let dir = base_dir();
+    let head = "[interface]\nmac = \"02:00:00:00:00:01\"\naddresses = [\"10.0.0.1/24\"]\n\
+                [uplink]\nkind = \"raw\"\ninterface = \"eth0\"\n[group]\nkey_file = \"group.key\"\n";
+    let peer = "[[peer]]\nname = \"vm2\"\nmac = \"02:00:00:00:00:02\"\n";
+    assert_eq!(
+        dir.error(&format!("{head}[session]\nsmkex = \"require\"\n{peer}")),
+        "session.smkex: \"require\" needs two paths and there is one uplink, so every handshake \
+         would fail (too_few_paths); add a second [[uplink]] (path 2), or set smkex = \"prefer\" \
+         (two paths when both hosts have them) or \"off\" (single-path SEP)"
+    );
+    for mode in ["prefer", "off"] {
+        assert!(
+            dir.load(&format!("{head}[session]\nsmkex = \"{mode}\"\n{peer}"))
+                .is_ok()
+        );
+    }
+    assert!(
+        dir.load(&format!(
+            "{TWO_PATHS}[session]\nsmkex = \"require\"\n{peer}"
+        ))
+        .is_ok()
+    );
+}
+
+/// `[peer]` for `[[peer]]` (and the reverse for a single table) in our words, not serde's.
+#[test]
+fn bracket_mixups_say_which_brackets() {
+    let dir = base_dir();
+    assert_eq!(
+        dir.error(&format!(
+            "{RAW_HEAD}[peer]\nname = \"vm2\"\nmac = \"02:00:00:00:00:02\"\n"
+        )),
+        "peer: [peer] is a single table; write [[peer]] (double brackets), one per entry"
+    );
+    assert_eq!(
+        dir.error(&format!("{RAW_HEAD}[[defaults]]\nsuite = \"aes128-gcm\"\n")),
+        "defaults: [[defaults]] is an array of tables; write [defaults] (single brackets), once"
+    );
+}
+
+/// `status --config` needs only the socket path: no key file is read (a user who cannot read
+/// them, or a file mid-edit, still works), and only `interface.name` and `daemon.status_socket`
+/// are checked.
+#[test]
+fn status_socket_of_reads_only_the_socket_keys() {
+    use psp_gateway::config::{default_status_socket, status_socket_of};
+    let dir = Dir::new();
+    let path = dir.path("gw.toml");
+    // No key files exist, a peer is half written, an unknown key sits in [defaults].
+    std::fs::write(
+        &path,
+        "[interface]\nname = \"psp7\"\n[uplink]\nkind = \"raw\"\n[group]\nkey_file = \"nope.key\"\n\
+         [defaults]\nsuite = \"aes128\"\nreplay_windw = 4\n[[peer]]\nname = \"half\"\n",
+    )
+    .unwrap();
+    assert_eq!(
+        status_socket_of(&path).unwrap(),
+        default_status_socket("psp7")
+    );
+    std::fs::write(
+        &path,
+        "[daemon]\nstatus_socket = \"run/gw.sock\"\n[[peer]]\n",
+    )
+    .unwrap();
+    assert_eq!(status_socket_of(&path).unwrap(), dir.path("run/gw.sock"));
+    std::fs::write(&path, "[daemon]\nstatus_socket = 5\n").unwrap();
+    assert!(
+        status_socket_of(&path)
+            .unwrap_err()
+            .to_string()
+            .ends_with("daemon.status_socket: invalid type: integer, expected a string"),
+    );
+    std::fs::write(&path, "[interface]\nname = \"a/b\"\n").unwrap();
+    assert!(
+        status_socket_of(&path)
+            .unwrap_err()
+            .to_string()
+            .contains("interface.name: \"a/b\" is not a valid interface name")
+    );
+    std::fs::write(&path, "[daemon\n").unwrap();
+    assert!(status_socket_of(&path).is_err());
+}
+
+/// Unknown suite names list the valid ones, in `[defaults]` and in `[session] suites`.
+#[test]
+fn unknown_suites_list_the_valid_ones() {
+    let dir = base_dir();
+    let all = "none, null-hmac-sha1, bf-cbc-hmac-sha1, aes128-gcm, aes256-gcm, \
+               chacha20-poly1305, scramble-hmac-sha1";
+    assert_eq!(
+        dir.error(&format!("{RAW_HEAD}[defaults]\nsuite = \"aes128\"\n")),
+        format!("defaults.suite: unknown suite \"aes128\"; want one of {all}")
+    );
+    assert_eq!(
+        dir.error(&format!(
+            "{TWO_PATHS}[session]\nsuites = [\"aes128\"]\n[[peer]]\nname = \"b\"\n\
+             mac = \"02:00:00:00:00:02\"\n"
+        )),
+        format!("session.suites[0]: unknown suite \"aes128\"; want one of {all}")
+    );
+}

@@ -142,7 +142,7 @@ pub(super) fn build(
                     err(
                         file,
                         &format!("suites[{i}]"),
-                        format_args!("unknown suite {s:?}"),
+                        format_args!("unknown suite {s:?}; want one of {}", super::suite_names()),
                     )
                 })?;
                 if out.contains(&id) {
