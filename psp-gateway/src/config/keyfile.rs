@@ -24,7 +24,7 @@ pub(crate) fn read(path: &Path) -> Result<Zeroizing<Vec<u8>>, String> {
         .read(true)
         .custom_flags(libc::O_NONBLOCK | libc::O_CLOEXEC)
         .open(path)
-        .map_err(|e| format!("cannot open {shown}: {e}"))?;
+        .map_err(|e| format!("cannot open {shown}: {e}{}", dropped_hint(path, &e)))?;
     // The checks use the opened file, so the file checked is the file read.
     let meta = file
         .metadata()
@@ -74,6 +74,23 @@ pub(crate) fn read(path: &Path) -> Result<Zeroizing<Vec<u8>>, String> {
     let mut key = Zeroizing::new(vec![0u8; hex.len() / 2]);
     hex::decode_to_slice(hex, &mut key[..]).map_err(|_| not_hex())?;
     Ok(key)
+}
+
+/// After the switch to `--user` (the effective uid is the one [`allow_owner`] named), a key
+/// file it may not open is one still owned by root: say so, with the fix.
+fn dropped_hint(path: &Path, e: &std::io::Error) -> String {
+    let run_as = RUN_AS.load(core::sync::atomic::Ordering::Relaxed);
+    if e.kind() != std::io::ErrorKind::PermissionDenied
+        || run_as == NO_USER
+        || crate::io::sys::current_uids().1 != run_as
+    {
+        return String::new();
+    }
+    format!(
+        "; the daemon switched to uid {run_as} (--user / daemon.user) and reads key files as \
+         that user on every reload: chown {run_as} {}",
+        path.display()
+    )
 }
 
 /// "No `--user`": no extra owner allowed.

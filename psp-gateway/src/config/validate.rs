@@ -715,9 +715,17 @@ impl Settings {
         };
         // The same check the sealer and opener make, with their message.
         if let Err(e) = SuiteKey::new(self.suite, &key.bytes) {
+            // keygen's default is aes128-gcm (16 bytes); the built-in suite is the thesis'.
+            let hint = if self.suite == DEFAULT_SUITE && key.bytes.len() == 16 {
+                " (a 16-byte key is what `psp-gateway keygen` makes for aes128-gcm, its default; \
+                 the daemon's built-in suite is the thesis' bf-cbc-hmac-sha1: write suite = \
+                 \"aes128-gcm\" in [defaults])"
+            } else {
+                ""
+            };
             return Err(ctx.err(
                 key_name,
-                format_args!("{}: {e} for suite {}", key.path.display(), self.suite),
+                format_args!("{}: {e} for suite {}{hint}", key.path.display(), self.suite),
             ));
         }
         Ok(PeerSecurity {
