@@ -446,17 +446,28 @@ fn root_status_answers_the_usual_questions() {
         "{table}"
     );
     assert!(!table.contains("hint vm2:"), "{table}");
-    assert_eq!(vm1.status_json()["public_key"], pk.trim());
+    let doc = vm1.status_json();
+    assert_eq!(doc["public_key"], pk.trim());
+    // docs/GATEWAY.md, MTU: signed group frames cost all traffic 64 bytes on a 1500-byte
+    // uplink: 1412 instead of the sessions' 1473 (below).
+    assert_eq!(doc["mtu"], 1412, "{doc}");
     drop(vm1);
     drop(_vm2);
 
-    // vm2 pins the wrong identity for vm1 (its own): the status says where to look.
+    // vm1 without an identity (TAP MTU 1473: the key id's 3 bytes only), and vm2 pins a wrong
+    // identity for it (its own): the status says where to look.
+    let cfg1 = tb.config_path(1);
+    let text = std::fs::read_to_string(&cfg1).expect("read");
+    std::fs::write(&cfg1, text.replace("identity_file = \"vm1.id\"\n", "")).expect("write");
     let cfg2 = tb.config_path(2);
     let pk2 = std::fs::read_to_string(tb.dir().join("vm2.pub")).expect("vm2.pub");
     let text = std::fs::read_to_string(&cfg2).expect("read");
     std::fs::write(&cfg2, text.replace(pk.trim(), pk2.trim())).expect("write");
-    let _vm1 = tb.start(1);
+    let vm1 = tb.start(1);
     let vm2 = tb.start(2);
+    let doc = vm1.status_json();
+    assert_eq!(doc["mtu"], 1473, "{doc}");
+    assert!(doc["public_key"].is_null(), "{doc}");
     let _ = tb.ping(1, 2, 5);
     let start = Instant::now();
     let table = loop {
