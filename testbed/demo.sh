@@ -218,7 +218,11 @@ if [[ $UPLINK == raw ]]; then
     }
     echo
     tcpdump -r "$EVE_PCAP" -c 1 -w "$TB_DIR/excerpt-bcast.pcap" 'ether proto 0x1982 and ether broadcast' 2>/dev/null
-    tcpdump -r "$EVE_PCAP" -c 1 -w "$TB_DIR/excerpt-ucast.pcap" "ether proto 0x1982 and ether dst $(tb_mac 2)" 2>/dev/null
+    # With sessions, a data frame (its key id in the security-number field: flag 0x10), not one
+    # of the handshake messages that go under the group key.
+    ucast="ether proto 0x1982 and ether dst $(tb_mac 2)"
+    [[ $KEYS == session ]] && ucast="$ucast and ether[14] & 0x10 != 0"
+    tcpdump -r "$EVE_PCAP" -c 1 -w "$TB_DIR/excerpt-ucast.pcap" "$ucast" 2>/dev/null
     if [[ $KEYS == static ]]; then
         inspect "psp-gateway inspect with the group key (a broadcast frame: ARP inside PSP):" \
             --suite "$SUITE" --key-file "$TB_DIR/group.key" --pcap "$TB_DIR/excerpt-bcast.pcap"
