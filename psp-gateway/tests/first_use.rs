@@ -198,8 +198,14 @@ fn root_user_recipe_reloads() {
     );
 
     // The README's line, for this directory and user: every key file the daemon reads,
-    // host.id included, is the user's; reloads work.
-    let chown = readme_chown_line()
+    // host.id included, is the user's; reloads work. The package tells the admin the same
+    // (its example config's header, docs/PACKAGING.md).
+    let line = readme_chown_line();
+    for doc in ["psp-gateway/debian/gateway.toml", "docs/PACKAGING.md"] {
+        let text = std::fs::read_to_string(repo_root().join(doc)).expect(doc);
+        assert!(text.contains(&line), "{doc} lacks the README's `{line}`");
+    }
+    let chown = line
         .replace("psp-gateway:", "nobody:")
         .replace("/etc/psp/", &format!("{dir}/"));
     eprintln!("recipe: {chown}");
