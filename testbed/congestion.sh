@@ -301,6 +301,7 @@ gw_config() {
         echo
         echo "[daemon]"
         echo "status_socket = \"$(tb_sock "$n")\""
+        echo "state_directory = \"$TB_DIR/gw$n.state\""
         echo
         echo "[defaults]"
         echo "suite = \"$SUITE\""

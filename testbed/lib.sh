@@ -283,6 +283,7 @@ tb_config() {
         echo
         echo "[daemon]"
         echo "status_socket = \"$(tb_sock "$n")\""
+        echo "state_directory = \"$TB_DIR/vm$n.state\""
         echo
         echo "[defaults]"
         echo "suite = \"$suite\""

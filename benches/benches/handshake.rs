@@ -71,7 +71,13 @@ fn handshake(
         Some((a, b)) => (Some(a), Some(b)),
         None => (None, None),
     };
-    let mut a = Handshake::initiate(now, config(A, 1, paths, smkex, ia), peer(B, 2), rng);
+    let mut a = Handshake::initiate(
+        now,
+        config(A, 1, paths, smkex, ia),
+        peer(B, 2),
+        psp_core::handshake::Tai64n::from_unix(1, 0),
+        rng,
+    );
     let mut b: Option<Handshake> = None;
     let mut buf = [0u8; 512];
     let (mut done_a, mut done_b) = (false, false);

@@ -52,7 +52,7 @@ fuzz_target!(|data: &[u8]| {
         let _ = hs.handle_message(Instant::ZERO, path, data);
     }
     let peer_b = Peer { mac: [2, 0, 0, 0, 0, 2], addr: ip(2), pinned_static: None };
-    let mut init = Handshake::initiate(Instant::ZERO, Config::new([2, 0, 0, 0, 0, 1], ip(1), 24), peer_b, &mut rng);
+    let mut init = Handshake::initiate(Instant::ZERO, Config::new([2, 0, 0, 0, 0, 1], ip(1), 24), peer_b, psp_core::handshake::Tai64n::from_unix(1, 0), &mut rng);
     let _ = init.handle_message(Instant::ZERO, path, data);
     init.handle_timeout(Instant::from_secs(100));
     let _ = init.poll_event();

@@ -26,6 +26,7 @@ use crate::io::udp::UdpLink;
 use crate::io::{ETHERNET_HEADER_LEN, SLOT_LEN, Uplink};
 use crate::metrics;
 use crate::sessions::{Driver, Link};
+use crate::state::StateDir;
 use crate::status::{self, Info};
 
 /// Options given on the command line (override the config file).
@@ -152,11 +153,14 @@ async fn serve(config: Config, opts: &Options) -> Result<(), DaemonError> {
         .transpose()?;
     let uplink_mtu = uplink.mtu().map_err(|e| runtime("uplink MTU", e))?;
     let max_frame = max_frame(&uplink, uplink_mtu);
+    let user = opts.user.clone().or_else(|| config.daemon.user.clone());
+    let state = Arc::new(open_state(&config.daemon.state_directory, user.as_deref())?);
 
     let norm_ctx = NormContext {
         max_frame,
         udp: matches!(uplink, Uplink::Udp(_)),
         origin,
+        state: Some(Arc::clone(&state)),
     };
     let set = match PeerSet::build(config.clone(), None, &norm_ctx, None) {
         Ok(staged) => Arc::new(staged.commit()),
@@ -234,7 +238,6 @@ async fn serve(config: Config, opts: &Options) -> Result<(), DaemonError> {
     // Before the privilege drop: it asks for real-time priority as it starts.
     let pacing = crate::dataplane::pacing::Pacing::spawn(origin, mac)
         .map_err(|e| runtime("pacer thread", e))?;
-    let user = opts.user.clone().or_else(|| config.daemon.user.clone());
     if let Some(user) = &user {
         crate::io::sys::chown_path(&sock_path, user)
             .map_err(|e| runtime(format_args!("status socket {}", sock_path.display()), e))?;
@@ -488,6 +491,23 @@ fn reload(
         }
     }
     let _ = notifier.notify("READY=1");
+}
+
+/// Opens (and locks) the state directory; with `--user`, hands it and its files to that user
+/// first, so the daemon can still write them after dropping privileges.
+fn open_state(dir: &std::path::Path, user: Option<&str>) -> Result<StateDir, DaemonError> {
+    if let Some(user) = user {
+        std::fs::create_dir_all(dir)
+            .and_then(|()| std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700)))
+            .map_err(|e| runtime(format_args!("state directory {}", dir.display()), e))?;
+        let entries = std::fs::read_dir(dir)
+            .map_err(|e| runtime(format_args!("state directory {}", dir.display()), e))?;
+        for path in core::iter::once(dir.to_path_buf()).chain(entries.flatten().map(|e| e.path())) {
+            crate::io::sys::chown_path(&path, user)
+                .map_err(|e| runtime(format_args!("state directory {}", dir.display()), e))?;
+        }
+    }
+    StateDir::open(dir).map_err(|e| runtime("state directory", e))
 }
 
 fn add_address(dev: &str, addr: &str) -> Result<(), DaemonError> {

@@ -18,6 +18,7 @@ pub(crate) mod kernels;
 pub(crate) mod metrics;
 pub(crate) mod offload;
 pub(crate) mod sessions;
+pub(crate) mod state;
 pub(crate) mod status;
 
 /// Entry points for the fuzz targets into parsers that are otherwise private (not an API).

@@ -173,6 +173,7 @@ fn snapshot(shared: &Shared, set: &PeerSet) -> Vec<Family> {
         ("malformed", &g.malformed),
         ("no_route", &g.no_route),
         ("tx_unsupported", &g.tx_unsupported),
+        ("tx_unreserved", &g.tx_unreserved),
         ("tx_error", &g.tx_error),
         ("spoofed_src", &g.spoofed_src),
         ("rx_tap_error", &g.rx_tap_error),

@@ -247,7 +247,7 @@ fn small_config(dir: &std::path::Path, uplink: &str, tap: &str, owner: u32) -> s
         &cfg,
         format!(
             "[interface]\nname = \"{tap}\"\n[uplink]\nkind = \"raw\"\ninterface = \"{uplink}\"\n\
-             [daemon]\nstatus_socket = \"{tap}.sock\"\n[defaults]\nsuite = \"aes128-gcm\"\n\
+             [daemon]\nstatus_socket = \"{tap}.sock\"\nstate_directory = \"{tap}.state\"\n[defaults]\nsuite = \"aes128-gcm\"\n\
              [group]\nkey_file = \"group.key\"\n"
         ),
     )
@@ -301,7 +301,12 @@ fn root_setup_hints_and_plain_logs() {
     let cfg1 = tb.config_path(1);
     let second = tb.dir().join("second.toml");
     let text = std::fs::read_to_string(&cfg1).expect("read");
-    std::fs::write(&second, text.replace("vm1.sock", "second.sock")).expect("write");
+    std::fs::write(
+        &second,
+        text.replace("vm1.sock", "second.sock")
+            .replace("vm1.state", "second.state"),
+    )
+    .expect("write");
     let out = tb.ns_exec(
         "vm1",
         &[BIN, "run", "--config", second.to_str().expect("utf-8")],

@@ -20,7 +20,7 @@ use psp_core::crypto::{SigningKey, SuiteId, SuiteKey};
 use psp_core::handshake::messages::{Body, Repr};
 use psp_core::handshake::schedule::Ephemeral;
 use psp_core::handshake::{
-    self, Event, Handshake, KeyRing, KeyRingConfig, PathId, Peer, SessionKeys, SmkexMode,
+    self, Event, Handshake, KeyRing, KeyRingConfig, PathId, Peer, SessionKeys, SmkexMode, Tai64n,
 };
 use psp_core::session::{Opener, OpenerConfig, Sealer, SealerConfig};
 use psp_core::time::Instant as PspInstant;
@@ -140,6 +140,8 @@ fn a_request_flood_is_rate_limited_and_the_session_keeps_its_latency() {
                     addr: "10.77.0.2".parse().expect("ip"),
                     pinned_static: None,
                 },
+                // An insider mints fresh timestamps: freshness does not stop it.
+                Tai64n::from_system_time(std::time::SystemTime::now()),
                 &mut rand_core_os(),
             );
             let mut msg = vec![0u8; 512];
@@ -360,6 +362,7 @@ fn relay(
                                         addr: format!("10.77.0.{dst}").parse().expect("ip"),
                                         pinned_static: None,
                                     },
+                                    Tai64n::from_system_time(std::time::SystemTime::now()),
                                     &mut rand_core_os(),
                                 ));
                             }

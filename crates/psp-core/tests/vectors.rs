@@ -425,3 +425,31 @@ fn print_vectors() {
     };
     println!("{}", serde_json::to_string_pretty(&file).unwrap());
 }
+
+/// docs/PROTOCOL.md prints every vector (inner and sealed frame, 64 hex digits a line): the
+/// printed bytes must be the file's, so the spec never drifts from the implementation.
+#[test]
+fn protocol_md_prints_the_vectors() {
+    let doc = include_str!("../../../docs/PROTOCOL.md");
+    for v in &load().vectors {
+        let head = format!("### {}\n", v.name);
+        let at = doc
+            .find(&head)
+            .unwrap_or_else(|| panic!("PROTOCOL.md has no section `{}`", v.name));
+        let section = &doc[at..];
+        let block = |label: &str| -> String {
+            let start = section
+                .find(&format!("{label} ("))
+                .unwrap_or_else(|| panic!("{}: no `{label}` block", v.name));
+            let body = &section[start..];
+            let body = &body[body.find('\n').unwrap() + 1..];
+            let end = body.find("```").unwrap();
+            body[..end]
+                .lines()
+                .take_while(|l| l.chars().all(|c| c.is_ascii_hexdigit()) && !l.is_empty())
+                .collect()
+        };
+        assert_eq!(block("sealed"), v.sealed, "{}: sealed", v.name);
+        assert_eq!(block("inner"), v.inner, "{}: inner", v.name);
+    }
+}

@@ -452,7 +452,13 @@ async fn run_handshake(
                 addr: RESPONDER_ADDR,
                 pinned_static: options.pinned_peer,
             };
-            Handshake::initiate(now(), cfg, peer, &mut rng)
+            Handshake::initiate(
+                now(),
+                cfg,
+                peer,
+                psp_core::handshake::Tai64n::from_system_time(std::time::SystemTime::now()),
+                &mut rng,
+            )
         }
         (Role::Responder, first) => {
             let peer = Peer {

@@ -9,7 +9,7 @@ use psp_core::handshake::rand_core::{self, CryptoRng, RngCore};
 use psp_core::handshake::schedule::{self, Ephemeral, Transcript};
 use psp_core::handshake::{
     Config, Event, FailReason, Handshake, KeyRing, KeyRingConfig, PathId, Peer, RequestLimiter,
-    Role, SessionKeys, SmkexMode, StaticKey,
+    Role, SessionKeys, SmkexMode, StaticKey, Tai64n,
 };
 use psp_core::time::{Duration, Instant};
 use psp_core::wire::Protocol;
@@ -81,7 +81,7 @@ impl Sim {
             addr: addr(2),
             pinned_static: None,
         };
-        let a = Handshake::initiate(start, a_cfg, a_peer, &mut rng);
+        let a = Handshake::initiate(start, a_cfg, a_peer, Tai64n::from_unix(1, 0), &mut rng);
         Self {
             now: start,
             links: (0..2)
@@ -637,7 +637,13 @@ fn pinned_long_term_keys_fig15() {
             pinned_static: Some(pin),
         };
         let mut sim = Sim::new(cfg(MAC_A, 1, 2), b_cfg.clone(), lan(), seed);
-        sim.a = Handshake::initiate(Instant::ZERO, cfg(MAC_A, 1, 2), peer, &mut rng);
+        sim.a = Handshake::initiate(
+            Instant::ZERO,
+            cfg(MAC_A, 1, 2),
+            peer,
+            Tai64n::from_unix(1, 0),
+            &mut rng,
+        );
         sim.run(Instant::from_secs(60), &mut no_tamper());
         (
             Sim::keys(&sim.a_events).is_some(),
@@ -697,7 +703,13 @@ fn request_flood_is_rate_limited_and_bounded() {
     // 2000 requests in one second from one source.
     for i in 0..2000u64 {
         let now = Instant::from_micros(i * 500);
-        let mut a = Handshake::initiate(now, cfg(MAC_A, 1, 2), peer, &mut a_rng);
+        let mut a = Handshake::initiate(
+            now,
+            cfg(MAC_A, 1, 2),
+            peer,
+            Tai64n::from_unix(i, 0),
+            &mut a_rng,
+        );
         let t = a.poll_transmit(now, &mut buf).unwrap();
         if limiter.check(now, MAC_A).is_err() {
             continue;

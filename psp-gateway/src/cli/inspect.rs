@@ -20,7 +20,7 @@ use core::net::{Ipv4Addr, Ipv6Addr};
 use std::io::{self, Read};
 use std::path::PathBuf;
 
-use psp_core::crypto::sign::VerifyingKey;
+use psp_core::crypto::sign::{VerifyingKey, signed_digest};
 use psp_core::crypto::{SuiteId, SuiteKey};
 use psp_core::session::{DropReason, Opener, OpenerConfig};
 use psp_core::time::{Duration, Instant};
@@ -389,7 +389,9 @@ fn inspect_one(n: usize, buf: Vec<u8>, keys: &Keys) -> Outcome {
                 .filter(|s| s.macs.contains(&src))
                 .collect();
             order.extend(keys.signers.iter().filter(|s| !s.macs.contains(&src)));
-            match order.iter().find(|s| s.key.verify(part, sig).is_ok()) {
+            // The signature covers a digest of the signed part (PROTOCOL.md).
+            let digest = signed_digest(part);
+            match order.iter().find(|s| s.key.verify(&digest, sig).is_ok()) {
                 Some(s) if keys.signers.len() > 1 => format!(", signature ok ({})", s.label),
                 Some(_) => ", signature ok".to_owned(),
                 None => {

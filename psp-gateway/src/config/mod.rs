@@ -99,6 +99,10 @@ pub enum LogFormat {
 pub struct DaemonConfig {
     /// The status socket (`status_socket`, default `/run/psp-gateway/<interface>.sock`).
     pub status_socket: PathBuf,
+    /// What must survive a restart (`state_directory`, default
+    /// `/var/lib/psp-gateway/<interface>`): sequence-number reservations of static keys, the
+    /// Request clock, and by default `known_peers` (docs/GATEWAY.md, "State directory").
+    pub state_directory: PathBuf,
     /// Drop privileges to this user after opening the TAP and sockets (`user`).
     pub user: Option<String>,
     /// Log format (`log_format = "human" | "json"`).

@@ -97,6 +97,7 @@ impl<'de> Deserialize<'de> for RawUplinks {
 #[serde(deny_unknown_fields)]
 pub(super) struct RawDaemon {
     pub(super) status_socket: Option<String>,
+    pub(super) state_directory: Option<String>,
     pub(super) user: Option<String>,
     pub(super) log_format: Option<String>,
     pub(super) log_level: Option<String>,

@@ -408,6 +408,13 @@ pub(super) fn status_socket_only(file: &Path, text: &str) -> Result<PathBuf, Con
 
 fn daemon(ctx: &Ctx<'_>, raw: RawDaemon, ifname: &str) -> Result<DaemonConfig, ConfigError> {
     let status_socket = status_socket(ctx, raw.status_socket.as_deref(), ifname)?;
+    let state_directory = match raw.state_directory {
+        None => PathBuf::from(format!("/var/lib/psp-gateway/{ifname}")),
+        Some(s) if s.is_empty() => {
+            return Err(ctx.err("daemon.state_directory", "is empty"));
+        }
+        Some(s) => ctx.resolve(&s),
+    };
     let user = match raw.user {
         Some(u) if u.is_empty() || u.contains(|c: char| c.is_whitespace() || c == ':') => {
             return Err(ctx.err("daemon.user", format_args!("{u:?} is not a user name")));
@@ -436,6 +443,7 @@ fn daemon(ctx: &Ctx<'_>, raw: RawDaemon, ifname: &str) -> Result<DaemonConfig, C
     }
     Ok(DaemonConfig {
         status_socket,
+        state_directory,
         user,
         log_format,
         log_level,

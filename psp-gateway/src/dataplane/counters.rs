@@ -114,6 +114,9 @@ pub(crate) struct GlobalCounters {
     pub(crate) no_route: Counter,
     /// TAP frames that cannot be sealed (802.3 length frames such as STP, oversize).
     pub(crate) tx_unsupported: Counter,
+    /// Frames not sealed because the next sequence numbers of a static key could not be
+    /// reserved in the state directory (a write failed; the sealer never repeats a number).
+    pub(crate) tx_unreserved: Counter,
     /// Sealed frames the uplink refused to send.
     pub(crate) tx_error: Counter,
     /// TAP frames whose source MAC is not this host's (dropped before sealing).
@@ -136,6 +139,7 @@ impl GlobalCounters {
             + self.malformed.get()
             + self.no_route.get()
             + self.tx_unsupported.get()
+            + self.tx_unreserved.get()
             + self.tx_error.get()
             + self.spoofed_src.get()
             + self.rx_tap_error.get()
@@ -150,6 +154,7 @@ impl GlobalCounters {
                 "malformed": self.malformed.get(),
                 "no_route": self.no_route.get(),
                 "tx_unsupported": self.tx_unsupported.get(),
+                "tx_unreserved": self.tx_unreserved.get(),
                 "tx_error": self.tx_error.get(),
                 "spoofed_src": self.spoofed_src.get(),
                 "rx_tap_error": self.rx_tap_error.get(),

@@ -24,6 +24,7 @@ use psp_core::wire::{Frame, Protocol, SecurityNumber};
 use tokio::sync::watch;
 
 use self::counters::GlobalCounters;
+use self::keys::KeySealer;
 use self::peers::{RxPeers, TxPeer, TxPeers, lock_group};
 use self::set::PeerSet;
 use self::stage::{Drain, Stage};
@@ -229,6 +230,7 @@ pub(crate) async fn tx_loop(
             };
             let end = run_end(&inb, i, n, sealer.batch_len(), dst, shared.mac);
             seal_run(peer, sealer, now, &inb, i..end, &mut out, g);
+            keep_reserved(sealer, g);
             i = end;
         }
         flush(&uplink, &mut stage, &mut out, g).await?;
@@ -318,13 +320,16 @@ fn seal_group(
     if peers.peers.iter().all(|p| p.norm.is_some()) && !peers.peers.is_empty() {
         return None;
     }
-    match peers.group().seal(now, frame, scratch) {
+    let mut group = peers.group();
+    let sealed = match group.seal(now, frame, scratch) {
         Ok(s) => Some(s.len()),
         Err(e) => {
             count_seal_error(g, e);
             None
         }
-    }
+    };
+    keep_reserved(&mut group, g);
+    sealed
 }
 
 /// Seals frames `range` of `inb` (all to `peer`) into the next free slots of `out`.
@@ -376,7 +381,20 @@ fn push_copy(out: &mut Batch, addr: Option<core::net::SocketAddr>, sealed: &[u8]
 fn count_seal_error(g: &GlobalCounters, e: SealError) {
     match e {
         SealError::BadInput => g.malformed.add(1),
+        SealError::Unreserved => g.tx_unreserved.add(1),
         _ => g.tx_unsupported.add(1),
+    }
+}
+
+/// Claims the next sequence numbers of a static key when due ([`KeySealer::keep_reserved`]);
+/// a failed write is logged (the first time, then every power of two of frames it cost) and the
+/// sealer stops at its old limit.
+pub(crate) fn keep_reserved(sealer: &mut KeySealer, g: &GlobalCounters) {
+    if let Err(e) = sealer.keep_reserved() {
+        let n = g.tx_unreserved.get();
+        if n.is_power_of_two() || n == 0 {
+            tracing::error!(error = %e, unsealed = n, "sequence numbers not reserved: frames under this key stop until the state directory is writable");
+        }
     }
 }
 

@@ -29,6 +29,8 @@ use std::sync::{Arc, Mutex, MutexGuard};
 
 use psp_core::normalize::{self as norm, Endpoint, Event};
 use psp_core::session::Sealer;
+
+use super::keys::KeySealer;
 use psp_core::time::{Duration, Instant};
 use psp_core::wire::Protocol;
 use serde_json::{Value, json};
@@ -43,7 +45,7 @@ use crate::io::{Batch, ETHERNET_HEADER_LEN, SLOT_LEN, Uplink};
 const RX_QUEUE_BYTES: usize = 32 * 1024;
 
 /// What the daemon knows about the uplink when it builds normalized peers.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone)]
 pub(crate) struct NormContext {
     /// The largest sealed frame the uplink carries (the default frame size).
     pub(crate) max_frame: usize,
@@ -51,6 +53,9 @@ pub(crate) struct NormContext {
     pub(crate) udp: bool,
     /// The clock origin (core time is microseconds since it).
     pub(crate) origin: std::time::Instant,
+    /// The state directory (sequence-number reservations of static keys); `None` only in unit
+    /// tests.
+    pub(crate) state: Option<Arc<crate::state::StateDir>>,
 }
 
 impl NormContext {
@@ -149,7 +154,7 @@ struct State {
     settings: (PeerConfig, usize),
     ep: Endpoint<Vec<u8>>,
     // Handed to a successor on reload (same key: one sequence-number stream per key).
-    sealer: Option<Sealer>,
+    sealer: Option<KeySealer>,
 }
 
 /// One normalized peer: the endpoint, the sealer of its unicast key and the pacing state.
@@ -228,7 +233,7 @@ impl NormPeer {
         p: &PeerConfig,
         cfg: NormalizeConfig,
         peer_counters: Arc<PeerCounters>,
-        sealer: Sealer,
+        sealer: KeySealer,
     ) -> Result<Self, ConfigError> {
         let key = |k: &str| format!("peer[{index}].normalize.{k}");
         let err = |k: &str, problem: String| ConfigError::new(file, key(k), problem);
@@ -464,6 +469,10 @@ impl NormPeer {
             if !sealed {
                 self.counters.seal_error.add(1);
             }
+            if let Err(e) = sealer.keep_reserved() {
+                self.counters.seal_error.add(1);
+                tracing::error!(peer = %self.name, error = %e, "sequence numbers not reserved");
+            }
         }
         Prepared::At(at)
     }
@@ -499,7 +508,7 @@ pub(crate) enum Prepared {
 impl NormPeer {
     /// The next sequence number of the sealer this endpoint holds, if it holds one.
     pub(crate) fn sealer_seq(&self) -> Option<psp_core::Seq> {
-        self.lock().sealer.as_ref().and_then(Sealer::next_seq)
+        self.lock().sealer.as_ref().and_then(|s| s.next_seq())
     }
 }
 

@@ -13,21 +13,22 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use core::net::SocketAddr;
 
 use psp_core::crypto::VerifyingKey;
-use psp_core::session::{Opener, Sealer};
+use psp_core::session::Opener;
 
 use super::Mac;
 use super::counters::PeerCounters;
-use super::keys::{self, new_opener, new_sealer};
+use super::keys::{self, KeySealer, new_opener, new_sealer};
 use super::normalize::NormPeer;
 use crate::config::{Config, PeerSecurity};
 use crate::sessions::PeerSession;
+use crate::state::{StateDir, UNICAST_BLOCK};
 
 /// The group key's sealer, shared by the transmit task (broadcast, multicast, peers keyed by the
 /// group key) and the session driver (handshake messages): one sequence-number stream per key.
-pub(crate) type GroupSealer = Arc<Mutex<Sealer>>;
+pub(crate) type GroupSealer = Arc<Mutex<KeySealer>>;
 
 /// Locks the group sealer (a panic elsewhere cannot leave it half-updated: go on).
-pub(crate) fn lock_group(g: &GroupSealer) -> MutexGuard<'_, Sealer> {
+pub(crate) fn lock_group(g: &GroupSealer) -> MutexGuard<'_, KeySealer> {
     g.lock().unwrap_or_else(|e| e.into_inner())
 }
 
@@ -62,7 +63,7 @@ pub(crate) struct TxPeers {
     /// Destination MAC → index into `peers`.
     pub(crate) by_mac: HashMap<Mac, usize>,
     /// The sealers of the peers' own keys.
-    pub(crate) sealers: Vec<Sealer>,
+    pub(crate) sealers: Vec<KeySealer>,
     /// The group key's sealer (broadcast, multicast, peers without a key of their own).
     pub(crate) group: GroupSealer,
     settings: Vec<PeerSecurity>,
@@ -80,6 +81,7 @@ impl TxPeers {
         norm: &[Option<Arc<NormPeer>>],
         group: &GroupSealer,
         sessions: &[Option<Arc<PeerSession>>],
+        state: Option<&Arc<StateDir>>,
     ) -> Result<Self, keys::Error> {
         let mut sealers = Vec::new();
         let mut settings: Vec<PeerSecurity> = Vec::new();
@@ -90,7 +92,7 @@ impl TxPeers {
             if let Some(i) = settings.iter().position(|t| *t.key.bytes == *s.key.bytes) {
                 return Ok(Some(i));
             }
-            sealers.push(new_sealer(name, s)?);
+            sealers.push(new_sealer(name, s, state, UNICAST_BLOCK)?);
             settings.push(s.clone());
             Ok(Some(sealers.len() - 1))
         };
@@ -123,7 +125,7 @@ impl TxPeers {
     /// changed keep their fresh sealer.
     #[must_use]
     pub(crate) fn carry_over(mut self, previous: Self) -> Self {
-        let mut old: Vec<(PeerSecurity, Sealer)> = previous
+        let mut old: Vec<(PeerSecurity, KeySealer)> = previous
             .settings
             .into_iter()
             .zip(previous.sealers)
@@ -137,7 +139,7 @@ impl TxPeers {
     }
 
     /// The sealer for broadcast and multicast frames (the group key), locked.
-    pub(crate) fn group(&self) -> MutexGuard<'_, Sealer> {
+    pub(crate) fn group(&self) -> MutexGuard<'_, KeySealer> {
         lock_group(&self.group)
     }
 
@@ -145,7 +147,7 @@ impl TxPeers {
     pub(crate) fn max_overhead(&self) -> usize {
         self.sealers
             .iter()
-            .map(Sealer::overhead)
+            .map(|s| s.overhead())
             .chain(core::iter::once(self.group().overhead()))
             .max()
             .unwrap_or(0)

@@ -24,12 +24,13 @@ use std::sync::{Arc, Mutex, MutexGuard};
 
 use super::Shared;
 use super::counters::PeerCounters;
-use super::keys::{self, new_sealer};
+use super::keys::{self, KeySealer, new_sealer};
 use super::normalize::{NormContext, NormPeer, Reuse};
 use super::peers::{GroupSealer, RxPeers, TxPeers, lock_group};
 use crate::config::{Config, ConfigError, PeerConfig};
 use crate::io::{ETHERNET_HEADER_LEN, Uplink};
 use crate::sessions::PeerSession;
+use crate::state::{GROUP_BLOCK, UNICAST_BLOCK};
 
 /// Why a peer set could not be built (nothing changed).
 #[derive(Debug, thiserror::Error)]
@@ -83,6 +84,9 @@ enum Step {
     },
     /// The pacer thread stops serving the endpoint (the peer left or got a new endpoint).
     Retire(Arc<NormPeer>),
+    /// The kept group sealer signs with the new identity (or stops signing): its sequence
+    /// numbers go on.
+    Signer(GroupSealer, Option<psp_core::crypto::SigningKey>),
 }
 
 /// A complete new peer set, not yet in force: [`Staged::commit`] applies it.
@@ -145,7 +149,7 @@ impl PeerSet {
                 }
                 Some((_, Reuse::Replace)) | None => {}
             }
-            let sealer = new_sealer(&p.name, &p.security)?;
+            let sealer = new_sealer(&p.name, &p.security, ctx.state.as_ref(), UNICAST_BLOCK)?;
             let np = NormPeer::new(
                 ctx,
                 &config.path,
@@ -172,14 +176,26 @@ impl PeerSet {
                 }
             }
         }
-        let group = match previous.filter(|prev| {
-            prev.config.group == config.group && same_identity(&prev.config, &config)
-        }) {
-            Some(prev) => Arc::clone(&prev.group),
-            None => Arc::new(Mutex::new(group_sealer(&config)?)),
+        // The group sealer is kept while the group key is: one sequence-number stream per key,
+        // whatever else changed (an identity change only changes what it signs with).
+        let group = match previous.filter(|prev| prev.config.group == config.group) {
+            Some(prev) => {
+                if !same_identity(&prev.config, &config) {
+                    steps.push(Step::Signer(Arc::clone(&prev.group), signer(&config)));
+                }
+                Arc::clone(&prev.group)
+            }
+            None => Arc::new(Mutex::new(group_sealer(&config, ctx.state.as_ref())?)),
         };
         let sessions = session_peers(&config, previous, ctx.max_frame);
-        let tx = TxPeers::build(&config, &counters, &norm, &group, &sessions)?;
+        let tx = TxPeers::build(
+            &config,
+            &counters,
+            &norm,
+            &group,
+            &sessions,
+            ctx.state.as_ref(),
+        )?;
         let overhead = tx.max_overhead().max(session_overhead(&config));
         if let Some(max) = max_overhead.filter(|max| overhead > *max) {
             return Err(BuildError::Overhead { overhead, max });
@@ -201,7 +217,7 @@ impl PeerSet {
     }
 
     /// The group key's sealer, locked (for handshake messages).
-    pub(crate) fn group_sealer(&self) -> MutexGuard<'_, psp_core::session::Sealer> {
+    pub(crate) fn group_sealer(&self) -> MutexGuard<'_, KeySealer> {
         lock_group(&self.group)
     }
 
@@ -257,6 +273,7 @@ impl Staged {
                 Step::Update(np, p) => np.update(&p),
                 Step::Handover { from, to } => to.take_sealer_from(&from),
                 Step::Retire(np) => np.retire(),
+                Step::Signer(group, signer) => lock_group(&group).set_signer(signer),
             }
         }
         self.set
@@ -270,18 +287,23 @@ fn same_identity(a: &Config, b: &Config) -> bool {
 
 /// The group sealer: signs with this host's identity when it has one (the thesis'
 /// digital-signature flag on group frames).
-fn group_sealer(config: &Config) -> Result<psp_core::session::Sealer, keys::Error> {
-    let sealer = new_sealer("group", &config.group)?;
-    let identity = config
+fn group_sealer(
+    config: &Config,
+    state: Option<&Arc<crate::state::StateDir>>,
+) -> Result<KeySealer, keys::Error> {
+    let mut sealer = new_sealer("group", &config.group, state, GROUP_BLOCK)?;
+    sealer.set_signer(signer(config));
+    Ok(sealer)
+}
+
+/// The key that signs this host's group frames: its identity's, if it has one.
+fn signer(config: &Config) -> Option<psp_core::crypto::SigningKey> {
+    config
         .session
         .as_ref()
         .and_then(|s| s.identity.as_ref())
         .and_then(|f| psp_core::handshake::Identity::from_seed(*f.seed).ok())
-        .and_then(|id| id.signing_key().ok());
-    Ok(match identity {
-        Some(k) => sealer.with_signer(k),
-        None => sealer,
-    })
+        .and_then(|id| id.signing_key().ok())
 }
 
 /// The key-ring settings of the session peers.
@@ -375,8 +397,6 @@ mod tests {
     use std::os::unix::fs::PermissionsExt as _;
     use std::path::PathBuf;
 
-    use psp_core::session::Sealer;
-
     use super::*;
 
     /// A directory with key files, removed on drop.
@@ -433,10 +453,16 @@ mod tests {
     }
 
     fn ctx() -> NormContext {
+        // A state directory of its own per test (sequence-number reservations persist).
+        static N: core::sync::atomic::AtomicU32 = core::sync::atomic::AtomicU32::new(0);
+        let n = N.fetch_add(1, core::sync::atomic::Ordering::Relaxed);
+        let dir = std::env::temp_dir().join(format!("psp-set-state-{}-{n}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
         NormContext {
             max_frame: 1514,
             udp: false,
             origin: std::time::Instant::now(),
+            state: Some(Arc::new(crate::state::StateDir::open(&dir).unwrap())),
         }
     }
 
@@ -557,7 +583,7 @@ mod tests {
         let old_tx = old.take_tx().unwrap();
         let seqs = |t: &TxPeers| {
             core::iter::once(t.group().next_seq())
-                .chain(t.sealers.iter().map(Sealer::next_seq))
+                .chain(t.sealers.iter().map(|s| s.next_seq()))
                 .collect::<Vec<_>>()
         };
         let before = seqs(&old_tx);

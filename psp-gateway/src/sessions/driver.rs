@@ -347,7 +347,13 @@ impl Driver {
         st.addr = Some(addr);
         let cfg = self.hs_config(self.paths_to(p));
         let peer = self.peer_of(p, addr);
-        let hs = Handshake::initiate(now, cfg, peer, &mut OsRng);
+        let hs = Handshake::initiate(
+            now,
+            cfg,
+            peer,
+            handshake::Tai64n::from_system_time(std::time::SystemTime::now()),
+            &mut OsRng,
+        );
         p.stats.initiated.add(1);
         let st = self.state.entry(p.mac).or_default();
         st.hs = Some(hs);
@@ -450,7 +456,7 @@ impl Driver {
         let sealed = {
             let set = self.set.borrow();
             let mut group = set.group_sealer();
-            group
+            let sealed = group
                 .seal_sub(
                     now,
                     p.mac,
@@ -459,11 +465,20 @@ impl Driver {
                     &self.buf[..t.len],
                     &mut self.scratch,
                 )
-                .map(<[u8]>::len)
+                .map(<[u8]>::len);
+            crate::dataplane::keep_reserved(&mut group, &self.shared.global);
+            sealed
         };
-        let Ok(len) = sealed else {
-            self.shared.global.tx_unsupported.add(1);
-            return;
+        let len = match sealed {
+            Ok(len) => len,
+            Err(psp_core::session::SealError::Unreserved) => {
+                self.shared.global.tx_unreserved.add(1);
+                return;
+            }
+            Err(_) => {
+                self.shared.global.tx_unsupported.add(1);
+                return;
+            }
         };
         self.out.clear();
         let frame = &self.scratch[..len];

@@ -1,117 +1,55 @@
-//! HMAC-SHA1 (RFC 2104) with the key schedule done once and wiped on drop.
-//!
-//! [`HmacSha1Key`] stores only the SHA-1 chaining values after the inner and outer padded key
-//! blocks (`H(K ^ ipad)` and `H(K ^ opad)` before finalisation). Each message starts from a copy
-//! of them, so nothing about the key is processed per frame. The compression function is
-//! `sha1::compress` (SHA-NI when the CPU has it). Unlike an `hmac::Hmac<Sha1>` prototype, these
-//! states can be zeroized, and they are on drop. Tags are compared in constant time.
+//! HMAC-SHA1 (RFC 2104) with the key schedule done once and wiped on drop: [`HmacState`] over
+//! `sha1::compress` (SHA-NI when the CPU has it). Tags are compared in constant time.
 
 use sha1::digest::generic_array::GenericArray;
-use sha1::{Digest, Sha1};
 use subtle::ConstantTimeEq;
-use zeroize::{Zeroize, ZeroizeOnDrop};
 
+use super::hmac_md::{BLOCK, Compress, HmacState};
 use crate::crypto::CryptoError;
 
 /// Length of an HMAC-SHA1 tag (the full, untruncated output) in bytes.
 pub const MAC_LEN: usize = 20;
 
-/// SHA-1 block length in bytes.
-const BLOCK: usize = 64;
+/// SHA-1 as a compression function.
+pub(crate) struct Sha1;
 
-/// SHA-1 initial chaining value (FIPS 180-4 §5.3.1).
-const SHA1_IV: [u32; 5] = [
-    0x6745_2301,
-    0xefcd_ab89,
-    0x98ba_dcfe,
-    0x1032_5476,
-    0xc3d2_e1f0,
-];
+impl Compress<5> for Sha1 {
+    /// FIPS 180-4 §5.3.1.
+    const IV: [u32; 5] = [
+        0x6745_2301,
+        0xefcd_ab89,
+        0x98ba_dcfe,
+        0x1032_5476,
+        0xc3d2_e1f0,
+    ];
+
+    #[inline(always)]
+    fn compress(state: &mut [u32; 5], block: &[u8]) {
+        // Callers pass exactly `BLOCK` bytes (whole buffers or `chunks_exact(BLOCK)` items);
+        // `from_slice` would panic otherwise.
+        debug_assert_eq!(block.len(), BLOCK);
+        sha1::compress(
+            state,
+            core::slice::from_ref(GenericArray::from_slice(block)),
+        );
+    }
+}
 
 /// An HMAC-SHA1 key with its padded key blocks already compressed.
-#[derive(Clone, Zeroize, ZeroizeOnDrop)]
-pub struct HmacSha1Key {
-    /// Chaining value after `K ^ ipad`.
-    inner: [u32; 5],
-    /// Chaining value after `K ^ opad`.
-    outer: [u32; 5],
-}
+#[derive(Clone)]
+pub struct HmacSha1Key(HmacState<5>);
 
 impl HmacSha1Key {
     /// Keys HMAC-SHA1 with `key` (any length; keys over 64 bytes are hashed first, RFC 2104).
     pub fn new(key: &[u8]) -> Self {
-        let mut block = [0u8; BLOCK];
-        if key.len() > BLOCK {
-            let mut digest: [u8; MAC_LEN] = Sha1::digest(key).into();
-            block[..MAC_LEN].copy_from_slice(&digest);
-            digest.zeroize();
-        } else {
-            block[..key.len()].copy_from_slice(key);
-        }
-        let mut inner = SHA1_IV;
-        let mut outer = SHA1_IV;
-        block.iter_mut().for_each(|b| *b ^= 0x36);
-        compress(&mut inner, &block);
-        block.iter_mut().for_each(|b| *b ^= 0x36 ^ 0x5c);
-        compress(&mut outer, &block);
-        block.zeroize();
-        Self { inner, outer }
+        Self(HmacState::new::<Sha1>(key))
     }
 
     /// HMAC-SHA1 over the concatenation of `parts`.
+    #[inline]
     pub fn mac(&self, parts: &[&[u8]]) -> [u8; MAC_LEN] {
-        let mut state = self.inner;
-        let mut buf = [0u8; BLOCK];
-        let mut buf_len = 0;
-        // The inner hash has already absorbed one block (the padded key).
-        let mut total = BLOCK as u64;
-        for part in parts {
-            total += part.len() as u64;
-            let mut data = *part;
-            if buf_len > 0 {
-                let take = data.len().min(BLOCK - buf_len);
-                buf[buf_len..buf_len + take].copy_from_slice(&data[..take]);
-                buf_len += take;
-                data = &data[take..];
-                if buf_len < BLOCK {
-                    continue;
-                }
-                compress(&mut state, &buf);
-            }
-            let mut blocks = data.chunks_exact(BLOCK);
-            for block in &mut blocks {
-                compress(&mut state, block);
-            }
-            let rest = blocks.remainder();
-            buf[..rest.len()].copy_from_slice(rest);
-            buf_len = rest.len();
-        }
-        // MD padding: 0x80, zeros, 64-bit big-endian bit length.
-        buf[buf_len] = 0x80;
-        buf[buf_len + 1..].fill(0);
-        if buf_len + 1 > BLOCK - 8 {
-            compress(&mut state, &buf);
-            buf.fill(0);
-        }
-        buf[BLOCK - 8..].copy_from_slice(&(total * 8).to_be_bytes());
-        compress(&mut state, &buf);
-
-        // Outer hash: H(K ^ opad || inner digest), one block.
-        buf.fill(0);
-        for (chunk, word) in buf[..MAC_LEN].chunks_exact_mut(4).zip(state) {
-            chunk.copy_from_slice(&word.to_be_bytes());
-        }
-        buf[MAC_LEN] = 0x80;
-        buf[BLOCK - 8..].copy_from_slice(&(((BLOCK + MAC_LEN) as u64) * 8).to_be_bytes());
-        let mut out_state = self.outer;
-        compress(&mut out_state, &buf);
-
         let mut tag = [0u8; MAC_LEN];
-        for (chunk, word) in tag.chunks_exact_mut(4).zip(out_state) {
-            chunk.copy_from_slice(&word.to_be_bytes());
-        }
-        state.zeroize();
-        buf.zeroize();
+        self.0.mac::<Sha1>(parts, &mut tag);
         tag
     }
 
@@ -133,17 +71,6 @@ impl HmacSha1Key {
     }
 }
 
-/// One SHA-1 compression of a 64-byte block.
-#[inline(always)]
-fn compress(state: &mut [u32; 5], block: &[u8]) {
-    // Callers pass exactly `BLOCK` bytes (whole buffers or `chunks_exact(BLOCK)` items);
-    // `from_slice` would panic otherwise.
-    sha1::compress(
-        state,
-        core::slice::from_ref(GenericArray::from_slice(block)),
-    );
-}
-
 impl core::fmt::Debug for HmacSha1Key {
     fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
         f.write_str("HmacSha1Key(..)")
@@ -155,6 +82,8 @@ mod tests {
     use hmac::{Hmac, Mac};
 
     use super::*;
+
+    type Sha1 = sha1::Sha1;
 
     #[test]
     fn parts_equal_concatenation() {

@@ -17,7 +17,9 @@ mod suite;
 
 pub(crate) mod aead;
 pub(crate) mod blowfish;
+mod hmac_md;
 pub(crate) mod hmac_sha1;
+pub(crate) mod hmac_sha256;
 pub mod sign;
 
 pub use sign::{SigningKey, VerifyingKey};

@@ -80,6 +80,21 @@ impl VerifyingKey {
     }
 }
 
+/// The label that starts the digest a PSP frame's signature covers.
+const DIGEST_LABEL: &[u8] = b"psp-frame-sig-v1";
+
+/// What a PSP frame's Ed25519 signature signs: SHA-256(`"psp-frame-sig-v1"` || `signed_part`),
+/// where `signed_part` is the clear part, the section (ciphertext) and the suite ICV. Signing a
+/// digest lets a receiver hash the ciphertext, check the ICV (decrypting in place) and only then
+/// pay for the signature check, without copying the frame.
+pub fn signed_digest(signed_part: &[u8]) -> [u8; 32] {
+    use sha2::Digest as _;
+    let mut h = sha2::Sha256::new();
+    h.update(DIGEST_LABEL);
+    h.update(signed_part);
+    h.finalize().into()
+}
+
 /// The Ed25519 implementations compiled in, side by side, for benches and cross-backend tests:
 /// `from_seed`, `public_key`, `sign(msg) -> signature` and `verify(public, msg, &signature)`.
 /// [`SigningKey`] and [`VerifyingKey`] are the API.

@@ -11,7 +11,6 @@
 
 use curve25519_dalek::edwards::CompressedEdwardsY;
 use curve25519_dalek::montgomery::MontgomeryPoint;
-use sha2::{Digest, Sha512};
 use zeroize::Zeroizing;
 
 use super::StaticKey;
@@ -100,10 +99,7 @@ impl Identity {
 
     /// The X25519 form of the identity, for the handshake.
     pub fn static_key(&self) -> StaticKey {
-        let h = Sha512::digest(*self.seed);
-        let mut scalar = Zeroizing::new([0u8; 32]);
-        scalar.copy_from_slice(&h[..32]);
-        StaticKey::from_bytes(*scalar)
+        StaticKey::from_bytes(*expanded_scalar(&self.seed))
     }
 }
 
@@ -111,6 +107,40 @@ impl core::fmt::Debug for Identity {
     fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
         f.debug_tuple("Identity").field(&self.public).finish()
     }
+}
+
+/// The first half of SHA-512(seed), the Ed25519 secret scalar before clamping (RFC 8032
+/// §5.1.5), computed with `sha2::compress512` on a block and a state this function wipes (the
+/// `Sha512` hasher keeps its state in memory it never zeroizes).
+fn expanded_scalar(seed: &[u8; 32]) -> Zeroizing<[u8; 32]> {
+    // FIPS 180-4 §5.3.5.
+    const IV: [u64; 8] = [
+        0x6a09_e667_f3bc_c908,
+        0xbb67_ae85_84ca_a73b,
+        0x3c6e_f372_fe94_f82b,
+        0xa54f_f53a_5f1d_36f1,
+        0x510e_527f_ade6_82d1,
+        0x9b05_688c_2b3e_6c1f,
+        0x1f83_d9ab_fb41_bd6b,
+        0x5be0_cd19_137e_2179,
+    ];
+    // One 128-byte block: the seed, 0x80, zeros, the 128-bit length in bits (256).
+    let mut block = Zeroizing::new([0u8; 128]);
+    block[..32].copy_from_slice(seed);
+    block[32] = 0x80;
+    block[126] = 0x01;
+    let mut state = Zeroizing::new(IV);
+    sha2::compress512(
+        &mut state,
+        core::slice::from_ref(sha2::digest::generic_array::GenericArray::from_slice(
+            &block[..],
+        )),
+    );
+    let mut scalar = Zeroizing::new([0u8; 32]);
+    for (chunk, word) in scalar.chunks_exact_mut(8).zip(state.iter()) {
+        chunk.copy_from_slice(&word.to_be_bytes());
+    }
+    scalar
 }
 
 /// The X25519 public key of an Ed25519 public key, or `None` if it is not a curve point.
@@ -128,6 +158,15 @@ pub fn ed25519_of(x25519: &[u8; 32]) -> Option<[u8; 32]> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_wiped_scalar_is_sha512_of_the_seed() {
+        use sha2::{Digest, Sha512};
+        for n in [0u8, 1, 0x5a, 0xff] {
+            let seed = [n; 32];
+            assert_eq!(expanded_scalar(&seed)[..], Sha512::digest(seed)[..32]);
+        }
+    }
 
     fn counter() -> impl FnMut(&mut [u8; 32]) {
         let mut n = 0u8;

@@ -3,8 +3,8 @@
 //! Modelled on WireGuard's keypairs (previous, current, next): the *initiator* of a handshake
 //! seals under the new keys at once, keeping the old current as *previous* so frames in flight
 //! under it still open for a grace period; the *responder* installs the new keys as *next*
-//! (open only) and switches to sealing under them when the first frame under them arrives (the
-//! initiator has them then), or when its current session can no longer seal. Every data frame
+//! (open only) and switches to sealing under them only when the first frame under them arrives
+//! (proof that the initiator installed them: a Confirm alone is not). Every data frame
 //! carries its session's 24-bit key id in the PSP security-number field, so the receiver picks
 //! the key without trial decryption (an AEAD open that fails zeroes the section).
 //!
@@ -380,13 +380,10 @@ impl KeyRing {
     /// [`RingSealError::NoSession`] if no live session can seal.
     pub fn sealer(&mut self, now: Instant) -> Result<&mut Sealer, RingSealError> {
         self.expire(now);
-        if self.current.is_none()
-            && let Some(next) = self.next.take()
-        {
-            // The responder's current session is gone: the initiator has had the next keys
-            // since it sent Confirm, so they are safe to seal under.
-            self.promote(now, next);
-        }
+        // A waiting *next* session is never promoted here, even with no current one: a Confirm
+        // proves the initiator derived the keys, not that it still holds them (it may have
+        // failed and dropped them, and a Confirm can be replayed into a later run). Only a frame
+        // the initiator sealed under them does (`open`).
         match self.current.as_mut() {
             Some(s) => Ok(&mut s.sealer),
             None => Err(RingSealError::NoSession),
@@ -413,5 +410,67 @@ impl KeyRing {
         [&self.previous, &self.current, &self.next]
             .into_iter()
             .filter_map(Option::as_ref)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::crypto::SuiteId;
+    use crate::handshake::messages::HandshakeId;
+
+    fn keys(role: Role, id: u32, send: u8, recv: u8) -> SessionKeys {
+        let mut k = SessionKeys {
+            role,
+            suite: SuiteId::Aes128Gcm,
+            send: [0; super::super::schedule::MAX_KEY_LEN],
+            recv: [0; super::super::schedule::MAX_KEY_LEN],
+            key_id: SecurityNumber::new(id).unwrap(),
+            session_id: SessionId {
+                initiator: HandshakeId([1; 8]),
+                responder: HandshakeId([2; 8]),
+            },
+            established_at: Instant::ZERO,
+            lifetime: Duration::from_secs(600),
+            two_path: true,
+            peer_static: None,
+        };
+        k.send[..16].fill(send);
+        k.recv[..16].fill(recv);
+        k
+    }
+
+    const A: [u8; 6] = [2, 0, 0, 0, 0, 1];
+    const B: [u8; 6] = [2, 0, 0, 0, 0, 2];
+
+    /// Keys from a Confirm are not used to seal until a frame under them proves the initiator
+    /// installed them: a responder whose initiator failed after sending Confirm (or that was fed
+    /// a replayed Confirm) never seals into a session nobody holds.
+    #[test]
+    fn a_responder_seals_under_new_keys_only_after_the_initiator_used_them() {
+        let now = Instant::from_secs(1);
+        let mut resp = KeyRing::new(KeyRingConfig::default());
+        resp.install(now, &keys(Role::Responder, 7, 0xb, 0xa))
+            .unwrap();
+        assert!(resp.next().is_some());
+        assert_eq!(
+            resp.sealer(now).err(),
+            Some(RingSealError::NoSession),
+            "no current session: the waiting keys are not promoted by sealing"
+        );
+        let mut init = KeyRing::new(KeyRingConfig::default());
+        init.install(now, &keys(Role::Initiator, 7, 0xa, 0xb))
+            .unwrap();
+        let mut out = [0u8; 128];
+        let mut frame = init
+            .seal_sub(now, B, A, Protocol::Control, b"keepalive", &mut out)
+            .unwrap()
+            .to_vec();
+        assert!(resp.open(now, &mut frame).is_ok());
+        assert!(
+            resp.sealer(now).is_ok(),
+            "promoted by the initiator's frame"
+        );
+        assert!(resp.next().is_none());
     }
 }

@@ -1,9 +1,10 @@
 //! [`RequestLimiter`]: per-source token buckets for handshake requests, in a fixed table.
 //!
 //! WireGuard's numbers by default: 20 requests per second per source, bursts of 5. The table
-//! holds `N` sources; a new source evicts the entry idle the longest, so memory is bounded and a
-//! flood from many forged sources costs the genuine sources at most their bucket's history
-//! (they start again with a full burst). The driver checks the limiter before
+//! holds `N` sources; a new source evicts the entry idle the longest, so memory is bounded. A
+//! source new to the table starts with one token, not a burst: cycling through more sources than
+//! the table holds buys one request per source, never a fresh burst each time. A genuine source
+//! evicted by such a flood loses its bucket's history and starts again with one token. The driver checks the limiter before
 //! [`Handshake::respond`](super::Handshake::respond) and bounds the number of half-open
 //! responder handshakes it keeps; neither touches the data path.
 
@@ -61,7 +62,7 @@ impl<const N: usize> RequestLimiter<N> {
                     .ok_or(FailReason::RateLimited)?;
                 self.buckets[i] = Bucket {
                     source,
-                    tokens_micro: full,
+                    tokens_micro: 1_000_000,
                     last: now,
                     used: true,
                 };
@@ -110,7 +111,11 @@ mod tests {
     fn burst_then_rate() {
         let mut l = RequestLimiter::<4>::new();
         let a = [2, 0, 0, 0, 0, 1];
-        let t0 = Instant::from_secs(1);
+        let t = Instant::from_secs(1);
+        // A new source has one token; after a quiet quarter second, a burst of 5.
+        assert_eq!(l.check(t, a), Ok(()));
+        assert_eq!(l.check(t, a), Err(FailReason::RateLimited));
+        let t0 = t + Duration::from_millis(250);
         for _ in 0..5 {
             assert_eq!(l.check(t0, a), Ok(()));
         }
@@ -142,7 +147,25 @@ mod tests {
             let b = i.to_be_bytes();
             let _ = l.check(t, [6, 6, b[0], b[1], b[2], b[3]]);
         }
-        // The flood of forged sources evicted `good`; it comes back with a full burst.
+        // The flood of forged sources evicted `good`; it comes back with one token.
         assert_eq!(l.check(t, good), Ok(()));
+        assert_eq!(l.check(t, good), Err(FailReason::RateLimited));
+    }
+
+    #[test]
+    fn cycling_sources_buys_one_request_each_not_a_burst() {
+        let mut l = RequestLimiter::<4>::new();
+        let t = Instant::from_secs(5);
+        let mut ok = 0;
+        for round in 0..3u8 {
+            for i in 0..8u8 {
+                for _ in 0..5 {
+                    if l.check(t, [6, 6, 6, 6, round, i]).is_ok() {
+                        ok += 1;
+                    }
+                }
+            }
+        }
+        assert_eq!(ok, 3 * 8, "one per new source, never a burst of five");
     }
 }

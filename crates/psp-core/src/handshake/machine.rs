@@ -11,7 +11,8 @@ use super::messages::{
 };
 use super::schedule::{self, Ephemeral, NonceBytes, Secrets, Transcript};
 use super::{
-    Config, Event, FailReason, PathId, Peer, Role, SessionId, SessionKeys, SmkexMode, Transmit,
+    Config, Event, FailReason, PathId, Peer, Role, SessionId, SessionKeys, SmkexMode, Tai64n,
+    Transmit,
 };
 use crate::crypto::SuiteId;
 use crate::time::{Duration, Instant};
@@ -110,6 +111,9 @@ pub struct Handshake {
     deadline: Instant,
     event: Option<Event>,
     jitter: u64,
+    /// When the current flight was last queued: a responder answers a repeat at most once per
+    /// half RTO, so copies re-sealed by an insider cannot make it send more.
+    answered_at: Option<Instant>,
 }
 
 /// The most messages one flight holds (a compact responder's Accept, ShareReply, NonceReply).
@@ -153,17 +157,26 @@ impl Draw {
 }
 
 impl Handshake {
-    /// Starts a handshake as initiator: queues the request (stage 1 and the stage 2 offer).
+    /// Starts a handshake as initiator: queues the request (stage 1 and the stage 2 offer),
+    /// stamped `timestamp` (from the host's [`TimestampClock`](super::TimestampClock): the
+    /// responder refuses a Request that is not newer than the last it took from this host).
     ///
     /// If SMKEX is required and `cfg.paths < 2`, the handshake is born failed: no message, one
     /// [`Event::Failed`]`(`[`FailReason::TooFewPaths`]`)`.
-    pub fn initiate(now: Instant, cfg: Config, peer: Peer, rng: &mut dyn CryptoRngCore) -> Self {
+    pub fn initiate(
+        now: Instant,
+        cfg: Config,
+        peer: Peer,
+        timestamp: Tai64n,
+        rng: &mut dyn CryptoRngCore,
+    ) -> Self {
         let d = Draw::new(rng);
         let two_path = cfg.smkex != SmkexMode::Off && cfg.paths >= 2;
         let request = Repr {
             initiator_id: d.id,
             responder_id: HandshakeId::default(),
             body: Body::Request(RequestRepr {
+                timestamp,
                 flags: Flags {
                     two_path,
                     smkex_required: cfg.smkex == SmkexMode::Required,
@@ -326,6 +339,7 @@ impl Handshake {
             retransmit_at: None,
             event: None,
             jitter,
+            answered_at: None,
         }
     }
 
@@ -369,11 +383,12 @@ impl Handshake {
             && self.ids.responder == HandshakeId::default();
         let learning = self.role == Role::Initiator
             && (matches!(self.state, State::SentRequest { .. }) || compact_learning);
-        // A compact initiator sends its share and nonce before it knows our id.
+        // A compact initiator sends its share and nonce before it knows our id; a repeated
+        // Request (our Accept was lost) never carries it.
         let early = self.role == Role::Responder
-            && self.cfg.compact
             && repr.responder_id == HandshakeId::default()
-            && matches!(repr.body, Body::Share { .. } | Body::Nonce(_));
+            && (matches!(repr.body, Body::Request(_))
+                || (self.cfg.compact && matches!(repr.body, Body::Share { .. } | Body::Nonce(_))));
         if !(learning || early) && repr.responder_id != self.ids.responder {
             return Err(Ignored::WrongIds);
         }
@@ -433,7 +448,7 @@ impl Handshake {
                 Ok(())
             }
             (State::Done | State::Failed, _) => Err(Ignored::Closed),
-            _ => Err(self.duplicate_or_unexpected(&repr)),
+            _ => Err(self.duplicate_or_unexpected(now, &repr)),
         }
     }
 
@@ -584,7 +599,7 @@ impl Handshake {
                 Ok(())
             }
             (State::Failed, _) => Err(Ignored::Closed),
-            _ => Err(self.duplicate_or_unexpected(&repr)),
+            _ => Err(self.duplicate_or_unexpected(now, &repr)),
         }
     }
 
@@ -761,8 +776,9 @@ impl Handshake {
     }
 
     /// For a message that does not advance the state: if it repeats one we already answered
-    /// (a responder's peer lost our answer), queue the answer again.
-    fn duplicate_or_unexpected(&mut self, repr: &Repr) -> Ignored {
+    /// (a responder's peer lost our answer), queue the answer again, at most once per half RTO
+    /// (the initiator repeats after at least 7/8 of one).
+    fn duplicate_or_unexpected(&mut self, now: Instant, repr: &Repr) -> Ignored {
         if !self.parts.iter().flatten().any(|p| p == repr) {
             // A repeated Confirm reaches a finished responder whose ack was lost.
             let is_confirm_repeat = self.role == Role::Responder
@@ -772,10 +788,12 @@ impl Handshake {
                 return Ignored::Unexpected;
             }
         }
-        if self.role == Role::Responder {
+        let spacing = Duration::from_micros(self.cfg.rto.total_micros() / 2);
+        if self.role == Role::Responder && self.answered_at.is_none_or(|t| now >= t + spacing) {
             for (p, f) in self.pending.iter_mut().zip(&self.flight) {
                 *p = f.is_some();
             }
+            self.answered_at = Some(now);
         }
         Ignored::Duplicate
     }
@@ -804,6 +822,7 @@ impl Handshake {
             *slot = Some(*m);
         }
         self.pending = self.flight.map(|f| f.is_some());
+        self.answered_at = Some(now);
         self.arm_retransmit(now);
     }
 
@@ -929,6 +948,93 @@ mod tests {
     use core::net::Ipv4Addr;
 
     use super::*;
+
+    struct Counter(u64);
+
+    impl rand_core::RngCore for Counter {
+        fn next_u32(&mut self) -> u32 {
+            self.next_u64() as u32
+        }
+        fn next_u64(&mut self) -> u64 {
+            self.0 = self
+                .0
+                .wrapping_mul(6_364_136_223_846_793_005)
+                .wrapping_add(1);
+            self.0
+        }
+        fn fill_bytes(&mut self, dest: &mut [u8]) {
+            for b in dest {
+                *b = (self.next_u64() >> 33) as u8;
+            }
+        }
+        fn try_fill_bytes(&mut self, dest: &mut [u8]) -> Result<(), rand_core::Error> {
+            self.fill_bytes(dest);
+            Ok(())
+        }
+    }
+
+    impl rand_core::CryptoRng for Counter {}
+
+    /// Copies of a Request (re-sealed by anyone with the group key, so the replay window does
+    /// not stop them) get at most one answer per half RTO, however many arrive.
+    #[test]
+    fn a_responder_answers_repeats_at_most_once_per_half_rto() {
+        let a = IpAddr::V4(Ipv4Addr::new(10, 77, 0, 1));
+        let b = IpAddr::V4(Ipv4Addr::new(10, 77, 0, 2));
+        let (ma, mb) = ([2, 0, 0, 0, 0, 1], [2, 0, 0, 0, 0, 2]);
+        let mut rng = Counter(7);
+        let t0 = Instant::from_secs(1);
+        let mut init = Handshake::initiate(
+            t0,
+            Config::new(ma, a, 24),
+            Peer {
+                mac: mb,
+                addr: b,
+                pinned_static: None,
+            },
+            Tai64n::from_unix(1, 0),
+            &mut rng,
+        );
+        let mut buf = [0u8; MAX_MESSAGE_LEN];
+        let t = init.poll_transmit(t0, &mut buf).unwrap();
+        let request = buf[..t.len].to_vec();
+        let peer_a = Peer {
+            mac: ma,
+            addr: a,
+            pinned_static: None,
+        };
+        let mut resp = Handshake::respond(
+            t0,
+            Config::new(mb, b, 24),
+            peer_a,
+            t.path,
+            &request,
+            &mut rng,
+        )
+        .unwrap();
+        let mut drain = |h: &mut Handshake, now: Instant| {
+            let mut n = 0;
+            while h.poll_transmit(now, &mut buf).is_some() {
+                n += 1;
+            }
+            n
+        };
+        assert_eq!(drain(&mut resp, t0), 1, "the Accept");
+        let mut answers = 0;
+        for ms in 0..1000u64 {
+            let now = t0 + Duration::from_millis(ms);
+            for _ in 0..10 {
+                let _ = resp.handle_message(now, PathId::FIRST, &request);
+                answers += drain(&mut resp, now);
+            }
+        }
+        // 10,000 copies over one second, RTO 250 ms: a repeat every 125 ms at most.
+        assert!(answers <= 8, "{answers} answers");
+        assert!(
+            answers >= 7,
+            "a genuine repeat is still answered: {answers}"
+        );
+    }
 
     #[test]
     fn subnet_check() {

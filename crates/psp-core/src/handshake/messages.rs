@@ -21,12 +21,13 @@
 use core::fmt;
 use core::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 
+use super::Tai64n;
 use crate::crypto::SuiteId;
 
 use crate::wire::enum_with_unknown;
 
 /// The handshake protocol version this implementation speaks.
-pub const VERSION: u8 = 1;
+pub const VERSION: u8 = 2;
 /// Length of the common header.
 pub const HEADER_LEN: usize = field::BODY;
 /// The longest message (a request offering [`MAX_SUITES`] suites with a static key).
@@ -40,8 +41,8 @@ pub const NONCE_LEN: usize = 32;
 /// Length of the SMKEX transcript hash and of a confirmation tag (SHA-256).
 pub const HASH_LEN: usize = 32;
 
-// Request body before the suite list: flags, paths, 2 MACs, 2 addresses, suite count.
-const REQUEST_FIXED_LEN: usize = 1 + 1 + 6 + 6 + ADDR_LEN + ADDR_LEN + 1;
+// Request body before the suite list: timestamp, flags, paths, 2 MACs, 2 addresses, suite count.
+const REQUEST_FIXED_LEN: usize = Tai64n::LEN + 1 + 1 + 6 + 6 + ADDR_LEN + ADDR_LEN + 1;
 const ADDR_LEN: usize = 17;
 
 mod field {
@@ -239,6 +240,9 @@ impl Flags {
 /// Stage 1 and 2 of SEP (thesis Fig. 4.11 steps 1 and 3): who asks whom, and the suite offer.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct RequestRepr {
+    /// When the initiator made the request (its [`TimestampClock`](super::TimestampClock)):
+    /// a responder takes only Requests newer than the last it accepted from that peer.
+    pub timestamp: Tai64n,
     /// Mode flags.
     pub flags: Flags,
     /// How many paths the initiator has to the responder (1 or more).
@@ -521,6 +525,7 @@ impl Repr {
         let mut w = Writer(m.body_mut());
         match &self.body {
             Body::Request(q) => {
+                w.put(&q.timestamp.0);
                 w.put(&[q.flags.bits(q.static_key.is_some()), q.paths]);
                 w.put(&q.initiator_mac);
                 w.put(&q.responder_mac);
@@ -562,6 +567,7 @@ impl Repr {
 }
 
 fn parse_request(r: &mut Reader<'_>) -> Result<RequestRepr> {
+    let timestamp = Tai64n(r.array()?);
     let flags = r.u8()?;
     if flags & !Flags::KNOWN != 0 {
         return Err(Error::BadValue);
@@ -588,6 +594,7 @@ fn parse_request(r: &mut Reader<'_>) -> Result<RequestRepr> {
         None
     };
     Ok(RequestRepr {
+        timestamp,
         flags: Flags {
             two_path: flags & Flags::TWO_PATH != 0,
             smkex_required: flags & Flags::REQUIRED != 0,
@@ -692,8 +699,9 @@ mod tests {
 
     // A request from 10.77.0.1 (02:50:53:00:00:01) to 10.77.0.2, two paths, offering
     // aes128-gcm then chacha20-poly1305, no static key.
-    static REQUEST_BYTES: [u8; 18 + 49 + 2] = [
-        0x01, 0x01, 1, 2, 3, 4, 5, 6, 7, 8, 0, 0, 0, 0, 0, 0, 0, 0, // header
+    static REQUEST_BYTES: [u8; 18 + 61 + 2] = [
+        0x02, 0x01, 1, 2, 3, 4, 5, 6, 7, 8, 0, 0, 0, 0, 0, 0, 0, 0, // header
+        0x40, 0, 0, 0, 0x65, 0x53, 0xf1, 0x00, 0x07, 0x5b, 0xcd, 0x15, // TAI64N timestamp
         0x01, 0x02, // flags: two-path; 2 paths
         0x02, 0x50, 0x53, 0x00, 0x00, 0x01, // initiator MAC
         0x02, 0x50, 0x53, 0x00, 0x00, 0x02, // responder MAC
@@ -707,6 +715,8 @@ mod tests {
             initiator_id: I,
             responder_id: HandshakeId::default(),
             body: Body::Request(RequestRepr {
+                // 2023-11-14 22:13:20.123456789 UTC
+                timestamp: Tai64n::from_unix(1_700_000_000, 123_456_789),
                 flags: Flags {
                     two_path: true,
                     smkex_required: false,
@@ -764,11 +774,11 @@ mod tests {
     #[test]
     fn deconstruct() {
         let m = Message::new_checked(&REQUEST_BYTES[..]).unwrap();
-        assert_eq!(m.version(), 1);
+        assert_eq!(m.version(), 2);
         assert_eq!(m.message_type(), MessageType::Request);
         assert_eq!(m.initiator_id(), I);
         assert_eq!(m.responder_id(), HandshakeId::default());
-        assert_eq!(m.body().len(), 51);
+        assert_eq!(m.body().len(), 63);
     }
 
     #[test]
@@ -809,25 +819,25 @@ mod tests {
             Error::Truncated
         );
         let mut b = REQUEST_BYTES;
-        b[0] = 2;
+        b[0] = 1;
         assert_eq!(Repr::parse_bytes(&b), Err(Error::BadVersion));
         let mut b = REQUEST_BYTES;
         b[1] = 0x42;
         assert_eq!(Repr::parse_bytes(&b), Err(Error::UnknownType));
         let mut b = REQUEST_BYTES;
-        b[18] = 0x80; // reserved flag
+        b[30] = 0x80; // reserved flag
         assert_eq!(Repr::parse_bytes(&b), Err(Error::BadValue));
         let mut b = REQUEST_BYTES;
-        b[32] = 5; // address family
+        b[44] = 5; // address family
         assert_eq!(Repr::parse_bytes(&b), Err(Error::BadValue));
         let mut b = REQUEST_BYTES;
-        b[40] = 1; // IPv4 pad
+        b[52] = 1; // IPv4 pad
         assert_eq!(Repr::parse_bytes(&b), Err(Error::BadValue));
         let mut b = REQUEST_BYTES;
         b[10] = 1; // a request with a responder id
         assert_eq!(Repr::parse_bytes(&b), Err(Error::BadValue));
         let mut b = REQUEST_BYTES;
-        b[66] = 9; // suite count above the maximum
+        b[78] = 9; // suite count above the maximum
         assert_eq!(Repr::parse_bytes(&b), Err(Error::BadValue));
     }
 

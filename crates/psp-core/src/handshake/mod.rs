@@ -16,6 +16,7 @@
 //! | `machine.rs` | [`Handshake`]: the state machine, retransmission, SMKEX checks |
 //! | `keyring.rs` | [`KeyRing`]: the data path's keys across rekeys |
 //! | `limiter.rs` | [`RequestLimiter`]: per-source token buckets |
+//! | `timestamp.rs` | [`Tai64n`], [`TimestampClock`], [`Freshness`]: Requests a replay cannot renew |
 //!
 //! This module does no I/O, reads no clock and owns no RNG: randomness comes from the caller's
 //! [`rand_core::CryptoRngCore`], drawn once when a handshake is created. It does not store pins
@@ -30,6 +31,7 @@ mod limiter;
 mod machine;
 pub mod messages;
 pub mod schedule;
+mod timestamp;
 
 use core::fmt;
 use core::net::IpAddr;
@@ -41,6 +43,7 @@ pub use machine::{Handshake, Ignored};
 /// The RNG traits the constructors take (re-exported so callers need not depend on `rand_core`).
 pub use rand_core;
 pub use schedule::StaticKey;
+pub use timestamp::{Freshness, Tai64n, TimestampClock};
 
 use crate::crypto::{KeyError, SuiteId, SuiteKey};
 use crate::time::{Duration, Instant};
@@ -337,12 +340,9 @@ impl SessionKeys {
             Role::Initiator => (&self.send[..len], &self.recv[..len]),
             Role::Responder => (&self.recv[..len], &self.send[..len]),
         };
-        let mut ikm = [0u8; 2 * schedule::MAX_KEY_LEN];
-        ikm[..len].copy_from_slice(i2r);
-        ikm[len..2 * len].copy_from_slice(r2i);
-        let hk = hkdf::Hkdf::<sha2::Sha256>::new(Some(EXPORTER_SALT), &ikm[..2 * len]);
-        ikm.zeroize();
-        hk.expand(label, out).map_err(|_| ExportError::TooLong)
+        crate::crypto::hmac_sha256::Hkdf::extract(EXPORTER_SALT, &[i2r, r2i])
+            .expand(&[label], out)
+            .map_err(|_| ExportError::TooLong)
     }
 }
 

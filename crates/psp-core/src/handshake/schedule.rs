@@ -29,8 +29,6 @@
 //! as input to the key derivation the concatenation of Y^x and LS^x"); the initiator's term is
 //! the mirror image for a host that has one too.
 
-use hkdf::Hkdf;
-use hmac::{Hmac, Mac};
 use sha2::{Digest, Sha256};
 use subtle::ConstantTimeEq;
 use x25519_dalek::{PublicKey, StaticSecret};
@@ -38,6 +36,7 @@ use zeroize::{Zeroize, ZeroizeOnDrop};
 
 use super::messages::{Body, HASH_LEN, KEY_LEN, MAX_MESSAGE_LEN, NONCE_LEN, Repr};
 use super::{FailReason, PathId, Role};
+use crate::crypto::hmac_sha256::{Hkdf, HmacSha256Key};
 
 const TRANSCRIPT_LABEL: &[u8] = b"psp-sep-v1 transcript";
 const SMKEX_LABEL: &[u8] = b"psp-sep-v1 smkex";
@@ -174,7 +173,7 @@ impl Shared {
 
     /// Runs the key schedule over the transcript hash; consumes the DH output.
     pub fn derive(self, transcript_hash: &[u8; HASH_LEN], key_len: usize) -> Secrets {
-        let hk = Hkdf::<Sha256>::new(Some(transcript_hash), self.ikm());
+        let hk = Hkdf::extract(transcript_hash, &[self.ikm()]);
         let key_len = key_len.min(MAX_KEY_LEN);
         let mut s = Secrets {
             i2r: [0; MAX_KEY_LEN],
@@ -200,9 +199,9 @@ impl core::fmt::Debug for Shared {
     }
 }
 
-fn expand(hk: &Hkdf<Sha256>, label: &[u8], th: &[u8; HASH_LEN], out: &mut [u8]) {
+fn expand(hk: &Hkdf, label: &[u8], th: &[u8; HASH_LEN], out: &mut [u8]) {
     // HKDF-SHA-256 can expand to 255 * 32 bytes; every output here is at most 32.
-    if hk.expand_multi_info(&[label, th], out).is_err() {
+    if hk.expand(&[label, th], out).is_err() {
         out.fill(0);
     }
 }
@@ -245,13 +244,7 @@ impl Secrets {
             Role::Initiator => TAG_I_LABEL,
             Role::Responder => TAG_R_LABEL,
         };
-        // HMAC accepts keys of any length.
-        let Ok(mut mac) = Hmac::<Sha256>::new_from_slice(&self.confirm) else {
-            return [0; HASH_LEN];
-        };
-        mac.update(label);
-        mac.update(&self.th);
-        mac.finalize().into_bytes().into()
+        HmacSha256Key::new(&self.confirm).mac(&[label, &self.th])
     }
 
     /// Whether `tag` is the one `role` must send, compared in constant time.

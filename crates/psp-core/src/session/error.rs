@@ -13,6 +13,9 @@ use crate::wire;
 pub enum SealError {
     /// The next sequence number would pass `u32::MAX`: install a new key.
     RekeyRequired,
+    /// The next sequence number is at or above the limit the caller set
+    /// ([`Sealer::set_seq_limit`](super::Sealer::set_seq_limit)): persist a new reservation.
+    Unreserved,
     /// `out` is too short for the sealed frame.
     BufferTooSmall,
     /// The input is not an Ethernet II frame (shorter than 14 bytes).
@@ -28,6 +31,7 @@ impl fmt::Display for SealError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             Self::RekeyRequired => f.write_str("sequence numbers exhausted: rekey required"),
+            Self::Unreserved => f.write_str("sequence number beyond the persisted reservation"),
             Self::BufferTooSmall => f.write_str("output buffer too small"),
             Self::BadInput => f.write_str("input is not an Ethernet II frame"),
             Self::BadProtocol => f.write_str("protocol type cannot be carried"),

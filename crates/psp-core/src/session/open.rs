@@ -3,7 +3,7 @@
 
 use core::ops::Range;
 
-use crate::crypto::sign::VerifyingKey;
+use crate::crypto::sign::{SIGNATURE_LEN, VerifyingKey, signed_digest};
 use crate::crypto::{CryptoError, SuiteId, SuiteKey};
 use crate::replay::ReplayWindow;
 use crate::time::{Duration, Instant};
@@ -201,12 +201,17 @@ impl Opener {
         // 2. Replay check, before any cryptography.
         self.replay.check(repr.seq.0)?;
 
-        // 3. Signature (covers everything before it), then the ICV, before decrypting.
-        if let (Some(verifier), Some(sig)) = (&self.verifier, view.signature()) {
-            verifier
-                .verify(view.signed_part(), sig)
-                .map_err(|_| OpenError(DropReason::BadSignature))?;
-        }
+        // 3. The ICV (and decryption), then the signature: a frame without the key costs one
+        // hash and one ICV check, never an Ed25519 verification. The signature covers a digest
+        // of the ciphertext, taken before decryption overwrites it.
+        let signature = match (&self.verifier, view.signature()) {
+            (Some(verifier), Some(sig)) => {
+                let mut s = [0u8; SIGNATURE_LEN];
+                s.copy_from_slice(sig);
+                Some((*verifier, signed_digest(view.signed_part()), s))
+            }
+            _ => None,
+        };
         let clear_len = view.header_len();
         let section_len = view.section_range().len();
         let (clear, rest) = frame.split_at_mut(clear_len);
@@ -220,6 +225,12 @@ impl Opener {
                     _ => DropReason::WrongSuite,
                 })
             })?;
+
+        if let Some((verifier, digest, sig)) = signature {
+            verifier
+                .verify(&digest, &sig)
+                .map_err(|_| OpenError(DropReason::BadSignature))?;
+        }
 
         // 4. Section.
         let srepr = SectionRepr::parse(&Section::new_unchecked(&*section))?;

@@ -1,7 +1,7 @@
 //! The send side of a session: [`Sealer`] numbers, pads, encrypts and authenticates frames under
 //! one key; [`Sealer::seal_batch`] does many at once and lets the suite interleave them.
 
-use crate::crypto::sign::{SIGNATURE_LEN, SigningKey};
+use crate::crypto::sign::{SIGNATURE_LEN, SigningKey, signed_digest};
 use crate::crypto::{SectionJob, SuiteId, SuiteKey};
 use crate::time::Instant;
 use crate::wire::{
@@ -67,6 +67,8 @@ pub struct Sealer {
     timestamps: bool,
     granule: usize,
     signer: Option<SigningKey>,
+    /// No frame with this SN or above until the caller raises it (its persisted reservation).
+    seq_limit: Option<u32>,
 }
 
 impl Sealer {
@@ -92,7 +94,37 @@ impl Sealer {
             timestamps: cfg.timestamps(),
             granule,
             signer: None,
+            seq_limit: None,
         })
+    }
+
+    /// Refuses every sequence number at or above `limit` ([`SealError::Unreserved`]) until the
+    /// limit is raised: the caller persists a high-water mark before it lets the sealer use the
+    /// numbers below it, so a restart under the same key continues above every number used and
+    /// never repeats a (key, nonce) pair. `None` (the default): no limit.
+    pub fn set_seq_limit(&mut self, limit: Option<Seq>) {
+        self.seq_limit = limit.map(|s| s.0);
+    }
+
+    /// Moves the next sequence number forward to `seq` (never back: a lower `seq` changes
+    /// nothing). For a caller whose reservations are not contiguous.
+    pub fn skip_to(&mut self, seq: Seq) {
+        if let Some(n) = self.next_seq
+            && seq.0 > n.0
+        {
+            self.next_seq = Some(seq);
+        }
+    }
+
+    /// Signs every frame from now on with `signer`, or no frame (`None`), keeping the sequence
+    /// numbers (a reload that changes only the host's identity).
+    pub fn set_signer(&mut self, signer: Option<SigningKey>) {
+        self.signer = signer;
+    }
+
+    /// The limit set by [`set_seq_limit`](Self::set_seq_limit).
+    pub fn seq_limit(&self) -> Option<Seq> {
+        self.seq_limit.map(Seq)
     }
 
     /// A random initial SN from 4 random bytes, in the lower half of the space so every key can
@@ -334,6 +366,9 @@ impl Sealer {
         out: &mut [u8],
     ) -> Result<Layout, SealError> {
         let seq = self.next_seq.ok_or(SealError::RekeyRequired)?;
+        if self.seq_limit.is_some_and(|l| seq.0 >= l) {
+            return Err(SealError::Unreserved);
+        }
         let suite = self.key.suite();
         let repr = Repr {
             dst_addr: dst,
@@ -372,7 +407,8 @@ impl Sealer {
         })
     }
 
-    /// Writes the signature over everything before it, if this sealer signs.
+    /// Writes the signature over the digest of everything before it
+    /// ([`signed_digest`](crate::crypto::sign::signed_digest)), if this sealer signs.
     fn sign(&self, out: &mut [u8]) -> Result<(), SealError> {
         if let Some(signer) = &self.signer {
             let at = out
@@ -382,7 +418,7 @@ impl Sealer {
             let (signed, sig) = out.split_at_mut(at);
             let sig: &mut [u8; SIGNATURE_LEN] =
                 sig.try_into().map_err(|_| SealError::BufferTooSmall)?;
-            signer.sign(signed, sig);
+            signer.sign(&signed_digest(signed), sig);
         }
         Ok(())
     }

@@ -313,6 +313,48 @@ fn signed_frames() {
     );
 }
 
+/// A frame with the signature flag but no valid ICV (a host without the key) is dropped by the
+/// ICV check: the signature is never verified, so garbage costs no Ed25519 verification.
+#[test]
+fn the_icv_is_checked_before_the_signature() {
+    for suite in [
+        SuiteId::NullHmacSha1,
+        SuiteId::Aes128Gcm,
+        SuiteId::BfCbcHmacSha1,
+    ] {
+        let signer = SigningKey::from_seed(&[7; 32]).unwrap();
+        let vk = signer.public_key();
+        let (s, o) = pair(suite, SealerConfig::default(), OpenerConfig::default());
+        let mut s = s.with_signer(signer);
+        let mut o = o.with_verifier(vk);
+        let mut out = [0u8; 256];
+        let sealed = s
+            .seal(Instant::ZERO, &eth(b"broadcast"), &mut out)
+            .unwrap()
+            .to_vec();
+        // Garbage where the ICV and the signature are: both wrong, the ICV is found first.
+        let mut garbage = sealed.clone();
+        let n = garbage.len();
+        for b in &mut garbage[n - 64 - suite.icv_len()..] {
+            *b ^= 0x5a;
+        }
+        assert_eq!(
+            o.open(Instant::ZERO, &mut garbage).unwrap_err().reason(),
+            DropReason::BadIcv,
+            "{suite}"
+        );
+        // A valid ICV with a forged signature (an insider with the key) fails the signature.
+        let mut forged = sealed.clone();
+        forged[n - 1] ^= 1;
+        assert_eq!(
+            o.open(Instant::ZERO, &mut forged).unwrap_err().reason(),
+            DropReason::BadSignature,
+            "{suite}"
+        );
+        assert!(o.open(Instant::ZERO, &mut sealed.clone()).unwrap().signed());
+    }
+}
+
 #[test]
 fn unverified_signatures_only_when_asked_and_a_key_learnt_later() {
     let signer = SigningKey::from_seed(&[7; 32]).unwrap();
@@ -583,4 +625,32 @@ fn seal_batch_frames_open() {
         assert_eq!(opened.frame(), &input[..]);
     }
     assert_eq!(SealJob::default().sealed(), Some(&[][..]));
+}
+
+#[test]
+fn a_seq_limit_stops_sealing_until_it_is_raised() {
+    let (mut s, _) = pair(
+        SuiteId::Aes128Gcm,
+        SealerConfig::default(),
+        OpenerConfig::default(),
+    );
+    let start = s.next_seq().unwrap().0;
+    s.set_seq_limit(Some(Seq(start + 2)));
+    let mut out = [0u8; 256];
+    assert!(s.seal(Instant::ZERO, &eth(b"a"), &mut out).is_ok());
+    assert!(s.seal(Instant::ZERO, &eth(b"b"), &mut out).is_ok());
+    assert_eq!(
+        s.seal(Instant::ZERO, &eth(b"c"), &mut out),
+        Err(SealError::Unreserved)
+    );
+    // Refused without consuming the number: the next one after raising is start + 2.
+    s.set_seq_limit(Some(Seq(start + 3)));
+    assert_eq!(s.next_seq(), Some(Seq(start + 2)));
+    assert!(s.seal(Instant::ZERO, &eth(b"c"), &mut out).is_ok());
+    let mut jobs_out = [[0u8; 256]; 2];
+    let [o1, o2] = &mut jobs_out;
+    let (f1, f2) = (eth(b"d"), eth(b"e"));
+    let mut jobs = [SealJob::new(&f1, o1), SealJob::new(&f2, o2)];
+    s.seal_batch(Instant::ZERO, &mut jobs);
+    assert_eq!(jobs[0].result.err(), Some(SealError::Unreserved));
 }
