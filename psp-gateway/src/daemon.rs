@@ -257,6 +257,12 @@ async fn serve(config: Config, opts: &Options) -> Result<(), DaemonError> {
         origin,
         sessions: link,
         pacing,
+        subnets: config
+            .interface
+            .addresses
+            .iter()
+            .filter_map(|a| crate::config::parse_prefix(a))
+            .collect(),
     });
     let info = Info {
         interface: tap.name().to_owned(),
@@ -287,6 +293,7 @@ async fn serve(config: Config, opts: &Options) -> Result<(), DaemonError> {
             paths,
             Arc::clone(&shared),
             set_rx.clone(),
+            Arc::clone(&state),
         );
         // Its own thread: X25519 and the handling of a request flood never hold up a worker of
         // the dataplane tasks. It ends when the daemon drops the peer-set channel.

@@ -26,6 +26,7 @@ mod validate;
 
 pub(crate) use keyfile::{allow_owner as allow_key_owner, read as read_key_file};
 pub use normalize::NormalizeConfig;
+pub(crate) use session::parse_prefix;
 pub use session::{IdentityFile, SessionConfig};
 
 /// The whole configuration.
@@ -207,6 +208,9 @@ pub struct PeerConfig {
     pub session: bool,
     /// The peer's pinned identity (`identity`, an Ed25519 public key).
     pub identity: Option<[u8; 32]>,
+    /// `identity = "tofu"`: the identity of the peer's first session is pinned (and kept in
+    /// `known_peers`). Without it and without `identity`, the peer is never pinned.
+    pub tofu: bool,
     /// The peer's network address (`address`), for SEP's stage 1; else taken from the frame
     /// that starts the session.
     pub address: Option<core::net::IpAddr>,

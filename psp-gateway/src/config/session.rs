@@ -96,7 +96,7 @@ fn range(
 }
 
 /// Parses an `ADDRESS/PREFIX` string.
-pub(super) fn parse_prefix(s: &str) -> Option<(IpAddr, u8)> {
+pub(crate) fn parse_prefix(s: &str) -> Option<(IpAddr, u8)> {
     let (a, p) = s.split_once('/')?;
     let a: IpAddr = a.parse().ok()?;
     let p: u8 = p.parse().ok()?;

@@ -544,11 +544,21 @@ fn peer(
             "missing; required with a second uplink of kind = \"udp\"",
         ));
     }
+    // `identity = "tofu"`: pinned on first use (only then: a peer without an identity is never
+    // pinned, so nobody can claim it first).
+    let tofu = raw.identity.as_deref() == Some("tofu");
     let identity = raw
         .identity
         .as_deref()
+        .filter(|_| !tofu)
         .map(|h| parse_identity(h).map_err(|p| ctx.err(format!("{scope}.identity"), p)))
         .transpose()?;
+    if tofu && session.is_none() {
+        return Err(ctx.err(
+            format!("{scope}.identity"),
+            "\"tofu\" needs [session]: the identity is learnt from the peer's first session",
+        ));
+    }
     let address = raw
         .address
         .as_deref()
@@ -604,6 +614,7 @@ fn peer(
         normalize,
         session: sessions,
         identity,
+        tofu,
         address,
     })
 }
@@ -836,7 +847,11 @@ fn check_prefix(s: &str) -> Result<(), String> {
 
 /// A pinned identity: the 64 hex digits `psp-gateway keygen --identity` prints.
 fn parse_identity(s: &str) -> Result<[u8; 32], String> {
-    let bad = || format!("{s:?} is not an identity (64 hex digits from keygen --identity)");
+    let bad = || {
+        format!(
+            "{s:?} is not an identity (64 hex digits from keygen --identity, or \"tofu\" to pin the key of the first session)"
+        )
+    };
     let bytes: [u8; 32] = hex::decode(s.trim())
         .map_err(|_| bad())?
         .try_into()

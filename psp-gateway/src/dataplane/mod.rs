@@ -7,6 +7,7 @@
 //! pipeline [`stage`] on a thread of its own.
 
 pub(crate) mod counters;
+pub(crate) mod group_filter;
 pub(crate) mod keys;
 pub(crate) mod normalize;
 pub(crate) mod pacing;
@@ -47,6 +48,8 @@ pub(crate) struct Shared {
     pub(crate) sessions: Option<crate::sessions::Link>,
     /// The normalizer's pacer thread.
     pub(crate) pacing: Arc<pacing::Pacing>,
+    /// This host's protected addresses and prefix lengths (which IPv4 broadcasts are genuine).
+    pub(crate) subnets: Vec<(core::net::IpAddr, u8)>,
 }
 
 impl Shared {
@@ -511,37 +514,16 @@ pub(crate) async fn rx_loop(
                     }
                 }
             } else {
-                peer.learn_pin();
+                // Group frames and a session peer's handshake messages: one opener, one replay
+                // window (a replayed Request is a replay here, before anything else sees it).
                 let opener = if group || session.is_some() {
-                    &mut peer.group
+                    peer.group.opener(session.as_deref())
                 } else {
                     &mut peer.unicast
                 };
                 // Only an ICV vouches for the sender's checksums (`none` has none).
                 let trusted = opener.suite().icv_len() > 0;
-                let r = opener.open(now, frame);
-                match r {
-                    // A restarted session peer's group frames may be below the window; its
-                    // handshake messages (only those) are opened without one.
-                    Err(e)
-                        if session.is_some()
-                            && matches!(e.reason(), DropReason::TooOld | DropReason::Replay) =>
-                    {
-                        peer.group_any.restart_replay_window(0);
-                        match peer.group_any.open(now, frame) {
-                            Ok(o)
-                                if matches!(
-                                    o.protocol(),
-                                    Protocol::SessionEstablishment | Protocol::KeyExchange
-                                ) =>
-                            {
-                                (Ok(o), trusted)
-                            }
-                            _ => (Err(e), trusted),
-                        }
-                    }
-                    r => (r, trusted),
-                }
+                (opener.open(now, frame), trusted)
             };
             match result {
                 Ok(opened) if opened.protocol() == Protocol::Normalized && peer.norm.is_some() => {
@@ -552,16 +534,8 @@ pub(crate) async fn rx_loop(
                             .await;
                     }
                 }
+                // A session keepalive (it already promoted the session it came under).
                 Ok(opened) if via_ring && opened.protocol() == Protocol::Control => {
-                    if let Some(next) = opened
-                        .payload()
-                        .strip_prefix(&crate::sessions::GSN_MAGIC[..])
-                        .and_then(|b| b.get(..4))
-                        .and_then(|b| b.try_into().ok())
-                        .map(u32::from_be_bytes)
-                    {
-                        peer.group_restarted_at(next);
-                    }
                     peer.counters.rx_sub.add(1);
                 }
                 Ok(opened) if opened.protocol().is_sub_protocol() => {
@@ -581,9 +555,18 @@ pub(crate) async fn rx_loop(
                         _ => peer.counters.rx_sub.add(1),
                     }
                 }
-                Ok(_) if !group && !via_ring && session.is_some() => {
-                    // Data under the group key from a session peer: any holder of the group key
-                    // could have sealed it.
+                Ok(opened)
+                    if !via_ring
+                        && session.is_some()
+                        && (!group
+                            || !group_filter::is_group_payload(
+                                opened.frame(),
+                                &shared.subnets,
+                            )) =>
+                {
+                    // Data under the group key from a session peer that is not a genuine group
+                    // payload (ARP, IPv4 broadcast or multicast, IPv6 multicast): any holder of
+                    // the group key could have sealed it, and its data travels under session keys.
                     if let Some(s) = session.as_deref() {
                         s.stats.group_unicast.add(1);
                     }
@@ -693,8 +676,9 @@ async fn write_stage(
 }
 
 /// Receive direction of the second path (SMKEX): opens group-key frames from session peers
-/// (with replay windows of its own) and hands their handshake messages to the driver; anything
-/// else is counted and dropped (data travels on path 1). Returns only on an I/O error.
+/// (with replay windows of their own, kept across reloads while the group key and the peer's
+/// pin are) and hands their handshake messages to the driver; anything else is counted and
+/// dropped (data travels on path 1). Returns only on an I/O error.
 ///
 /// # Errors
 /// An uplink read error.
@@ -705,13 +689,14 @@ pub(crate) async fn rx2_loop(
     max_frame: usize,
 ) -> io::Result<()> {
     let mut inb = Batch::new(BATCH);
-    let mut openers = path2_openers(&set.borrow_and_update(), max_frame);
+    let mut openers = Path2Openers::new();
+    path2_openers(&mut openers, &set.borrow_and_update(), max_frame);
     let g = &shared.global;
     loop {
         let n = uplink.recv_batch(&mut inb).await?;
         g.malformed.add(uplink.take_dropped());
         if set.has_changed().unwrap_or(false) {
-            openers = path2_openers(&set.borrow_and_update(), max_frame);
+            path2_openers(&mut openers, &set.borrow_and_update(), max_frame);
         }
         let now = shared.now();
         for i in 0..n {
@@ -724,26 +709,19 @@ pub(crate) async fn rx2_loop(
                 g.not_for_us.add(1);
                 continue;
             }
-            let Some((s, verifying, opener, budget)) = openers.get_mut(&src) else {
+            let Some(p) = openers.get_mut(&src) else {
                 g.unknown_peer.add(1);
                 continue;
             };
-            if !*verifying && let Some(pin) = s.pin.get() {
-                opener.set_verifier(Some(psp_core::crypto::VerifyingKey::from_bytes(*pin)));
-                *verifying = true;
-            }
-            // Path 2 carries only handshake messages, which have their own replay protection;
-            // a window would refuse a restarted peer's lower sequence numbers.
-            opener.restart_replay_window(0);
-            match opener.open(now, frame) {
+            match p.opener.opener(Some(&p.session)).open(now, frame) {
                 Ok(o)
                     if matches!(
                         o.protocol(),
                         Protocol::SessionEstablishment | Protocol::KeyExchange
                     ) =>
                 {
-                    if !budget.take(now) {
-                        s.stats.messages_limited.add(1);
+                    if !p.budget.take(now) {
+                        p.session.stats.messages_limited.add(1);
                     } else if let Some(link) = &shared.sessions {
                         link.message(src, PathId::SECOND, o.payload());
                     }
@@ -758,34 +736,45 @@ pub(crate) async fn rx2_loop(
     }
 }
 
-type Path2Openers = std::collections::HashMap<
-    Mac,
-    (
-        Arc<crate::sessions::PeerSession>,
-        bool,
-        psp_core::session::Opener,
-        crate::sessions::MessageBudget,
-    ),
->;
+/// One session peer's path-2 receive state.
+#[derive(Debug)]
+struct Path2Peer {
+    session: Arc<crate::sessions::PeerSession>,
+    opener: peers::GroupOpener,
+    budget: crate::sessions::MessageBudget,
+    /// What the opener was built for: the group key settings and the configured pin.
+    settings: (crate::config::PeerSecurity, Option<[u8; 32]>),
+}
 
-fn path2_openers(set: &PeerSet, max_frame: usize) -> Path2Openers {
-    let mut m = Path2Openers::new();
+type Path2Openers = std::collections::HashMap<Mac, Path2Peer>;
+
+/// Brings `openers` in line with `set`: a peer whose session, group key and configured pin are
+/// unchanged keeps its opener (and so its replay window); others get a fresh one.
+fn path2_openers(openers: &mut Path2Openers, set: &PeerSet, max_frame: usize) {
+    let mut old = core::mem::take(openers);
     for (p, s) in set.config.peers.iter().zip(&set.sessions) {
         let Some(s) = s else { continue };
-        let pin = p.identity.or_else(|| s.pin.get().copied());
+        let settings = (set.config.group.clone(), p.identity);
         for mac in &p.macs {
-            if let Ok(o) = peers::group_opener(&set.config, pin, max_frame) {
-                m.insert(
-                    *mac,
-                    (
-                        Arc::clone(s),
-                        pin.is_some(),
-                        o,
-                        crate::sessions::MessageBudget::new(),
-                    ),
-                );
-            }
+            let kept = old
+                .remove(mac)
+                .filter(|o| Arc::ptr_eq(&o.session, s) && o.settings == settings);
+            let entry = match kept {
+                Some(o) => o,
+                None => {
+                    let pin = p.identity.or_else(|| s.pin.get().copied());
+                    let Ok(opener) = peers::GroupOpener::new(&set.config, pin, max_frame) else {
+                        continue;
+                    };
+                    Path2Peer {
+                        session: Arc::clone(s),
+                        opener,
+                        budget: crate::sessions::MessageBudget::new(),
+                        settings: settings.clone(),
+                    }
+                }
+            };
+            openers.insert(*mac, entry);
         }
     }
-    m
 }

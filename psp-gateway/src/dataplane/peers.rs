@@ -154,6 +154,60 @@ impl TxPeers {
     }
 }
 
+/// A group-key opener for one peer's frames (path 1's group frames and handshake messages, or
+/// path 2's messages), with its own replay window, that checks signatures against the peer's
+/// pinned identity from the moment there is one.
+#[derive(Debug)]
+pub(crate) struct GroupOpener {
+    opener: Opener,
+    /// Whether `opener` checks signatures (a pinned identity).
+    verifying: bool,
+}
+
+impl GroupOpener {
+    /// A group-key opener: checks signatures against `pin`, or, without one, accepts signed
+    /// frames unverified (a peer with no identity configured; or one pinned on first use, until
+    /// the pin is learnt).
+    ///
+    /// # Errors
+    /// A key or setting the core refuses.
+    pub(crate) fn new(
+        config: &Config,
+        pin: Option<[u8; 32]>,
+        max_frame: usize,
+    ) -> Result<Self, keys::Error> {
+        let mut o = new_opener("group", &config.group, max_frame)?;
+        match pin {
+            Some(k) => o.set_verifier(Some(VerifyingKey::from_bytes(k))),
+            None => o.set_accept_unverified(true),
+        }
+        Ok(Self {
+            opener: o,
+            verifying: pin.is_some(),
+        })
+    }
+
+    /// The opener, after applying a pin the session learnt since (trust on first use): the one
+    /// place a pin reaches a group opener, so every opener of a peer (path 1 and path 2) checks
+    /// it from the next frame on.
+    #[inline]
+    pub(crate) fn opener(&mut self, session: Option<&PeerSession>) -> &mut Opener {
+        if !self.verifying
+            && let Some(pin) = session.and_then(|s| s.pin.get())
+        {
+            self.opener
+                .set_verifier(Some(VerifyingKey::from_bytes(*pin)));
+            self.verifying = true;
+        }
+        &mut self.opener
+    }
+
+    /// Whether signatures are checked.
+    pub(crate) fn is_verifying(&self) -> bool {
+        self.verifying
+    }
+}
+
 /// One peer, receive side: one opener (and so one replay window) per key it may use.
 #[derive(Debug)]
 pub(crate) struct RxPeer {
@@ -161,72 +215,26 @@ pub(crate) struct RxPeer {
     pub(crate) name: String,
     /// Opens the peer's unicast frames.
     pub(crate) unicast: Opener,
-    /// Opens the peer's broadcast/multicast frames (group key, the peer's own SN space).
-    pub(crate) group: Opener,
-    /// A second group-key opener without a replay window, for handshake messages only: a
-    /// restarted peer's new sequence numbers may be below `group`'s window, and handshake
-    /// messages carry their own replay protection (random ids, the state machine).
-    pub(crate) group_any: Opener,
+    /// Opens the peer's group-key frames: broadcasts and handshake messages (the peer's own SN
+    /// space; the peer's persisted sequence numbers keep it above this window across its
+    /// restarts, so nothing ever resets it).
+    pub(crate) group: GroupOpener,
     /// Counters.
     pub(crate) counters: Arc<PeerCounters>,
     /// The normalized endpoint, if the peer is normalized.
     pub(crate) norm: Option<Arc<NormPeer>>,
     /// The peer's sessions, if it is a session peer.
     pub(crate) session: Option<Arc<PeerSession>>,
-    /// Whether `group` checks signatures (a pinned identity); without one it accepts signed
-    /// frames unverified until a pin is learnt (trust on first use).
-    pub(crate) verifying: bool,
     /// The handshake messages this peer may hand the driver.
     pub(crate) budget: crate::sessions::MessageBudget,
     settings: (PeerSecurity, PeerSecurity, Option<[u8; 32]>),
 }
 
 impl RxPeer {
-    /// A session peer's announcement of its next group sequence number (it restarted, or proves
-    /// it did not): restarts the group window there if that number is below the window, so its
-    /// ARP is not "too old" until its new random start catches up with the old one.
-    pub(crate) fn group_restarted_at(&mut self, next: u32) {
-        let w = self.group.replay_window();
-        if w.highest()
-            .is_some_and(|h| u64::from(next) + u64::from(w.window()) <= u64::from(h))
-        {
-            self.group.restart_replay_window(next);
-            tracing::info!(peer = %self.name, next, "group replay window restarted (the peer restarted)");
-        }
-    }
-
     /// The security number group-key frames carry, if the group sets one.
     pub(crate) fn group_security_number(&self) -> Option<psp_core::wire::SecurityNumber> {
         self.settings.1.security_number
     }
-
-    /// Makes the group opener check signatures once the peer's identity is pinned.
-    #[inline]
-    pub(crate) fn learn_pin(&mut self) {
-        if self.verifying {
-            return;
-        }
-        if let Some(pin) = self.session.as_ref().and_then(|s| s.pin.get()) {
-            self.group
-                .set_verifier(Some(VerifyingKey::from_bytes(*pin)));
-            self.verifying = true;
-        }
-    }
-}
-
-/// A group-key opener for `p`: checks signatures against its pinned identity, or, without one,
-/// accepts signed frames unverified (the sender may sign; we cannot check yet).
-pub(crate) fn group_opener(
-    config: &Config,
-    pin: Option<[u8; 32]>,
-    max_frame: usize,
-) -> Result<Opener, keys::Error> {
-    let mut o = new_opener("group", &config.group, max_frame)?;
-    match pin {
-        Some(k) => o.set_verifier(Some(VerifyingKey::from_bytes(k))),
-        None => o.set_accept_unverified(true),
-    }
-    Ok(o)
 }
 
 /// The receive half of the peer table.
@@ -265,12 +273,10 @@ impl RxPeers {
             peers.push(RxPeer {
                 name: p.name.clone(),
                 unicast: new_opener(&p.name, &p.security, max_frame)?,
-                group: group_opener(config, pin, max_frame)?,
-                group_any: group_opener(config, pin, max_frame)?,
+                group: GroupOpener::new(config, pin, max_frame)?,
                 counters: Arc::clone(&counters[i]),
                 norm: norm.get(i).cloned().flatten(),
                 session,
-                verifying: pin.is_some(),
                 budget: crate::sessions::MessageBudget::new(),
                 settings: (p.security.clone(), config.group.clone(), pin),
             });
@@ -295,10 +301,12 @@ impl RxPeers {
             if o.settings.0 == p.settings.0 {
                 p.unicast = o.unicast;
             }
-            if o.settings.1 == p.settings.1 && (o.settings.2 == p.settings.2 || !p.verifying) {
+            // The window is kept while the group key and the configured pin are (a pin learnt
+            // on first use is in the session and reaches the kept opener by itself).
+            if o.settings.1 == p.settings.1
+                && (o.settings.2 == p.settings.2 || !p.group.is_verifying())
+            {
                 p.group = o.group;
-                p.group_any = o.group_any;
-                p.verifying = o.verifying;
             }
         }
         self

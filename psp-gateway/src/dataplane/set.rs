@@ -41,6 +41,9 @@ pub(crate) enum BuildError {
     /// A normalized peer's settings do not fit the uplink or leave no room for data.
     #[error(transparent)]
     Normalize(ConfigError),
+    /// The known_peers file cannot be read or is unsafe.
+    #[error("known_peers: {0}")]
+    State(#[from] crate::state::StateError),
     /// The suites need more overhead than the running TAP MTU leaves.
     #[error(
         "the new suites need {overhead} bytes of PSP overhead, more than the TAP MTU leaves ({max}); restart instead"
@@ -187,7 +190,7 @@ impl PeerSet {
             }
             None => Arc::new(Mutex::new(group_sealer(&config, ctx.state.as_ref())?)),
         };
-        let sessions = session_peers(&config, previous, ctx.max_frame);
+        let sessions = session_peers(&config, previous, ctx.max_frame)?;
         let tx = TxPeers::build(
             &config,
             &counters,
@@ -324,16 +327,25 @@ pub(crate) fn ring_config(config: &Config, max_frame: usize) -> psp_core::handsh
 }
 
 /// The session state of every session peer: kept from `previous` for a peer of the same name,
-/// MACs, identity and address (its sessions go on), new otherwise.
+/// MACs, identity and address (its sessions go on), new otherwise. A new `identity = "tofu"`
+/// peer starts with the pin in `known_peers`, if there is one, so every opener built for it
+/// checks its signatures from the start.
 fn session_peers(
     config: &Config,
     previous: Option<&PeerSet>,
     max_frame: usize,
-) -> Vec<Option<Arc<PeerSession>>> {
+) -> Result<Vec<Option<Arc<PeerSession>>>, BuildError> {
     let Some(sc) = &config.session else {
-        return vec![None; config.peers.len()];
+        return Ok(vec![None; config.peers.len()]);
     };
-    config
+    let tofu = if config.peers.iter().any(|p| p.tofu) {
+        Some(crate::sessions::Tofu::load(
+            &crate::sessions::known_peers_path(config),
+        )?)
+    } else {
+        None
+    };
+    Ok(config
         .peers
         .iter()
         .map(|p| {
@@ -346,6 +358,7 @@ fn session_peers(
                         && q.session
                         && q.macs == p.macs
                         && q.identity == p.identity
+                        && q.tofu == p.tofu
                         && q.address == p.address
                 })?;
                 (prev.config.session == config.session)
@@ -353,17 +366,22 @@ fn session_peers(
                     .flatten()
             });
             Some(kept.unwrap_or_else(|| {
+                let learnt = tofu
+                    .as_ref()
+                    .filter(|_| p.tofu)
+                    .and_then(|t| t.get(&p.name));
                 Arc::new(PeerSession::new(
                     &p.name,
                     p.macs[0],
                     ring_config(config, max_frame),
-                    p.identity,
+                    p.identity.or(learnt),
+                    p.tofu,
                     p.address,
                     sc.queue,
                 ))
             }))
         })
-        .collect()
+        .collect())
 }
 
 /// The largest overhead of a session suite (frames carry the key id as security number).

@@ -18,8 +18,8 @@ use psp_core::crypto::SuiteId;
 use psp_core::handshake::identity::{ed25519_of, x25519_of};
 use psp_core::handshake::messages::{Body, Repr, SuiteList};
 use psp_core::handshake::{
-    self, Event, FailReason, Handshake, Identity, PathId, Peer, RequestLimiter, Role, SessionKeys,
-    Transmit,
+    self, Event, FailReason, Freshness, Handshake, Identity, PathId, Peer, RequestLimiter, Role,
+    SessionKeys, Tai64n, TimestampClock, Transmit,
 };
 use psp_core::time::{Duration, Instant};
 use psp_core::wire::Protocol;
@@ -32,6 +32,7 @@ use crate::dataplane::counters::Counter;
 use crate::dataplane::set::PeerSet;
 use crate::dataplane::{Mac, Shared};
 use crate::io::{Batch, SLOT_LEN, Uplink};
+use crate::state::StateDir;
 
 /// What the dataplane tasks hand the driver.
 #[derive(Debug)]
@@ -104,8 +105,13 @@ struct PeerState {
     holdoff: Option<Instant>,
     /// Failures in a row.
     fails: u32,
-    /// The peer's address as learnt (config, a frame, or its request).
+    /// The peer's address as learnt (config, a frame, or a completed handshake it started).
     addr: Option<IpAddr>,
+    /// The address in the Request of the running responder handshake: learnt only if that
+    /// handshake completes (a Request alone is not authenticated).
+    offered_addr: Option<IpAddr>,
+    /// The highest Request timestamp accepted from the peer.
+    freshness: Freshness,
     /// When the current session was established, and our role in it.
     established: Option<(Instant, Role)>,
     /// A responder's announcement and queued frames wait for the end of this drive.
@@ -129,14 +135,20 @@ pub(crate) struct Driver {
     state: HashMap<Mac, PeerState>,
     limiter: RequestLimiter<256>,
     tofu: Option<Tofu>,
+    /// Where our Request timestamps come from; its floor persists in the state directory.
+    clock: TimestampClock,
+    state_dir: Arc<StateDir>,
     out: Batch,
     scratch: Vec<u8>,
     buf: Vec<u8>,
 }
 
-/// The control payload that announces the sender's next group-key sequence number (then 4
-/// bytes, big-endian).
-pub(crate) const GSN_MAGIC: &[u8; 8] = b"psp-gsn1";
+/// The control payload of a session keepalive (docs/SESSIONS.md, "Control messages"): type
+/// 0x01, no body.
+const KEEPALIVE: [u8; 1] = [0x01];
+
+/// The state-directory file of the Request clock's floor (24 hex digits, a TAI64N label).
+const CLOCK_FILE: &str = "request-clock";
 
 /// The first retry backoff; doubles per failure in a row up to [`MAX_BACKOFF`].
 const BACKOFF: Duration = Duration::from_secs(1);
@@ -152,13 +164,36 @@ impl Driver {
         uplinks: Vec<Arc<Uplink>>,
         shared: Arc<Shared>,
         set: watch::Receiver<Arc<PeerSet>>,
+        state_dir: Arc<StateDir>,
     ) -> Self {
         let identity = cfg
             .identity
             .as_ref()
             .and_then(|f| Identity::from_seed(*f.seed).ok());
-        let tofu = cfg.known_peers.clone().map(Tofu::load);
+        let tofu = {
+            let config = &set.borrow().config;
+            match Tofu::load(&super::known_peers_path(config)) {
+                Ok(t) => Some(t),
+                Err(e) => {
+                    tracing::error!(error = %e, "known_peers: first-use pins cannot be kept");
+                    None
+                }
+            }
+        };
+        let clock = match state_dir.read(CLOCK_FILE) {
+            Ok(Some(text)) => hex::decode(text.trim())
+                .ok()
+                .and_then(|b| <[u8; Tai64n::LEN]>::try_from(b).ok())
+                .map_or_else(TimestampClock::new, |b| TimestampClock::resume(Tai64n(b))),
+            Ok(None) => TimestampClock::new(),
+            Err(e) => {
+                tracing::warn!(error = %e, "request clock: starting from the wall clock");
+                TimestampClock::new()
+            }
+        };
         Self {
+            clock,
+            state_dir,
             identity,
             two_uplinks: uplinks.len() >= 2,
             udp2: matches!(uplink2, Some(UplinkConfig::Udp { .. })),
@@ -203,16 +238,11 @@ impl Driver {
         }
     }
 
-    /// Takes the session peers of the newest peer set; pins them from the state file.
+    /// Takes the session peers of the newest peer set (their pins came with them).
     fn refresh(&mut self) {
         let set = Arc::clone(&self.set.borrow_and_update());
         self.peers.clear();
         for s in set.sessions.iter().flatten() {
-            if s.pin.get().is_none()
-                && let Some(k) = self.tofu.as_ref().and_then(|t| t.get(&s.name))
-            {
-                let _ = s.pin.set(k);
-            }
             self.peers.insert(s.mac, Arc::clone(s));
         }
         self.state.retain(|mac, _| self.peers.contains_key(mac));
@@ -336,6 +366,24 @@ impl Driver {
         }
     }
 
+    /// The timestamp for our next Request: the wall clock, never at or below one issued before
+    /// (this run or, through the persisted floor, an earlier one).
+    fn request_timestamp(&mut self) -> Tai64n {
+        let t = self
+            .clock
+            .issue(Tai64n::from_system_time(std::time::SystemTime::now()));
+        if let Some(floor) = self.clock.reserve_due() {
+            match self
+                .state_dir
+                .write(CLOCK_FILE, &format!("{}\n", hex::encode(floor.0)))
+            {
+                Ok(()) => self.clock.reserved(floor),
+                Err(e) => tracing::warn!(error = %e, "request clock: floor not saved"),
+            }
+        }
+        t
+    }
+
     fn initiate(&mut self, p: &Arc<PeerSession>, now: Instant) {
         let hint = p.pending_hint();
         let st = self.state.entry(p.mac).or_default();
@@ -347,13 +395,8 @@ impl Driver {
         st.addr = Some(addr);
         let cfg = self.hs_config(self.paths_to(p));
         let peer = self.peer_of(p, addr);
-        let hs = Handshake::initiate(
-            now,
-            cfg,
-            peer,
-            handshake::Tai64n::from_system_time(std::time::SystemTime::now()),
-            &mut OsRng,
-        );
+        let timestamp = self.request_timestamp();
+        let hs = Handshake::initiate(now, cfg, peer, timestamp, &mut OsRng);
         p.stats.initiated.add(1);
         let st = self.state.entry(p.mac).or_default();
         st.hs = Some(hs);
@@ -374,12 +417,20 @@ impl Driver {
             if let Some(hs) = &mut st.hs
                 && hs.session_id().initiator == repr.initiator_id
             {
-                // A copy of the request this handshake answers.
+                // A copy of the request this handshake answers (answered at most once per half
+                // RTO by the core).
                 let _ = hs.handle_message(now, path, bytes);
                 self.drive(&p).await;
                 return;
             }
-            // The token bucket first: a flood of requests must not abort a running handshake.
+            // Only a Request newer than every one accepted from this peer may start a handshake,
+            // and so replace the one in progress: a replay never does (docs/SESSIONS.md,
+            // "Freshness"). Checked before the token bucket, so replays cost no token either.
+            if !st.freshness.is_fresh(req.timestamp) {
+                p.stats.stale_requests.add(1);
+                return;
+            }
+            // The token bucket next: a flood of fresh requests (an insider) is bounded.
             if let Err(r) = self.limiter.check(now, from) {
                 p.stats.fail_reason(r);
                 return;
@@ -390,18 +441,19 @@ impl Driver {
                 if hs.role() == Role::Initiator && !hs.is_closed() && self.shared.mac < from {
                     return;
                 }
-                st.hs = None;
             }
             let cfg = self.hs_config(self.paths_to(&p));
             let peer = self.peer_of(&p, req.initiator_addr);
             match Handshake::respond(now, cfg, peer, path, bytes, &mut OsRng) {
                 Ok(hs) => {
                     let st = self.state.entry(p.mac).or_default();
+                    st.freshness.accept(req.timestamp);
                     st.hs = Some(hs);
                     st.started = Some(now);
-                    st.addr = Some(req.initiator_addr);
+                    st.offered_addr = Some(req.initiator_addr);
                 }
                 Err(r) => {
+                    // Stage 1 refused it (not for us): the running handshake, if any, goes on.
                     p.stats.fail_reason(r);
                     return;
                 }
@@ -509,25 +561,38 @@ impl Driver {
     }
 
     async fn established(&mut self, p: &Arc<PeerSession>, keys: &SessionKeys, now: Instant) {
-        // Trust on first use: pin the key the peer proved it holds.
-        if p.pin.get().is_none()
+        // Trust on first use, only for a peer configured `identity = "tofu"`: pin the key the
+        // peer proved it holds, durably, or refuse the session.
+        if p.tofu
+            && p.pin.get().is_none()
             && let Some(x) = keys.peer_static()
             && let Some(ed) = ed25519_of(&x)
-            && let Some(tofu) = self.tofu.as_mut()
         {
-            if let Err(e) = tofu.pin(&p.name, ed) {
-                tracing::warn!(peer = %p.name, error = %e, "known_peers: cannot write (pinned in memory)");
+            let saved = match self.tofu.as_mut() {
+                Some(tofu) => tofu.pin(&p.name, ed),
+                None => Err(std::io::Error::other("known_peers could not be read")),
+            };
+            if let Err(e) = saved {
+                tracing::error!(peer = %p.name, error = %e, "known_peers: cannot write the first-use pin; session refused");
+                self.abandon(p, "pin_unsaved", now);
+                return;
             }
             let _ = p.pin.set(ed);
             tracing::info!(peer = %p.name, identity = %hex::encode(ed), "peer identity pinned (first use)");
         }
         let had = p.ring().current().is_some();
         if let Err(e) = p.ring().install(now, keys) {
-            p.stats.fail("install");
             tracing::warn!(peer = %p.name, error = %e, "session keys not installed");
+            self.abandon(p, "install", now);
             return;
         }
         let st = self.state.entry(p.mac).or_default();
+        if keys.role() == Role::Responder
+            && let Some(addr) = st.offered_addr.take()
+        {
+            // The peer's address from its Request, now that the handshake it started completed.
+            st.addr = Some(addr);
+        }
         let took = st
             .started
             .map_or(0, |s| now.saturating_since(s).total_micros());
@@ -571,23 +636,13 @@ impl Driver {
         }
     }
 
-    /// Sends one control frame under the new keys at once, carrying this host's next group-key
-    /// sequence number ([`GSN_MAGIC`]). From the initiator it is also WireGuard's keepalive: the
-    /// responder switches to the new keys when it opens it, even if no data flows its way. The
-    /// peer restarts its replay window for our group frames at that number if it is far below
-    /// what it saw (we restarted): without it, our ARP would be "too old" there until our new
-    /// random start passed the old one. Only a session key can seal it, so only we can move it.
+    /// Sends one control frame under the new keys at once: a session keepalive ([`KEEPALIVE`]).
+    /// From the initiator it is WireGuard's keepalive: the responder seals under the new keys
+    /// only once a frame under them opened (a Confirm alone does not prove the initiator still
+    /// holds them), so this frame switches it over even if no data flows its way.
     async fn announce(&mut self, p: &PeerSession, now: Instant) {
         let endpoint = self.endpoint(p, 0);
-        let gsn = self
-            .set
-            .borrow()
-            .group_sealer()
-            .next_seq()
-            .map_or(u32::MAX, |s| s.0);
-        let mut payload = [0u8; GSN_MAGIC.len() + 4];
-        payload[..GSN_MAGIC.len()].copy_from_slice(GSN_MAGIC);
-        payload[GSN_MAGIC.len()..].copy_from_slice(&gsn.to_be_bytes());
+        let payload = KEEPALIVE;
         let sealed = p
             .ring()
             .seal_sub(
@@ -656,6 +711,16 @@ impl Driver {
             }
         }
         self.transmit(0).await;
+    }
+
+    /// Drops the peer's handshake after an Established event this host cannot act on (the keys
+    /// or the pin could not be stored): nothing more is sent for it, so a responder never
+    /// sends a ConfirmAck for keys it does not hold, and the failure is counted and backed off.
+    fn abandon(&mut self, p: &PeerSession, reason: &'static str, now: Instant) {
+        if let Some(st) = self.state.get_mut(&p.mac) {
+            st.hs = None;
+        }
+        self.failed(p, reason, now);
     }
 
     fn failed(&mut self, p: &PeerSession, reason: &'static str, now: Instant) {

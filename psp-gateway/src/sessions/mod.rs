@@ -14,9 +14,9 @@ mod driver;
 mod peer;
 mod tofu;
 
-pub(crate) use driver::{Driver, GSN_MAGIC, Link};
+pub(crate) use driver::{Driver, Link};
 pub(crate) use peer::{FAIL_REASONS, MessageBudget, PeerSession};
-pub(crate) use tofu::{Tofu, parse as tofu_parse};
+pub(crate) use tofu::{Tofu, known_peers_path, parse as tofu_parse};
 
 /// The address SEP's stage 1 names as destination, from the first frame waiting for a session:
 /// an IPv4 or IPv6 destination, or an ARP reply's target.

@@ -13,9 +13,10 @@ use serde_json::{Map, Value};
 use crate::dataplane::Mac;
 use crate::dataplane::counters::Counter;
 
-/// Every handshake failure counted, in a fixed order (the counter index), and `install` (the
-/// key ring refused the keys) last.
-pub(crate) const FAIL_REASONS: [&str; 12] = [
+/// Every handshake failure counted, in a fixed order (the counter index), then `pin_unsaved`
+/// (a first-use pin could not be written, so the session was refused) and `install` (the key
+/// ring refused the keys).
+pub(crate) const FAIL_REASONS: [&str; 13] = [
     "smkex_mismatch",
     "confirm_mismatch",
     "timeout",
@@ -27,6 +28,7 @@ pub(crate) const FAIL_REASONS: [&str; 12] = [
     "expiry_refused",
     "bad_share",
     "not_for_us",
+    "pin_unsaved",
     "install",
 ];
 
@@ -97,6 +99,9 @@ pub(crate) struct SessionStats {
     pub(crate) group_unicast: Counter,
     /// Handshake messages dropped by the receive tasks' budget (a flood).
     pub(crate) messages_limited: Counter,
+    /// Requests not newer than one already accepted from the peer (a replay after this host
+    /// restarted, or a peer whose clock went back): ignored, no state, no answer.
+    pub(crate) stale_requests: Counter,
 }
 
 impl SessionStats {
@@ -123,6 +128,8 @@ pub(crate) struct PeerSession {
     pub(crate) ring: Mutex<KeyRing>,
     /// The peer's pinned Ed25519 identity (config `identity`, or learnt on first use).
     pub(crate) pin: OnceLock<[u8; 32]>,
+    /// `identity = "tofu"`: the driver pins the identity of the first session.
+    pub(crate) tofu: bool,
     /// The configured address (SEP stage 1), if any.
     pub(crate) address: Option<IpAddr>,
     /// Counters.
@@ -144,6 +151,7 @@ impl PeerSession {
         mac: Mac,
         ring: KeyRingConfig,
         pin: Option<[u8; 32]>,
+        tofu: bool,
         address: Option<IpAddr>,
         cap: usize,
     ) -> Self {
@@ -156,6 +164,7 @@ impl PeerSession {
             mac,
             ring: Mutex::new(KeyRing::new(ring)),
             pin: p,
+            tofu,
             address,
             stats: SessionStats::default(),
             pending: Mutex::new(VecDeque::new()),
@@ -268,6 +277,7 @@ impl PeerSession {
         m.insert("unknown_key".into(), s.unknown_key.get().into());
         m.insert("group_unicast".into(), s.group_unicast.get().into());
         m.insert("messages_limited".into(), s.messages_limited.get().into());
+        m.insert("stale_requests".into(), s.stale_requests.get().into());
         if let Some(pin) = self.pin.get() {
             m.insert("identity".into(), hex::encode(pin).into());
         }

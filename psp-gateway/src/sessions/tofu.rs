@@ -1,12 +1,17 @@
-//! The trust-on-first-use state file (`[session] known_peers`): one line per peer,
-//! `NAME HEX-ED25519-KEY`, like ssh's `known_hosts`. A peer without a pinned `identity` is
-//! pinned here after its first session; from then on a different key is refused
-//! (`identity_mismatch`, logged as an error). Rewritten whole (temporary file, rename), 0600.
+//! The trust-on-first-use state file (`[session] known_peers`, default `known_peers` in the
+//! state directory): one line per peer, `NAME HEX-ED25519-KEY`, like ssh's `known_hosts`. Only a
+//! peer configured with `identity = "tofu"` is pinned here, after its first session; from then
+//! on a different key is refused (`identity_mismatch`). A peer without `identity` is never
+//! pinned (so no insider can claim it first). The file is rewritten whole with
+//! [`crate::state::write_atomic`] and refused on load when another user owns it or others may
+//! write it. A pin that cannot be written is not used: that session is refused
+//! (`pin_unsaved`), so a restart never forgets a pin the peers relied on.
 
 use std::collections::HashMap;
-use std::io::Write as _;
-use std::os::unix::fs::OpenOptionsExt as _;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
+
+use crate::config::Config;
+use crate::state::{StateError, read_checked, write_atomic};
 
 /// The pins read from, and written to, the state file.
 #[derive(Debug)]
@@ -15,24 +20,36 @@ pub(crate) struct Tofu {
     pins: HashMap<String, [u8; 32]>,
 }
 
+/// Where `config` keeps its pins: `[session] known_peers`, or `known_peers` in the state
+/// directory.
+pub(crate) fn known_peers_path(config: &Config) -> PathBuf {
+    config
+        .session
+        .as_ref()
+        .and_then(|s| s.known_peers.clone())
+        .unwrap_or_else(|| config.daemon.state_directory.join("known_peers"))
+}
+
 impl Tofu {
     /// Reads `path` (a missing file is empty). Malformed lines are skipped with a warning.
-    pub(crate) fn load(path: PathBuf) -> Self {
-        let pins = match std::fs::read_to_string(&path) {
-            Ok(text) => {
+    ///
+    /// # Errors
+    /// The file cannot be read, or another user owns it, or others may write it.
+    pub(crate) fn load(path: &Path) -> Result<Self, StateError> {
+        let pins = match read_checked(path)? {
+            Some(text) => {
                 let (pins, bad) = parse(&text);
                 for line in bad {
                     tracing::warn!(file = %path.display(), line, "known_peers: malformed line skipped");
                 }
                 pins
             }
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => HashMap::new(),
-            Err(e) => {
-                tracing::warn!(file = %path.display(), error = %e, "known_peers: cannot read");
-                HashMap::new()
-            }
+            None => HashMap::new(),
         };
-        Self { path, pins }
+        Ok(Self {
+            path: path.to_path_buf(),
+            pins,
+        })
     }
 
     /// The pinned key of `name`, if any.
@@ -40,31 +57,24 @@ impl Tofu {
         self.pins.get(name).copied()
     }
 
-    /// Pins `key` for `name` and rewrites the file.
+    /// Pins `key` for `name` and rewrites the file (atomically, durably). On error nothing is
+    /// pinned, in memory or on disk.
     ///
     /// # Errors
-    /// The file could not be written (the pin still holds in memory).
+    /// The file could not be written.
     pub(crate) fn pin(&mut self, name: &str, key: [u8; 32]) -> std::io::Result<()> {
-        self.pins.insert(name.to_string(), key);
-        let mut names: Vec<_> = self.pins.iter().collect();
+        let mut pins = self.pins.clone();
+        pins.insert(name.to_string(), key);
+        let mut names: Vec<_> = pins.iter().collect();
         names.sort();
         let mut text =
             String::from("# psp-gateway known peers (trust on first use): NAME ED25519-KEY\n");
         for (n, k) in names {
             text.push_str(&format!("{n} {}\n", hex::encode(k)));
         }
-        let tmp = self.path.with_extension("tmp");
-        {
-            let mut f = std::fs::OpenOptions::new()
-                .write(true)
-                .create(true)
-                .truncate(true)
-                .mode(0o600)
-                .open(&tmp)?;
-            f.write_all(text.as_bytes())?;
-            f.sync_all()?;
-        }
-        std::fs::rename(&tmp, &self.path)
+        write_atomic(&self.path, text.as_bytes())?;
+        self.pins = pins;
+        Ok(())
     }
 }
 
@@ -99,13 +109,35 @@ mod tests {
     fn pins_survive_a_reload_and_bad_lines_are_skipped() {
         let path = std::env::temp_dir().join(format!("psp-tofu-{}", std::process::id()));
         std::fs::write(&path, "junk\nb zz\n").unwrap();
-        let mut t = Tofu::load(path.clone());
+        let mut t = Tofu::load(&path).unwrap();
         assert_eq!(t.get("b"), None);
         t.pin("b", [7; 32]).unwrap();
         t.pin("a", [1; 32]).unwrap();
-        let t = Tofu::load(path.clone());
+        let t = Tofu::load(&path).unwrap();
         assert_eq!(t.get("b"), Some([7; 32]));
         assert_eq!(t.get("a"), Some([1; 32]));
         std::fs::remove_file(&path).unwrap();
+    }
+
+    #[test]
+    fn a_pin_that_cannot_be_written_is_not_kept_and_unsafe_files_are_refused() {
+        use std::os::unix::fs::PermissionsExt as _;
+        let dir = std::env::temp_dir().join(format!("psp-tofu-dir-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir(&dir).unwrap();
+        let path = dir.join("known_peers");
+        let mut t = Tofu::load(&path).unwrap();
+        std::fs::remove_dir(&dir).unwrap();
+        assert!(t.pin("b", [7; 32]).is_err());
+        assert_eq!(t.get("b"), None, "not pinned in memory either");
+        std::fs::create_dir(&dir).unwrap();
+        std::fs::write(
+            &path,
+            "b 0707070707070707070707070707070707070707070707070707070707070707\n",
+        )
+        .unwrap();
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o666)).unwrap();
+        assert!(matches!(Tofu::load(&path), Err(StateError::Unsafe { .. })));
+        std::fs::remove_dir_all(&dir).unwrap();
     }
 }
