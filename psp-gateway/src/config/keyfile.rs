@@ -106,6 +106,12 @@ pub(crate) fn allow_owner(uid: u32) {
     RUN_AS.store(uid, core::sync::atomic::Ordering::Relaxed);
 }
 
+/// The uid [`allow_owner`] named (the user a root daemon drops to), if any.
+pub(crate) fn run_as() -> Option<u32> {
+    let uid = RUN_AS.load(core::sync::atomic::Ordering::Relaxed);
+    (uid != NO_USER).then_some(uid)
+}
+
 /// The owner rule: a key file belongs to root or to the effective user `euid` of the process.
 /// A file another user owns could be rewritten by them (mode aside, they may `chmod` it back),
 /// so its key is not ours to trust.

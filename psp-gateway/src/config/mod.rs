@@ -24,7 +24,7 @@ mod raw;
 mod session;
 mod validate;
 
-pub(crate) use keyfile::{allow_owner as allow_key_owner, read as read_key_file};
+pub(crate) use keyfile::{allow_owner as allow_key_owner, read as read_key_file, run_as};
 pub use normalize::NormalizeConfig;
 pub(crate) use session::parse_prefix;
 pub use session::{IdentityFile, SessionConfig};
