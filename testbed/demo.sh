@@ -206,16 +206,36 @@ if [[ $UPLINK == raw ]]; then
         grep -v '^[0-9]' | head -3 | sed 's/^\t*/      /'
 fi
 if [[ $UPLINK == raw ]]; then
+    # inspect exits 1 only for a frame that fails its check: here every frame is genuine.
+    inspect() { # LABEL ARGS... : prints the decode indented; a failure is a FAIL
+        local label=$1 out rc
+        shift
+        echo "  $label"
+        out=$("$TB_BIN" inspect "$@" 2>&1)
+        rc=$?
+        printf '%s\n' "$out" | sed 's/^/    /'
+        ((rc == 0)) || fail "psp-gateway inspect ($label) exited $rc"
+    }
     echo
-    echo "  psp-gateway inspect with the group key (a broadcast frame: ARP inside PSP):"
     tcpdump -r "$EVE_PCAP" -c 1 -w "$TB_DIR/excerpt-bcast.pcap" 'ether proto 0x1982 and ether broadcast' 2>/dev/null
-    "$TB_BIN" inspect --suite "$SUITE" --key-hex "$(cat "$TB_DIR/group.key")" --pcap "$TB_DIR/excerpt-bcast.pcap" 2>&1 | sed 's/^/    /'
+    # With sessions, a data frame (its key id in the security-number field: flag 0x10), not one
+    # of the handshake messages that go under the group key.
+    ucast="ether proto 0x1982 and ether dst $(tb_mac 2)"
+    [[ $KEYS == session ]] && ucast="$ucast and ether[14] & 0x10 != 0"
+    tcpdump -r "$EVE_PCAP" -c 1 -w "$TB_DIR/excerpt-ucast.pcap" "$ucast" 2>/dev/null
     if [[ $KEYS == static ]]; then
-        echo "  psp-gateway inspect with the vm1-vm2 key (a unicast frame vm1 -> vm2):"
-        tcpdump -r "$EVE_PCAP" -c 1 -w "$TB_DIR/excerpt-ucast.pcap" "ether proto 0x1982 and ether dst $(tb_mac 2)" 2>/dev/null
-        "$TB_BIN" inspect --suite "$SUITE" --key-hex "$(cat "$TB_DIR/vm1-vm2.key")" --pcap "$TB_DIR/excerpt-ucast.pcap" 2>&1 | sed 's/^/    /'
+        inspect "psp-gateway inspect with the group key (a broadcast frame: ARP inside PSP):" \
+            --suite "$SUITE" --key-file "$TB_DIR/group.key" --pcap "$TB_DIR/excerpt-bcast.pcap"
+        inspect "psp-gateway inspect with the vm1-vm2 key (a unicast frame vm1 -> vm2):" \
+            --suite "$SUITE" --key-file "$TB_DIR/vm1-vm2.key" --pcap "$TB_DIR/excerpt-ucast.pcap"
     else
-        echo "  (unicast frames are sealed under session keys, which exist only in the gateways' memory)"
+        # --config: vm1's group key, its peers' pinned identities and its own public key. The
+        # broadcast frame is signed by its sender; the unicast one is under a session key,
+        # which exists only in the two gateways' memory.
+        inspect "psp-gateway inspect --config vm1.toml (a broadcast frame: signed ARP inside PSP):" \
+            --config "$TB_DIR/vm1.toml" --pcap "$TB_DIR/excerpt-bcast.pcap"
+        inspect "psp-gateway inspect --config vm1.toml (a unicast frame vm1 -> vm2, under a session key):" \
+            --config "$TB_DIR/vm1.toml" --pcap "$TB_DIR/excerpt-ucast.pcap"
     fi
 else
     echo "  (psp-gateway inspect reads Ethernet PSP frames; in udp mode they are inside UDP: skipped)"

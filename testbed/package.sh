@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # testbed/package.sh: build the psp-gateway Debian package.
 #
-# 1. psp-gateway-gen writes the man pages and completions from the clap definitions into
+# 1. psp-gateway-gen writes the man pages (section 1 from the clap definitions, psp-gateway.toml(5)
+#    from docs/CONFIG.md) and completions into
 #    TARGET/PROFILE/generated/ (where [package.metadata.deb] assets look for them);
 # 2. cargo build the binary, then cargo deb -p psp-gateway --no-build packs it with them, the
 #    unit, the sysusers.d file and /etc/psp/gateway.toml.
@@ -39,7 +40,7 @@ cargo run --locked --quiet --profile "$profile" -p psp-gateway --bin psp-gateway
     "$generated" >&2 || die "psp-gateway-gen failed"
 # Debian wants man pages gzipped; cargo-deb compresses only assets it does not consider built
 # (and everything under target/release/ counts as built). -n: no name or time, reproducible.
-gzip -9n "$generated"/man/*.1
+gzip -9n "$generated"/man/*.1 "$generated"/man/*.5
 
 # The binary, built here so that cargo deb need not: the man page glob in the assets would make
 # it build the whole workspace.

@@ -12,6 +12,7 @@ use tokio::signal::unix::{SignalKind, signal};
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
+use crate::checks;
 use crate::config::{Config, ConfigError, LogFormat, UplinkConfig};
 use crate::dataplane::counters::GlobalCounters;
 use crate::dataplane::normalize::NormContext;
@@ -74,6 +75,19 @@ pub(crate) fn run(opts: &Options) -> Result<(), DaemonError> {
     }
     let config = Config::load(&opts.config)?;
     init_logging(&config, opts);
+    if let Some(user) = &run_as
+        && let Ok((uid, _)) = crate::io::sys::lookup_user(user)
+    {
+        let theirs_not = checks::keys_not_owned_by(&config, uid);
+        if !theirs_not.is_empty() {
+            let files: Vec<String> = theirs_not.iter().map(|p| p.display().to_string()).collect();
+            tracing::warn!(
+                user = %user,
+                "key files {user} does not own: {files}; after the switch to {user} a reload (SIGHUP) reads them as {user} and fails (mode 0600: only the owner reads them). Fix: chown {user}: {files}",
+                files = files.join(" ")
+            );
+        }
+    }
     let cal = crate::kernels::calibrate_scrambler();
     tracing::info!(
         scramble = cal.choice.scramble.name(),
@@ -95,8 +109,11 @@ fn init_logging(config: &Config, opts: &Options) {
         .unwrap_or_else(|| config.daemon.log_level.clone());
     let filter = tracing_subscriber::EnvFilter::try_new(&level)
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+    // Colours only for a terminal: journald and log files get plain text.
+    let ansi = std::io::IsTerminal::is_terminal(&std::io::stderr());
     let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
+        .with_ansi(ansi)
         .with_writer(std::io::stderr);
     // A second initialisation (tests) is harmless: the first subscriber stays.
     let _ = match opts.log_format.unwrap_or(config.daemon.log_format) {
@@ -128,28 +145,12 @@ fn tap_mtu(max_frame: usize, overhead: usize) -> Option<usize> {
 
 async fn serve(config: Config, opts: &Options) -> Result<(), DaemonError> {
     let origin = std::time::Instant::now();
-    let uplink = match &config.uplink {
-        UplinkConfig::Raw { interface } => Uplink::Raw(
-            RawSocket::open(interface)
-                .map_err(|e| runtime(format_args!("uplink {interface}"), e))?,
-        ),
-        UplinkConfig::Udp { listen } => Uplink::Udp(
-            UdpLink::bind(*listen).map_err(|e| runtime(format_args!("uplink udp {listen}"), e))?,
-        ),
-    };
-    let uplink2 = match &config.uplink2 {
-        None => None,
-        Some(UplinkConfig::Raw { interface }) => {
-            Some(Uplink::Raw(RawSocket::open(interface).map_err(|e| {
-                runtime(format_args!("uplink[1] {interface}"), e)
-            })?))
-        }
-        Some(UplinkConfig::Udp { listen }) => {
-            Some(Uplink::Udp(UdpLink::bind(*listen).map_err(|e| {
-                runtime(format_args!("uplink[1] udp {listen}"), e)
-            })?))
-        }
-    };
+    let uplink = open_uplink("uplink", &config.uplink)?;
+    let uplink2 = config
+        .uplink2
+        .as_ref()
+        .map(|u| open_uplink("uplink[1]", u))
+        .transpose()?;
     let uplink_mtu = uplink.mtu().map_err(|e| runtime("uplink MTU", e))?;
     let max_frame = max_frame(&uplink, uplink_mtu);
     let user = opts.user.clone().or_else(|| config.daemon.user.clone());
@@ -203,8 +204,10 @@ async fn serve(config: Config, opts: &Options) -> Result<(), DaemonError> {
     };
 
     let name = &config.interface.name;
-    let tap = Tap::open_with(name, config.interface.offload)
-        .map_err(|e| runtime(format_args!("TAP {name}"), e))?;
+    let tap = Tap::open_with(name, config.interface.offload).map_err(|e| {
+        let hint = checks::hint(checks::Step::Tap(name), &e);
+        runtime(format_args!("TAP {name}"), format_args!("{e}{hint}"))
+    })?;
     if let Some(mac) = config.interface.mac {
         tap.set_mac(mac)
             .map_err(|e| runtime(format_args!("TAP {name} MAC"), e))?;
@@ -265,6 +268,15 @@ async fn serve(config: Config, opts: &Options) -> Result<(), DaemonError> {
         interface: tap.name().to_owned(),
         uplink: uplink.describe(),
         mtu,
+        paths: core::iter::once(&config.uplink)
+            .chain(config.uplink2.as_ref())
+            .map(status::PathInfo::of)
+            .collect(),
+        public_key: config
+            .session
+            .as_ref()
+            .and_then(|s| s.identity.as_ref())
+            .map(|id| id.public_key),
     };
     let tap = Arc::new(tap);
     let uplink = Arc::new(uplink);
@@ -365,13 +377,21 @@ async fn serve(config: Config, opts: &Options) -> Result<(), DaemonError> {
     let _ = notifier.notify("READY=1");
 
     let [mut tx_task, mut rx_task] = tasks;
+    // A JoinHandle polled to completion must not be awaited again (tokio panics).
+    let (mut tx_done, mut rx_done) = (false, false);
     let result = loop {
         tokio::select! {
             _ = hup.recv() => reload(&config, &set_tx, overhead_limit(mtu, max_frame), &notifier, &pacing),
             _ = term.recv() => break Ok(()),
             _ = int.recv() => break Ok(()),
-            r = &mut tx_task => break Err(task_error("transmit", r)),
-            r = &mut rx_task => break Err(task_error("receive", r)),
+            r = &mut tx_task => {
+                tx_done = true;
+                break Err(task_error("transmit", r));
+            }
+            r = &mut rx_task => {
+                rx_done = true;
+                break Err(task_error("receive", r));
+            }
         }
     };
     let _ = notifier.notify("STOPPING=1");
@@ -386,8 +406,12 @@ async fn serve(config: Config, opts: &Options) -> Result<(), DaemonError> {
         t.abort();
     }
     // Wait for the tasks to drop their handles on the TAP, so it is gone when we return.
-    let _ = tx_task.await;
-    let _ = rx_task.await;
+    if !tx_done {
+        let _ = tx_task.await;
+    }
+    if !rx_done {
+        let _ = rx_task.await;
+    }
     let _ = status_task.await;
     for t in session_tasks {
         let _ = t.await;
@@ -507,8 +531,39 @@ fn add_address(dev: &str, addr: &str) -> Result<(), DaemonError> {
     ))
 }
 
+/// Opens one uplink (`which`: `uplink` or `uplink[1]`, for messages); a raw one is prepared
+/// first ([`checks::prepare_raw_uplink`]: IPv6 off, then up; warnings).
+fn open_uplink(which: &str, config: &UplinkConfig) -> Result<Uplink, DaemonError> {
+    match config {
+        UplinkConfig::Raw { interface } => {
+            checks::prepare_raw_uplink(which, interface).map_err(DaemonError::Runtime)?;
+            let socket = RawSocket::open(interface).map_err(|e| {
+                let hint = checks::hint(checks::Step::RawUplink, &e);
+                runtime(
+                    format_args!("{which} {interface}"),
+                    format_args!("{e}{hint}"),
+                )
+            })?;
+            Ok(Uplink::Raw(socket))
+        }
+        UplinkConfig::Udp { listen } => UdpLink::bind(*listen).map(Uplink::Udp).map_err(|e| {
+            let hint = checks::hint(checks::Step::UdpUplink, &e);
+            runtime(
+                format_args!("{which} udp {listen}"),
+                format_args!("{e}{hint}"),
+            )
+        }),
+    }
+}
+
 fn bind_status(path: &std::path::Path) -> Result<UnixListener, DaemonError> {
-    let err = |e: std::io::Error| runtime(format_args!("status socket {}", path.display()), e);
+    let err = |e: std::io::Error| {
+        let hint = checks::hint(checks::Step::StatusSocket, &e);
+        runtime(
+            format_args!("status socket {}", path.display()),
+            format_args!("{e}{hint}"),
+        )
+    };
     if let Some(dir) = path.parent() {
         std::fs::create_dir_all(dir).map_err(err)?;
     }
@@ -516,7 +571,8 @@ fn bind_status(path: &std::path::Path) -> Result<UnixListener, DaemonError> {
     if std::os::unix::net::UnixStream::connect(path).is_ok() {
         return Err(runtime(
             format_args!("status socket {}", path.display()),
-            "another daemon is serving it",
+            "another daemon is serving it (a psp-gateway with the same TAP name, perhaps in a \
+             network namespace without a name that shares /run: set [daemon] status_socket)",
         ));
     }
     let _ = std::fs::remove_file(path);

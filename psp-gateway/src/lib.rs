@@ -8,6 +8,7 @@
 //! `src/main.rs`, the integration tests (`tests/`) and the fuzz targets use; the rest is
 //! `pub(crate)`, so the dead-code lints see it.
 
+pub(crate) mod checks;
 pub mod cli;
 pub mod config;
 pub(crate) mod daemon;

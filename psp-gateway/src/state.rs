@@ -171,11 +171,13 @@ pub(crate) fn read_checked(path: &Path) -> Result<Option<String>, StateError> {
         .map_err(io_err(path))
 }
 
-/// Refuses a path owned by a user other than us (or root), or writable by group or others.
+/// Refuses a path owned by a user other than us, root, or the user a root daemon drops to
+/// (`--user`: the daemon hands it the directory before the switch), or writable by group or
+/// others.
 fn check_owner_and_mode(path: &Path) -> Result<(), StateError> {
     let m = std::fs::metadata(path).map_err(io_err(path))?;
     let me = nix::unistd::geteuid().as_raw();
-    if m.uid() != me && m.uid() != 0 {
+    if m.uid() != me && m.uid() != 0 && crate::config::run_as() != Some(m.uid()) {
         return Err(StateError::Unsafe {
             path: path.to_path_buf(),
             problem: format!(

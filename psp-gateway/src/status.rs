@@ -13,7 +13,7 @@ use tokio::io::AsyncWriteExt as _;
 use tokio::net::UnixListener;
 use tokio::sync::watch;
 
-use crate::config::format_mac;
+use crate::config::{UplinkConfig, format_mac};
 use crate::dataplane::Shared;
 use crate::dataplane::set::PeerSet;
 
@@ -26,6 +26,63 @@ pub(crate) struct Info {
     pub(crate) uplink: String,
     /// TAP MTU.
     pub(crate) mtu: usize,
+    /// The uplinks, path 1 first.
+    pub(crate) paths: Vec<PathInfo>,
+    /// This host's identity (its Ed25519 public key), with `[session] identity_file`.
+    pub(crate) public_key: Option<[u8; 32]>,
+}
+
+/// One uplink (path) for the status document.
+#[derive(Debug, Clone)]
+pub(crate) struct PathInfo {
+    /// `raw:eth1` or `udp:0.0.0.0:5198`, as configured.
+    describe: String,
+    /// The interface of a raw uplink, whose link state the document reports.
+    interface: Option<String>,
+}
+
+impl PathInfo {
+    /// The path of an uplink's configuration.
+    pub(crate) fn of(config: &UplinkConfig) -> Self {
+        match config {
+            UplinkConfig::Raw { interface } => Self {
+                describe: format!("raw:{interface}"),
+                interface: Some(interface.clone()),
+            },
+            UplinkConfig::Udp { listen } => Self {
+                describe: format!("udp:{listen}"),
+                interface: None,
+            },
+        }
+    }
+}
+
+/// The paths as JSON: `[{"path": 1, "uplink": "raw:eth1", "link": "up"}, ...]`; `link` (raw
+/// uplinks only) is `up` (administratively up with carrier), `no-carrier` or `down`, read now.
+fn paths_json(paths: &[PathInfo]) -> Value {
+    let ifs = crate::io::sys::interfaces().unwrap_or_default();
+    let list: Vec<Value> = paths
+        .iter()
+        .enumerate()
+        .map(|(i, p)| {
+            let mut m = Map::new();
+            m.insert("path".into(), (i + 1).into());
+            m.insert("uplink".into(), p.describe.clone().into());
+            if let Some(name) = &p.interface {
+                let flags = ifs.iter().find(|e| &e.name == name).map_or(0, |e| e.flags);
+                let link = if flags & libc::IFF_UP as u32 == 0 {
+                    "down"
+                } else if flags & libc::IFF_RUNNING as u32 == 0 {
+                    "no-carrier"
+                } else {
+                    "up"
+                };
+                m.insert("link".into(), link.into());
+            }
+            Value::Object(m)
+        })
+        .collect();
+    Value::Array(list)
 }
 
 /// The status document.
@@ -73,6 +130,8 @@ pub(crate) fn document(info: &Info, shared: &Shared, set: &PeerSet) -> Value {
         "mac": format_mac(shared.mac),
         "uplink": info.uplink,
         "mtu": info.mtu,
+        "paths": paths_json(&info.paths),
+        "public_key": info.public_key.map(hex::encode),
         "uptime_ms": u64::try_from(shared.origin.elapsed().as_millis()).unwrap_or(u64::MAX),
         "group": {
             "suite": cfg.group.suite.name(),
@@ -115,12 +174,8 @@ pub(crate) async fn serve(
 /// # Errors
 /// One line: the socket cannot be reached or does not answer with JSON.
 pub(crate) fn fetch(path: &Path) -> Result<Value, String> {
-    let mut s = UnixStream::connect(path).map_err(|e| {
-        format!(
-            "status socket {}: {e} (is the daemon running?)",
-            path.display()
-        )
-    })?;
+    let mut s = UnixStream::connect(path)
+        .map_err(|e| format!("status socket {}: {e}{}", path.display(), connect_hint(&e)))?;
     let mut text = String::new();
     s.read_to_string(&mut text)
         .map_err(|e| format!("status socket {}: {e}", path.display()))?;
@@ -130,6 +185,23 @@ pub(crate) fn fetch(path: &Path) -> Result<Value, String> {
             path.display()
         )
     })
+}
+
+/// What a failed connection to the status socket most likely means.
+fn connect_hint(e: &std::io::Error) -> &'static str {
+    match e.raw_os_error() {
+        Some(libc::ENOENT) => {
+            " (no daemon has created it: is the daemon running, in this network namespace? \
+             Give its config with --config or the path with --socket)"
+        }
+        Some(libc::ECONNREFUSED) => " (nothing listens on it: the daemon that made it has stopped)",
+        Some(libc::EACCES | libc::EPERM) => {
+            " (the daemon is running, but the socket (mode 0660) or its directory is not open \
+             to this user: run as root, as the daemon's user, or as a member of its group \
+             (the packaged unit: psp-gateway))"
+        }
+        _ => "",
+    }
 }
 
 /// Renders the status document as a human table.
@@ -145,6 +217,25 @@ pub(crate) fn render(doc: &Value) -> String {
         u(&doc["mtu"]),
         u(&doc["uptime_ms"]) as f64 / 1000.0
     );
+    if let Some(pk) = doc["public_key"].as_str() {
+        let _ = writeln!(s, "public key {pk}");
+    }
+    if let Some(paths) = doc["paths"].as_array().filter(|p| !p.is_empty()) {
+        let shown: Vec<String> = paths
+            .iter()
+            .map(|p| {
+                let link = p["link"]
+                    .as_str()
+                    .map_or_else(String::new, |l| format!(" (link {l})"));
+                format!(
+                    "path {} {}{link}",
+                    u(&p["path"]),
+                    p["uplink"].as_str().unwrap_or("?")
+                )
+            })
+            .collect();
+        let _ = writeln!(s, "{}", shown.join(", "));
+    }
     let _ = writeln!(
         s,
         "{:<16} {:<20} {:>10} {:>14} {:>10} {:>14} {:>8}",
@@ -196,6 +287,11 @@ pub(crate) fn render(doc: &Value) -> String {
     }
     render_sessions(&mut s, peers);
     render_normalized(&mut s, peers);
+    for p in peers {
+        if let Some(why) = diagnose(p, doc) {
+            let _ = writeln!(s, "hint {}: {why}", p["name"].as_str().unwrap_or("?"));
+        }
+    }
     let d = nonzero(&doc["drops"]);
     let _ = writeln!(
         s,
@@ -212,8 +308,8 @@ pub(crate) fn render(doc: &Value) -> String {
     s
 }
 
-/// The normalization lines of the human table (only when a peer is normalized).
-/// The session table: per session peer its state, age, suite, paths, rekeys and failures.
+/// The session table: per session peer its state, when its newest handshake completed (the
+/// newest session's age), suite, paths, rekeys and failures.
 fn render_sessions(s: &mut String, peers: &[Value]) {
     let u = |v: &Value| v.as_u64().unwrap_or(0);
     let sess: Vec<_> = peers
@@ -225,8 +321,8 @@ fn render_sessions(s: &mut String, peers: &[Value]) {
     }
     let _ = writeln!(
         s,
-        "{:<16} {:<6} {:>8} {:<20} {:<12} {:>7} {:>9} {:>10}  FAILURES",
-        "SESSION", "STATE", "AGE-s", "SUITE", "PATHS", "REKEYS", "HS-ms", "NO-SESSION"
+        "{:<16} {:<6} {:>9} {:<20} {:<12} {:>7} {:>9} {:>10}  FAILURES",
+        "SESSION", "STATE", "LAST-HS", "SUITE", "PATHS", "REKEYS", "HS-ms", "NO-SESSION"
     );
     for p in sess {
         let x = &p["session"];
@@ -242,12 +338,12 @@ fn render_sessions(s: &mut String, peers: &[Value]) {
             .unwrap_or_default();
         let _ = writeln!(
             s,
-            "{:<16} {:<6} {:>8} {:<20} {:<12} {:>7} {:>9.2} {:>10}  {}",
+            "{:<16} {:<6} {:>9} {:<20} {:<12} {:>7} {:>9.2} {:>10}  {}",
             p["name"].as_str().unwrap_or("?"),
             x["state"].as_str().unwrap_or("?"),
             x["age_s"]
                 .as_u64()
-                .map_or_else(|| "-".into(), |a| a.to_string()),
+                .map_or_else(|| "never".into(), |a| format!("{a}s ago")),
             x["suite"].as_str().unwrap_or("-"),
             x["paths"].as_str().unwrap_or("-"),
             u(&x["rekeys"]),
@@ -256,6 +352,125 @@ fn render_sessions(s: &mut String, peers: &[Value]) {
             if fails.is_empty() { "-" } else { &fails }
         );
     }
+}
+
+/// Why a peer may not be talking, from its counters (one line), or `None` when nothing points
+/// at a problem. The likely cause and the config line to check, most specific first: a failed
+/// handshake by its most frequent reason, then drops by reason, then no session yet, then
+/// silence.
+pub(crate) fn diagnose(peer: &Value, doc: &Value) -> Option<String> {
+    let u = |v: &Value| v.as_u64().unwrap_or(0);
+    let x = &peer["session"];
+    let session = x["sessions"].is_u64();
+    if session && x["state"] == "down" {
+        let worst = x["handshake_failures"].as_object().and_then(|m| {
+            m.iter()
+                .filter(|(_, v)| u(v) > 0)
+                .max_by_key(|(_, v)| u(v))
+                .map(|(k, v)| (k.clone(), u(v)))
+        });
+        if let Some((reason, n)) = worst {
+            let why = match reason.as_str() {
+                "timeout" => {
+                    "the peer does not answer: is it running, does its config list this host's \
+                     MAC as a [[peer]] mac, and do both hosts have the same [group] key and suite?"
+                }
+                "too_few_paths" => {
+                    "one host requires two paths (smkex = \"require\") and the other has one \
+                     uplink, or path 2 does not connect them"
+                }
+                "smkex_mismatch" => {
+                    "the two paths carried different handshakes: a message was changed on one \
+                     path (an active attacker), or the uplinks are crossed between the hosts"
+                }
+                "identity_mismatch" => {
+                    "its identity is not the one pinned here ([[peer]] identity or known_peers): \
+                     compare with `psp-gateway pubkey` on the peer"
+                }
+                "no_common_suite" => "the two hosts' [session] suites have no suite in common",
+                "expiry_refused" => "the session lifetimes do not fit ([session] lifetime_s)",
+                "rate_limited" => "it sent more handshake requests than the rate limit allows",
+                "confirm_mismatch" => {
+                    "key confirmation failed: the hosts derived different keys (a man in the \
+                     middle?)"
+                }
+                _ => "its handshake messages were refused",
+            };
+            return Some(format!(
+                "no session: {n} handshake(s) failed with {reason}: {why}"
+            ));
+        }
+    }
+    let drops = &peer["drops"];
+    let reasons: [(&str, &str); 8] = [
+        (
+            "bad-icv",
+            "its frames fail the ICV: the two ends use different keys or suites (key_file, \
+             [group] key_file, suite)",
+        ),
+        (
+            "bad-signature",
+            "its signed frames fail the signature: the identity pinned here is not the key of \
+             its identity_file (compare with `psp-gateway pubkey` on it)",
+        ),
+        (
+            "unsupported",
+            "it signs its frames and this host has no key to check them: pin its identity \
+             ([[peer]] identity = \"...\", from `psp-gateway pubkey` on it)",
+        ),
+        (
+            "wrong-suite",
+            "it uses another suite (suite in [defaults], [group] or [[peer]])",
+        ),
+        (
+            "security-number",
+            "security_number differs between the two ends",
+        ),
+        (
+            "timestamp",
+            "timestamps are on at one end only, or the clocks differ by more than max_skew_ms",
+        ),
+        (
+            "too-old",
+            "its sequence numbers are behind the replay window: it restarted with a static \
+             key (restart both, or use [session])",
+        ),
+        (
+            "replay",
+            "frames seen before arrive again (a replay, or a loop on the segment)",
+        ),
+    ];
+    if let Some((r, why)) = reasons.iter().find(|(r, _)| u(&drops[*r]) > 0) {
+        return Some(format!("{} frame(s) dropped as {r}: {why}", u(&drops[*r])));
+    }
+    if session
+        && x["state"] == "down"
+        && x["sessions"] == 0
+        && u(&peer["tx_frames"]) == 0
+        && u(&x["no_session"]) == 0
+    {
+        return Some(
+            "no session yet: nothing was sent to it so far (the first unicast frame to its MAC \
+             starts the handshake)"
+                .to_owned(),
+        );
+    }
+    if u(&peer["rx_frames"]) == 0 && (u(&peer["tx_frames"]) > 0 || x["state"] == "up") {
+        let unknown = u(&doc["drops"]["unknown_peer"]);
+        let mut why = format!(
+            "nothing received from it: is it running, and does its config name this host's MAC \
+             ({}) as a [[peer]] mac?",
+            doc["mac"].as_str().unwrap_or("?")
+        );
+        if unknown > 0 {
+            why.push_str(&format!(
+                " {unknown} frame(s) came from MACs no [[peer]] here lists (unknown_peer): \
+                 check this peer's mac"
+            ));
+        }
+        return Some(why);
+    }
+    None
 }
 
 fn render_normalized(s: &mut String, peers: &[Value]) {
@@ -301,5 +516,98 @@ fn render_normalized(s: &mut String, peers: &[Value]) {
             u(&n["inner_queue_frames"]),
             u(&n["inner_drops"])
         );
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn peer(extra: Value) -> Value {
+        let mut p = json!({
+            "name": "b", "suite": "aes128-gcm", "tx_frames": 5, "tx_bytes": 500,
+            "rx_frames": 5, "rx_bytes": 500, "drops": {"bad-icv": 0}, "drops_total": 0
+        });
+        if let (Some(p), Some(e)) = (p.as_object_mut(), extra.as_object()) {
+            p.extend(e.clone());
+        }
+        p
+    }
+
+    fn doc(peers: &[Value]) -> Value {
+        json!({
+            "interface": "psp0", "mac": "02:00:00:00:00:01", "uplink": "raw:eth1", "mtu": 1412,
+            "paths": [{"path": 1, "uplink": "raw:eth1", "link": "up"},
+                      {"path": 2, "uplink": "raw:eth2", "link": "down"}],
+            "public_key": "ab".repeat(32), "uptime_ms": 1500,
+            "group": {"suite": "aes128-gcm", "tx_frames": 1, "tx_bytes": 42},
+            "peers": peers, "drops": {"unknown_peer": 6}, "ignored": {"not_for_us": 0},
+            "drops_total": 6
+        })
+    }
+
+    #[test]
+    fn a_talking_peer_needs_no_hint() {
+        let p = peer(json!({}));
+        assert_eq!(diagnose(&p, &doc(&[])), None);
+    }
+
+    #[test]
+    fn hints_name_the_likely_cause() {
+        let silent = peer(json!({"rx_frames": 0}));
+        let d = doc(&[]);
+        let why = diagnose(&silent, &d).unwrap();
+        assert!(why.starts_with("nothing received from it"), "{why}");
+        assert!(
+            why.contains("02:00:00:00:00:01") && why.contains("6 frame(s) came from MACs"),
+            "{why}"
+        );
+
+        let icv = peer(json!({"drops": {"bad-icv": 3}}));
+        assert!(
+            diagnose(&icv, &d)
+                .unwrap()
+                .starts_with("3 frame(s) dropped as bad-icv: ")
+        );
+
+        let failing = peer(json!({"session": {
+            "state": "down", "sessions": 0, "no_session": 4,
+            "handshake_failures": {"timeout": 2, "too_few_paths": 0}
+        }}));
+        let why = diagnose(&failing, &d).unwrap();
+        assert!(
+            why.starts_with(
+                "no session: 2 handshake(s) failed with timeout: the peer does not answer"
+            ),
+            "{why}"
+        );
+
+        let idle = peer(json!({"tx_frames": 0, "rx_frames": 0, "session": {
+            "state": "down", "sessions": 0, "no_session": 0, "handshake_failures": {}
+        }}));
+        assert!(diagnose(&idle, &d).unwrap().starts_with("no session yet"));
+    }
+
+    #[test]
+    fn the_table_answers_the_usual_questions() {
+        let up = peer(json!({"session": {
+            "state": "up", "age_s": 42, "suite": "aes128-gcm", "paths": "two-path",
+            "sessions": 1, "rekeys": 0, "handshake_ms": 2.5, "no_session": 0,
+            "handshake_failures": {}
+        }}));
+        let table = render(&doc(&[up]));
+        assert!(
+            table.contains(&format!("public key {}\n", "ab".repeat(32))),
+            "{table}"
+        );
+        assert!(
+            table.contains("path 1 raw:eth1 (link up), path 2 raw:eth2 (link down)"),
+            "{table}"
+        );
+        assert!(
+            table.contains("LAST-HS") && table.contains("42s ago"),
+            "{table}"
+        );
+        assert!(!table.contains("hint b:"), "{table}");
     }
 }

@@ -60,11 +60,26 @@ fn keygen_lengths_and_randomness() {
     assert!(a.status.success());
     let ka = String::from_utf8(a.stdout).unwrap();
     let kb = String::from_utf8(b.stdout).unwrap();
-    assert_eq!(ka.trim().len(), 64, "32 bytes as hex by default");
+    assert_eq!(
+        ka.trim().len(),
+        32,
+        "16 bytes (aes128-gcm, the default) as hex"
+    );
     assert_ne!(ka, kb);
-    let g = run(&["keygen", "--suite", "aes128-gcm"], b"");
-    assert_eq!(String::from_utf8(g.stdout).unwrap().trim().len(), 32);
+    let g = run(&["keygen", "--suite", "bf-cbc-hmac-sha1"], b"");
+    assert_eq!(String::from_utf8(g.stdout).unwrap().trim().len(), 64);
     assert_one_line_error(&run(&["keygen", "--suite", "rot13"], b""), 2);
+    // A near miss lists the valid names.
+    let near = run(&["keygen", "--suite", "aes128"], b"");
+    assert_one_line_error(&near, 2);
+    assert!(
+        stderr(&near).contains(
+            "--suite: unknown suite `aes128`; want one of none, null-hmac-sha1, \
+             bf-cbc-hmac-sha1, aes128-gcm, aes256-gcm, chacha20-poly1305, scramble-hmac-sha1"
+        ),
+        "{}",
+        stderr(&near)
+    );
     assert_one_line_error(&run(&["keygen", "--bytes", "0"], b""), 2);
 }
 
@@ -103,7 +118,7 @@ fn bad_arguments_are_one_line() {
         &run(&["inspect", "--key-hex", "00", "--suite", "rot13"], b""),
         2,
     );
-    assert_one_line_error(&run(&["inspect", "--key-hex", "00"], b""), 2); // bf needs 32 bytes
+    assert_one_line_error(&run(&["inspect", "--key-hex", "00"], b""), 2); // aes128-gcm: 16 bytes
 }
 
 /// A fresh temporary directory, removed on drop.
@@ -296,7 +311,7 @@ fn inspect_pcap() {
         &[
             "inspect",
             "--key-hex",
-            &"00".repeat(32),
+            &"00".repeat(16),
             "--pcap",
             path.to_str().unwrap(),
         ],
@@ -333,4 +348,235 @@ fn run_with_a_bad_config_is_one_line_and_exit_2() {
     let o = run(&["status", "--socket", sock.to_str().expect("utf-8")], b"");
     assert_one_line_error(&o, 1);
     std::fs::remove_dir_all(&dir).expect("cleanup");
+}
+
+/// The public key of the Ed25519-signed vectors' signer.
+fn signer_public_hex() -> String {
+    let text = include_str!("../../crates/psp-core/tests/vectors/psp_frames.json");
+    let v: serde_json::Value = serde_json::from_str(text).expect("vectors parse");
+    let seed = v["vectors"]
+        .as_array()
+        .expect("vector list")
+        .iter()
+        .find_map(|v| v["signer_seed"].as_str())
+        .expect("a signed vector");
+    let seed: [u8; 32] = hex::decode(seed).unwrap().try_into().unwrap();
+    let pk = psp_core::crypto::sign::SigningKey::from_seed(&seed)
+        .unwrap()
+        .public_key();
+    hex::encode(pk.as_bytes())
+}
+
+/// A signed group frame: without the signer's public key its ICV is still checked and it is
+/// not an error; with several keys the right one is found; with only wrong ones it is a drop.
+#[test]
+fn inspect_signed_frames() {
+    let (suite, key, sealed) = vector("null-hmac-sha1 Ed25519-signed ARP");
+    let inspect = |extra: &[&str]| {
+        let mut args = vec!["inspect", "--suite", &suite, "--key-hex", &key];
+        args.extend_from_slice(extra);
+        let o = run(&args, sealed.as_bytes());
+        let out = String::from_utf8_lossy(&o.stdout).into_owned();
+        (o, out)
+    };
+    let (o, out) = inspect(&[]);
+    assert!(o.status.success(), "{out}{}", stderr(&o));
+    assert!(
+        out.contains("verdict    icv ok, signature not checked (signed; give --public-key-hex)"),
+        "{out}"
+    );
+    assert!(out.contains("ARP request"), "{out}");
+    assert!(stderr(&o).is_empty(), "{}", stderr(&o));
+
+    let right = signer_public_hex();
+    let wrong = "3b6a27bcceb6a42d62a3a8d02a6f0d73653215771de243a63ac048a18b59da29";
+    let (o, out) = inspect(&["--public-key-hex", wrong, "--public-key-hex", &right]);
+    assert!(o.status.success(), "{out}{}", stderr(&o));
+    assert!(out.contains("icv ok, signature ok (public key 2)"), "{out}");
+    let (o, out) = inspect(&["--public-key-hex", &format!("{wrong},{right}")]);
+    assert!(
+        o.status.success() && out.contains("signature ok (public key 2)"),
+        "{out}"
+    );
+
+    let (o, out) = inspect(&["--public-key-hex", wrong]);
+    assert_one_line_error(&o, 1);
+    assert!(out.contains("DROP: bad-signature"), "{out}");
+    assert_one_line_error(&inspect(&["--public-key-hex", "abcd"]).0, 2);
+}
+
+/// A unicast frame carrying a security number that no given key opens is reported as a
+/// session frame (its key id), not an error; with `--config` the MACs say so for certain.
+#[test]
+fn inspect_session_frames_are_not_errors() {
+    let (suite, _, sealed) = vector("chacha20-poly1305 security number + timestamp");
+    let other = "11".repeat(32);
+    let o = run(
+        &["inspect", "--suite", &suite, "--key-hex", &other],
+        sealed.as_bytes(),
+    );
+    let out = String::from_utf8_lossy(&o.stdout).into_owned();
+    assert!(o.status.success(), "{out}{}", stderr(&o));
+    assert!(out.contains("verdict    session key id 0x"), "{out}");
+    assert!(
+        out.contains("session keys are never stored, so it cannot be opened offline (or it is sealed under a key not given here)"),
+        "{out}"
+    );
+    assert!(
+        out.contains("1 frame(s): 0 opened, 1 under session keys"),
+        "{out}"
+    );
+    assert!(!out.contains("DROP"), "{out}");
+
+    // --config: the group key, the session peers' MACs, and public keys given beside it.
+    let dir = TempDir::new("inspect-config");
+    let (_, gkey, signed) = vector("null-hmac-sha1 Ed25519-signed ARP");
+    dir.file("group.key", &gkey, 0o600);
+    let cfg = dir.file(
+        "gw.toml",
+        "[interface]\nmac = \"02:00:00:00:00:01\"\naddresses = [\"10.0.0.1/24\"]\n\
+         [uplink]\nkind = \"raw\"\ninterface = \"eth1\"\n[session]\n\
+         [defaults]\nsuite = \"null-hmac-sha1\"\n[group]\nkey_file = \"group.key\"\n\
+         [[peer]]\nname = \"b\"\nmac = \"02:00:00:00:00:02\"\n",
+        0o644,
+    );
+    let right = signer_public_hex();
+    let o = run(
+        &["inspect", "--config", &cfg, "--public-key-hex", &right],
+        format!("{signed}\n{sealed}\n").as_bytes(),
+    );
+    let out = String::from_utf8_lossy(&o.stdout).into_owned();
+    assert!(o.status.success(), "{out}{}", stderr(&o));
+    assert!(out.contains("icv ok, signature ok"), "{out}");
+    assert!(
+        out.contains("session keys are never stored, so it cannot be opened offline\n"),
+        "{out}"
+    );
+    assert!(
+        out.contains("2 frame(s): 1 opened, 1 under session keys"),
+        "{out}"
+    );
+    // --suite belongs to --key-*, not to --config.
+    assert_one_line_error(
+        &run(&["inspect", "--config", &cfg, "--suite", "aes128-gcm"], b""),
+        2,
+    );
+}
+
+/// `pubkey` prints what `keygen --identity` printed, from the file or from a config.
+#[test]
+fn pubkey_prints_the_identity_public_key() {
+    let dir = TempDir::new("pubkey");
+    let id = dir.0.join("host.id");
+    let made = run(&["keygen", "--identity", id.to_str().unwrap()], b"");
+    assert!(made.status.success(), "{}", stderr(&made));
+    let printed = String::from_utf8_lossy(&made.stdout).trim().to_owned();
+    assert_eq!(printed.len(), 64);
+    let o = run(&["pubkey", id.to_str().unwrap()], b"");
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert_eq!(String::from_utf8_lossy(&o.stdout).trim(), printed);
+
+    dir.file("group.key", &"22".repeat(16), 0o600);
+    let cfg = dir.file(
+        "gw.toml",
+        "[interface]\naddresses = [\"10.0.0.1/24\"]\n[uplink]\nkind = \"raw\"\ninterface = \"eth1\"\n\
+         [session]\nidentity_file = \"host.id\"\n[defaults]\nsuite = \"aes128-gcm\"\n\
+         [group]\nkey_file = \"group.key\"\n",
+        0o644,
+    );
+    let o = run(&["pubkey", "--config", &cfg], b"");
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert_eq!(String::from_utf8_lossy(&o.stdout).trim(), printed);
+
+    // The key-file rules apply.
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&id, std::fs::Permissions::from_mode(0o644)).unwrap();
+    let o = run(&["pubkey", id.to_str().unwrap()], b"");
+    assert_one_line_error(&o, 1);
+    assert!(
+        stderr(&o).contains("is mode 0644; want 0600"),
+        "{}",
+        stderr(&o)
+    );
+    assert_one_line_error(&run(&["pubkey"], b""), 2);
+}
+
+/// `status --config` reads the socket path and nothing else: a config whose key files are
+/// missing and whose peer is half written still names the socket, and the hint says what a
+/// missing socket means.
+#[test]
+fn status_config_needs_only_the_socket_path() {
+    let dir = TempDir::new("status-config");
+    let sock = dir.0.join("gw.sock");
+    let cfg = dir.file(
+        "gw.toml",
+        "[daemon]\nstatus_socket = \"gw.sock\"\n[group]\nkey_file = \"missing.key\"\n[[peer]]\nname = \"half\n",
+        0o644,
+    );
+    // The half-written string is a TOML syntax error: reported as such, one line.
+    assert_one_line_error(&run(&["status", "--config", &cfg], b""), 2);
+    let cfg = dir.file(
+        "gw.toml",
+        "[daemon]\nstatus_socket = \"gw.sock\"\n[group]\nkey_file = \"missing.key\"\n[[peer]]\nname = \"half\"\n",
+        0o644,
+    );
+    let o = run(&["status", "--config", &cfg], b"");
+    assert_one_line_error(&o, 1);
+    let e = stderr(&o);
+    assert!(
+        e.contains(&format!("status socket {}: ", sock.display()))
+            && e.contains(
+                "no daemon has created it: is the daemon running, in this network namespace?"
+            ),
+        "{e}"
+    );
+    assert!(!e.contains("missing.key"), "{e}");
+}
+
+/// `psp-gateway-gen --help` prints its usage and creates nothing; other options are errors.
+#[test]
+fn gen_help_creates_no_directory() {
+    let dir = TempDir::new("gen");
+    let gen_bin = env!("CARGO_BIN_EXE_psp-gateway-gen");
+    let o = Command::new(gen_bin)
+        .arg("--help")
+        .current_dir(&dir.0)
+        .output()
+        .unwrap();
+    assert!(o.status.success());
+    assert!(String::from_utf8_lossy(&o.stdout).starts_with("usage: psp-gateway-gen DIR"));
+    let o = Command::new(gen_bin)
+        .arg("--bogus")
+        .current_dir(&dir.0)
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(2));
+    assert_eq!(
+        std::fs::read_dir(&dir.0).unwrap().count(),
+        0,
+        "created something"
+    );
+}
+
+/// `psp-gateway.toml(5)` renders under groff with every warning on and none printed.
+#[test]
+fn config_man_page_renders_cleanly() {
+    let dir = TempDir::new("man5");
+    let o = Command::new(env!("CARGO_BIN_EXE_psp-gateway-gen"))
+        .arg(&dir.0)
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let page = dir.0.join("man/psp-gateway.toml.5");
+    let o = Command::new("groff")
+        .args(["-man", "-Tutf8", "-ww", "-z"])
+        .arg(&page)
+        .output()
+        .expect("groff (Debian: groff-base, which man-db needs; testbed/install-deps.sh)");
+    assert!(o.status.success());
+    assert!(
+        o.stderr.is_empty(),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
 }

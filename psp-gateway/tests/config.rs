@@ -590,35 +590,97 @@ fn mac_helpers() {
     assert_eq!(parse_mac("02:00:5e:10:00"), None);
 }
 
-/// Every complete example in docs/CONFIG.md (a ```toml block with an `[uplink]` section) loads,
-/// with 32-byte keys in the key files it names.
+/// Every ```toml block of docs/CONFIG.md and README.md, and the packaged example config,
+/// loads with the real loader: what a user copies works. Key files are made with the length
+/// their suite needs (keygen's), identity files with `Identity::generate`; a fragment (a block
+/// without an uplink) gets a minimal `[uplink]` and, if it has none, `[group]`.
 #[test]
-fn documented_examples_load() {
-    let doc = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../docs/CONFIG.md"))
-        .expect("docs/CONFIG.md");
-    let mut examples = 0;
-    for block in doc.split("```toml\n").skip(1) {
-        let text = block.split("```").next().unwrap_or_default();
-        if !text.contains("[uplink]") {
-            continue;
+fn every_documented_toml_block_loads() {
+    let root = concat!(env!("CARGO_MANIFEST_DIR"), "/..");
+    let mut blocks: Vec<(String, String)> = Vec::new();
+    for doc in ["docs/CONFIG.md", "README.md"] {
+        let text = std::fs::read_to_string(format!("{root}/{doc}")).expect(doc);
+        for block in text.split("```toml\n").skip(1) {
+            let toml = block.split("```").next().unwrap_or_default();
+            blocks.push((doc.to_owned(), toml.to_owned()));
+        }
+    }
+    let packaged = "psp-gateway/debian/gateway.toml";
+    let text = std::fs::read_to_string(format!("{root}/{packaged}")).expect(packaged);
+    blocks.push((packaged.to_owned(), text));
+    let mut complete = 0;
+    for (doc, text) in &blocks {
+        let mut text = text.clone();
+        if text.contains("[uplink]") || text.contains("[[uplink]]") {
+            complete += 1;
+        } else {
+            text = format!("[uplink]\nkind = \"raw\"\ninterface = \"eth1\"\n{text}");
+        }
+        if !text.contains("[group]") {
+            text.push_str("\n[group]\nkey_file = \"group.key\"\n");
         }
         let dir = Dir::new();
-        for line in text.lines() {
-            if let Some(rest) = line.trim().strip_prefix("key_file = \"") {
-                let name = rest.split('"').next().unwrap();
-                assert!(
-                    !name.contains('/'),
-                    "examples use relative key files: {name}"
-                );
-                dir.key(name, 32, 3, 0o600);
-            }
+        make_key_files(&dir, &text);
+        if let Err(e) = dir.load(&text) {
+            panic!("a TOML block of {doc} is refused: {e}\n{text}");
         }
-        if let Err(e) = dir.load(text) {
-            panic!("example in docs/CONFIG.md is refused: {e}\n{text}");
-        }
-        examples += 1;
     }
-    assert!(examples >= 3, "found {examples} complete examples");
+    assert!(blocks.len() >= 9, "found {} blocks", blocks.len());
+    assert!(complete >= 8, "found {complete} complete examples");
+}
+
+/// Writes the key files (`key_file`, sized for the key's suite) and identity files
+/// (`identity_file`) that the config `text` names, relative to `dir`.
+fn make_key_files(dir: &Dir, text: &str) {
+    let table: toml::Table = text.parse().expect("a TOML block");
+    let suite_of = |t: Option<&toml::Value>| {
+        t.and_then(|t| t.get("suite"))
+            .and_then(toml::Value::as_str)
+            .map(str::to_owned)
+    };
+    let default = suite_of(table.get("defaults")).unwrap_or_else(|| "bf-cbc-hmac-sha1".into());
+    let len = |suite: &str| if suite == "aes128-gcm" { 16 } else { 32 };
+    let mut keys: Vec<(String, usize)> = Vec::new();
+    if let Some(g) = table.get("group") {
+        let suite = suite_of(Some(g)).unwrap_or_else(|| default.clone());
+        if let Some(f) = g.get("key_file").and_then(toml::Value::as_str) {
+            keys.push((f.to_owned(), len(&suite)));
+        }
+    }
+    for p in table
+        .get("peer")
+        .and_then(toml::Value::as_array)
+        .into_iter()
+        .flatten()
+    {
+        let suite = suite_of(Some(p)).unwrap_or_else(|| default.clone());
+        if let Some(f) = p.get("key_file").and_then(toml::Value::as_str) {
+            keys.push((f.to_owned(), len(&suite)));
+        }
+    }
+    for (i, (name, len)) in keys.into_iter().enumerate() {
+        assert!(
+            !name.contains('/'),
+            "examples use relative key files: {name}"
+        );
+        // Distinct bytes per file: the loader refuses a normalized peer on the group's key.
+        dir.key(&name, len, 3 + 40 * (i as u8), 0o600);
+    }
+    let id = table
+        .get("session")
+        .and_then(|s| s.get("identity_file"))
+        .and_then(toml::Value::as_str);
+    if let Some(name) = id {
+        let mut n = 0u8;
+        let identity = psp_core::handshake::Identity::generate(|seed| {
+            n += 1;
+            seed.fill(n);
+        })
+        .expect("an identity");
+        let path = dir.path(name);
+        std::fs::write(&path, hex::encode(identity.seed())).expect("write identity");
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o600)).expect("chmod");
+    }
 }
 
 #[test]
@@ -766,5 +828,131 @@ fn session_errors_name_their_key() {
             "{TWO_PATHS}[[uplink]]\nkind = \"raw\"\ninterface = \"eth2\"\n[session]\n{peer}"
         ))
         .starts_with("uplink: 3 [[uplink]] tables")
+    );
+}
+
+/// `smkex = "require"` with one uplink could never set up a session (`too_few_paths` on every
+/// handshake): refused at load, with the fix.
+#[test]
+fn smkex_require_with_one_uplink_is_refused() {
+    let dir = base_dir();
+    let head = "[interface]\nmac = \"02:00:00:00:00:01\"\naddresses = [\"10.0.0.1/24\"]\n\
+                [uplink]\nkind = \"raw\"\ninterface = \"eth0\"\n[group]\nkey_file = \"group.key\"\n";
+    let peer = "[[peer]]\nname = \"vm2\"\nmac = \"02:00:00:00:00:02\"\n";
+    assert_eq!(
+        dir.error(&format!("{head}[session]\nsmkex = \"require\"\n{peer}")),
+        "session.smkex: \"require\" needs two paths and there is one uplink, so every handshake \
+         would fail (too_few_paths); add a second [[uplink]] (path 2), or set smkex = \"prefer\" \
+         (two paths when both hosts have them) or \"off\" (single-path SEP)"
+    );
+    for mode in ["prefer", "off"] {
+        assert!(
+            dir.load(&format!("{head}[session]\nsmkex = \"{mode}\"\n{peer}"))
+                .is_ok()
+        );
+    }
+    assert!(
+        dir.load(&format!(
+            "{TWO_PATHS}[session]\nsmkex = \"require\"\n{peer}"
+        ))
+        .is_ok()
+    );
+}
+
+/// `[peer]` for `[[peer]]` (and the reverse for a single table) in our words, not serde's.
+#[test]
+fn bracket_mixups_say_which_brackets() {
+    let dir = base_dir();
+    assert_eq!(
+        dir.error(&format!(
+            "{RAW_HEAD}[peer]\nname = \"vm2\"\nmac = \"02:00:00:00:00:02\"\n"
+        )),
+        "peer: [peer] is a single table; write [[peer]] (double brackets), one per entry"
+    );
+    assert_eq!(
+        dir.error(&format!("{RAW_HEAD}[[defaults]]\nsuite = \"aes128-gcm\"\n")),
+        "defaults: [[defaults]] is an array of tables; write [defaults] (single brackets), once"
+    );
+}
+
+/// `status --config` needs only the socket path: no key file is read (a user who cannot read
+/// them, or a file mid-edit, still works), and only `interface.name` and `daemon.status_socket`
+/// are checked.
+#[test]
+fn status_socket_of_reads_only_the_socket_keys() {
+    use psp_gateway::config::{default_status_socket, status_socket_of};
+    let dir = Dir::new();
+    let path = dir.path("gw.toml");
+    // No key files exist, a peer is half written, an unknown key sits in [defaults].
+    std::fs::write(
+        &path,
+        "[interface]\nname = \"psp7\"\n[uplink]\nkind = \"raw\"\n[group]\nkey_file = \"nope.key\"\n\
+         [defaults]\nsuite = \"aes128\"\nreplay_windw = 4\n[[peer]]\nname = \"half\"\n",
+    )
+    .unwrap();
+    assert_eq!(
+        status_socket_of(&path).unwrap(),
+        default_status_socket("psp7")
+    );
+    std::fs::write(
+        &path,
+        "[daemon]\nstatus_socket = \"run/gw.sock\"\n[[peer]]\n",
+    )
+    .unwrap();
+    assert_eq!(status_socket_of(&path).unwrap(), dir.path("run/gw.sock"));
+    std::fs::write(&path, "[daemon]\nstatus_socket = 5\n").unwrap();
+    assert!(
+        status_socket_of(&path)
+            .unwrap_err()
+            .to_string()
+            .ends_with("daemon.status_socket: invalid type: integer, expected a string"),
+    );
+    std::fs::write(&path, "[interface]\nname = \"a/b\"\n").unwrap();
+    assert!(
+        status_socket_of(&path)
+            .unwrap_err()
+            .to_string()
+            .contains("interface.name: \"a/b\" is not a valid interface name")
+    );
+    std::fs::write(&path, "[daemon\n").unwrap();
+    assert!(status_socket_of(&path).is_err());
+}
+
+/// Unknown suite names list the valid ones, in `[defaults]` and in `[session] suites`.
+#[test]
+fn unknown_suites_list_the_valid_ones() {
+    let dir = base_dir();
+    let all = "none, null-hmac-sha1, bf-cbc-hmac-sha1, aes128-gcm, aes256-gcm, \
+               chacha20-poly1305, scramble-hmac-sha1";
+    assert_eq!(
+        dir.error(&format!("{RAW_HEAD}[defaults]\nsuite = \"aes128\"\n")),
+        format!("defaults.suite: unknown suite \"aes128\"; want one of {all}")
+    );
+    assert_eq!(
+        dir.error(&format!(
+            "{TWO_PATHS}[session]\nsuites = [\"aes128\"]\n[[peer]]\nname = \"b\"\n\
+             mac = \"02:00:00:00:00:02\"\n"
+        )),
+        format!("session.suites[0]: unknown suite \"aes128\"; want one of {all}")
+    );
+}
+
+/// keygen makes aes128-gcm keys by default; under the daemon's built-in (thesis) suite such a
+/// key is refused with the fix.
+#[test]
+fn a_keygen_default_key_under_the_thesis_suite_says_why() {
+    let dir = Dir::new();
+    dir.key("group.key", 16, 1, 0o600);
+    let e = dir.error(
+        "[uplink]\nkind = \"raw\"\ninterface = \"eth0\"\n[group]\nkey_file = \"group.key\"\n",
+    );
+    assert!(
+        e.ends_with(
+            "wrong key length: expected 32 bytes, got 16 for suite bf-cbc-hmac-sha1 (a 16-byte \
+             key is what `psp-gateway keygen` makes for aes128-gcm, its default; the daemon's \
+             built-in suite is the thesis' bf-cbc-hmac-sha1: write suite = \"aes128-gcm\" in \
+             [defaults])"
+        ),
+        "{e}"
     );
 }

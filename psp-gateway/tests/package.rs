@@ -51,6 +51,7 @@ const WATCHED: &[&str] = &[
     "/usr/lib/systemd",
     "/usr/lib/sysusers.d",
     "/usr/share/man/man1",
+    "/usr/share/man/man5",
     "/usr/share/doc",
     "/usr/share/bash-completion",
     "/usr/share/zsh",
@@ -173,6 +174,7 @@ fn check_files(files: &[PathBuf]) {
         "/usr/lib/sysusers.d/psp-gateway.conf",
         "/usr/share/man/man1/psp-gateway.1.gz",
         "/usr/share/man/man1/psp-gateway-run.1.gz",
+        "/usr/share/man/man5/psp-gateway.toml.5.gz",
         "/usr/share/bash-completion/completions/psp-gateway",
         "/usr/share/zsh/vendor-completions/_psp-gateway",
         "/usr/share/fish/vendor_completions.d/psp-gateway.fish",
@@ -198,6 +200,8 @@ fn check_files(files: &[PathBuf]) {
     if Path::new("/usr/bin/man").exists() {
         let page = run_ok(Command::new("man").args(["-w", "psp-gateway"]));
         assert_eq!(page.trim(), "/usr/share/man/man1/psp-gateway.1.gz");
+        let page = run_ok(Command::new("man").args(["-w", "5", "psp-gateway.toml"]));
+        assert_eq!(page.trim(), "/usr/share/man/man5/psp-gateway.toml.5.gz");
     }
     assert!(user_exists(), "postinst did not create user {USER}");
 
@@ -223,7 +227,8 @@ fn check_files(files: &[PathBuf]) {
             }
             page => {
                 pages += 1;
-                let p = format!("/usr/share/man/man1/{page}.gz");
+                let section = page.rsplit('.').next().unwrap_or("1");
+                let p = format!("/usr/share/man/man{section}/{page}.gz");
                 let out = run(Command::new("zcat").arg(&p));
                 assert!(out.status.success(), "zcat {p}: missing or not gzip");
                 (p, out.stdout)
@@ -238,11 +243,14 @@ fn check_files(files: &[PathBuf]) {
         );
     }
     let _ = fs::remove_dir_all(&fresh);
-    // psp-gateway and its five subcommands.
-    assert_eq!(pages, 6, "man pages generated: {generated:?}");
+    // psp-gateway, its six subcommands and psp-gateway.toml(5).
+    assert_eq!(pages, 8, "man pages generated: {generated:?}");
     let shipped_pages = files
         .iter()
-        .filter(|f| f.starts_with("/usr/share/man/man1") && f.extension().is_some())
+        .filter(|f| {
+            (f.starts_with("/usr/share/man/man1") || f.starts_with("/usr/share/man/man5"))
+                && f.extension().is_some()
+        })
         .count();
     assert_eq!(
         shipped_pages, pages,

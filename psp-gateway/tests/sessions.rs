@@ -71,31 +71,48 @@ fn one_path_gives_a_single_path_session_and_require_refuses_it() {
     assert_eq!(session(&s, "vm2")["paths"], "single-path", "{s}");
     drop(tb);
 
-    // smkex = "require" with one path: no session, counted, and nothing is sent in clear.
+    // smkex = "require" with one uplink is refused at load (tests/config.rs has the message);
+    // a host that requires two paths still meets a peer with one: no session, counted, and
+    // nothing is sent in clear.
     ensure_tools(&["iperf3"]);
     let tb = Testbed::up(TestbedOptions {
         suite: "aes128-gcm".into(),
         session: true,
-        paths: 1,
+        paths: 2,
         smkex: "require".into(),
         ..TestbedOptions::default()
     });
-    let _vm1 = tb.start(1);
+    // vm1: one path (its first uplink only), smkex = "prefer".
+    let path = tb.config_path(1);
+    let text = std::fs::read_to_string(&path).expect("read vm1.toml");
+    let one_path = text
+        .replacen("[[uplink]]\nkind = \"raw\"\ninterface = \"up1\"\n", "", 1)
+        .replacen("smkex = \"require\"", "smkex = \"prefer\"", 1);
+    assert!(one_path != text && !one_path.contains("up1"), "{one_path}");
+    std::fs::write(&path, one_path).expect("write vm1.toml");
+    let vm1 = tb.start(1);
     let vm2 = tb.start(2);
     let ping = tb.ping(1, 2, 3);
     assert_eq!(ping.received, 0, "no session, no traffic");
-    // vm2 answers vm1's ARP request with a unicast reply: the first frame that needs a session.
-    let s = wait_status(&vm2, Duration::from_secs(5), |s| {
-        counter(s, "peer:vm1.session.handshake_failures.too_few_paths") > 0
+    let too_few = |s1: &serde_json::Value, s2: &serde_json::Value| {
+        counter(s1, "peer:vm2.session.handshake_failures.too_few_paths")
+            + counter(s2, "peer:vm1.session.handshake_failures.too_few_paths")
+    };
+    let s2 = wait_status(&vm2, Duration::from_secs(5), |s2| {
+        too_few(&vm1.status_json(), s2) > 0
     });
+    assert!(too_few(&vm1.status_json(), &s2) > 0, "{s2}");
     assert!(
-        counter(&s, "peer:vm1.session.handshake_failures.too_few_paths") > 0,
-        "{s}"
+        counter(&vm1.status_json(), "peer:vm2.session.no_session")
+            + counter(&s2, "peer:vm1.session.no_session")
+            > 0,
+        "{s2}"
     );
-    assert!(counter(&s, "peer:vm1.session.no_session") > 0, "{s}");
     assert!(
-        vm2.log().contains("session handshake failed"),
-        "{}",
+        vm1.log().contains("session handshake failed")
+            || vm2.log().contains("session handshake failed"),
+        "{}{}",
+        vm1.log(),
         vm2.log()
     );
 }

@@ -14,6 +14,7 @@ pub mod generate;
 mod inspect;
 mod keygen;
 pub mod pcap;
+mod pubkey;
 mod run;
 mod scramble;
 mod status;
@@ -40,6 +41,8 @@ pub(crate) enum Command {
     Run(run::Args),
     /// Show a running daemon's per-peer counters and drops.
     Status(status::Args),
+    /// Print a host's public key (what its peers pin as `identity`) from its identity file.
+    Pubkey(pubkey::Args),
 }
 
 /// A failed command: the one line to print and the exit code.
@@ -157,6 +160,7 @@ pub fn main() -> ExitCode {
         Command::Inspect(a) => inspect::run(&a),
         Command::Run(a) => run::run(&a),
         Command::Status(a) => status::run(&a),
+        Command::Pubkey(a) => pubkey::run(&a),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

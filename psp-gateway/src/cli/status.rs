@@ -3,16 +3,18 @@
 use std::path::PathBuf;
 
 use super::Failure;
-use crate::config::Config;
+use crate::config;
 use crate::status;
 
 /// Arguments of `status`.
 #[derive(Debug, clap::Args)]
 pub(crate) struct Args {
-    /// Find the status socket in this configuration file.
+    /// Find the status socket in this configuration file (only `interface.name` and
+    /// `daemon.status_socket` are read: no key file).
     #[arg(long, short, conflicts_with = "socket")]
     config: Option<PathBuf>,
-    /// The status socket path (default: /run/psp-gateway/psp0.sock).
+    /// The status socket path (default: /run/psp-gateway/psp0.sock, or
+    /// /run/psp-gateway/psp0@NETNS.sock in a named network namespace).
     #[arg(long)]
     socket: Option<PathBuf>,
     /// Print the JSON document instead of a table.
@@ -24,13 +26,8 @@ pub(crate) struct Args {
 pub(crate) fn run(args: &Args) -> Result<(), Failure> {
     let path = match (&args.socket, &args.config) {
         (Some(s), _) => s.clone(),
-        (None, Some(c)) => {
-            Config::load(c)
-                .map_err(Failure::usage)?
-                .daemon
-                .status_socket
-        }
-        (None, None) => PathBuf::from("/run/psp-gateway/psp0.sock"),
+        (None, Some(c)) => config::status_socket_of(c).map_err(Failure::usage)?,
+        (None, None) => config::default_status_socket("psp0"),
     };
     let doc = status::fetch(&path).map_err(Failure::input)?;
     if args.json {

@@ -24,7 +24,7 @@ pub(crate) fn read(path: &Path) -> Result<Zeroizing<Vec<u8>>, String> {
         .read(true)
         .custom_flags(libc::O_NONBLOCK | libc::O_CLOEXEC)
         .open(path)
-        .map_err(|e| format!("cannot open {shown}: {e}"))?;
+        .map_err(|e| format!("cannot open {shown}: {e}{}", dropped_hint(path, &e)))?;
     // The checks use the opened file, so the file checked is the file read.
     let meta = file
         .metadata()
@@ -76,6 +76,23 @@ pub(crate) fn read(path: &Path) -> Result<Zeroizing<Vec<u8>>, String> {
     Ok(key)
 }
 
+/// After the switch to `--user` (the effective uid is the one [`allow_owner`] named), a key
+/// file it may not open is one still owned by root: say so, with the fix.
+fn dropped_hint(path: &Path, e: &std::io::Error) -> String {
+    let run_as = RUN_AS.load(core::sync::atomic::Ordering::Relaxed);
+    if e.kind() != std::io::ErrorKind::PermissionDenied
+        || run_as == NO_USER
+        || crate::io::sys::current_uids().1 != run_as
+    {
+        return String::new();
+    }
+    format!(
+        "; the daemon switched to uid {run_as} (--user / daemon.user) and reads key files as \
+         that user on every reload: chown {run_as} {}",
+        path.display()
+    )
+}
+
 /// "No `--user`": no extra owner allowed.
 const NO_USER: u32 = u32::MAX;
 
@@ -87,6 +104,12 @@ static RUN_AS: core::sync::atomic::AtomicU32 = core::sync::atomic::AtomicU32::ne
 /// drop on a reload anyway, so trusting them before it adds nothing.
 pub(crate) fn allow_owner(uid: u32) {
     RUN_AS.store(uid, core::sync::atomic::Ordering::Relaxed);
+}
+
+/// The uid [`allow_owner`] named (the user a root daemon drops to), if any.
+pub(crate) fn run_as() -> Option<u32> {
+    let uid = RUN_AS.load(core::sync::atomic::Ordering::Relaxed);
+    (uid != NO_USER).then_some(uid)
 }
 
 /// The owner rule: a key file belongs to root or to the effective user `euid` of the process.

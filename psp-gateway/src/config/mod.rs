@@ -24,7 +24,7 @@ mod raw;
 mod session;
 mod validate;
 
-pub(crate) use keyfile::{allow_owner as allow_key_owner, read as read_key_file};
+pub(crate) use keyfile::{allow_owner as allow_key_owner, read as read_key_file, run_as};
 pub use normalize::NormalizeConfig;
 pub(crate) use session::parse_prefix;
 pub use session::{IdentityFile, SessionConfig};
@@ -272,6 +272,24 @@ impl Config {
     }
 }
 
+/// The status socket the file at `path` names (`daemon.status_socket`, or the default for its
+/// `interface.name`), reading only those two keys: no key file, no other validation. What
+/// `psp-gateway status --config` needs, for users who cannot read the key files and for files
+/// being edited.
+///
+/// # Errors
+/// The file cannot be read, is not TOML, or those two keys are wrong.
+pub fn status_socket_of(path: &Path) -> Result<PathBuf, ConfigError> {
+    let text = read_config(path).map_err(|p| ConfigError::new(path, "", p))?;
+    validate::status_socket_only(path, &text)
+}
+
+/// The default status socket of the TAP `ifname` in this network namespace (docs/CONFIG.md,
+/// `[daemon]`).
+pub fn default_status_socket(ifname: &str) -> PathBuf {
+    validate::default_status_socket(ifname)
+}
+
 /// The `[daemon] user` of the file at `path`, from the TOML alone (no validation, no key
 /// files): the daemon needs it before the key files are read, to accept those its user owns.
 pub(crate) fn daemon_user(path: &Path) -> Option<String> {
@@ -299,6 +317,15 @@ fn read_config(path: &Path) -> Result<String, String> {
         return Err(format!("is larger than {MAX_CONFIG_LEN} bytes"));
     }
     Ok(text)
+}
+
+/// Every suite name, comma-separated, for messages that refuse an unknown one.
+pub fn suite_names() -> String {
+    SuiteId::ALL
+        .iter()
+        .map(|s| s.name())
+        .collect::<Vec<_>>()
+        .join(", ")
 }
 
 /// Parses `aa:bb:cc:dd:ee:ff` (two hex digits per byte, either case, colons only).

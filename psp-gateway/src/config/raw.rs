@@ -214,8 +214,52 @@ pub(super) fn parse(file: &Path, text: &str) -> Result<RawConfig, ConfigError> {
             .and_then(|s| key_at(doc.get_ref(), &s))
             .or_else(|| e.span().map(|s| line_col(text, s.start)))
             .unwrap_or_default();
-        ConfigError::new(file, key, tidy(e.message()))
+        let (key, problem) = brackets(key, tidy(e.message()));
+        ConfigError::new(file, key, problem)
     })
+}
+
+/// Our words for the two bracket mix-ups: `[peer]` where the file needs `[[peer]]` (serde:
+/// "invalid type: map, expected a sequence"), and `[[interface]]` where it needs `[interface]`.
+fn brackets(key: String, problem: String) -> (String, String) {
+    // `peer[0].normalize` is written `[peer.normalize]`.
+    let mut table = String::with_capacity(key.len());
+    let mut in_index = false;
+    for c in key.chars() {
+        match c {
+            '[' => in_index = true,
+            ']' => in_index = false,
+            c if !in_index => table.push(c),
+            _ => {}
+        }
+    }
+    // serde reads `[[interface]]` as a struct written as a sequence: its first element, a map,
+    // is refused as the struct's first field (`interface[0]: invalid type: map, ...`).
+    const SINGLE: [&str; 7] = [
+        "interface",
+        "daemon",
+        "defaults",
+        "group",
+        "metrics",
+        "session",
+        "normalize",
+    ];
+    let single = key
+        .strip_suffix("[0]")
+        .is_some_and(|k| SINGLE.contains(&k) || k.ends_with(".normalize"));
+    if problem.starts_with("invalid type: map, expected a sequence") {
+        let problem = format!(
+            "[{table}] is a single table; write [[{table}]] (double brackets), one per entry"
+        );
+        (key, problem)
+    } else if single && problem.starts_with("invalid type: map") {
+        let problem =
+            format!("[[{table}]] is an array of tables; write [{table}] (single brackets), once");
+        let key = key.strip_suffix("[0]").unwrap_or(&key).to_owned();
+        (key, problem)
+    } else {
+        (key, problem)
+    }
 }
 
 /// `line L, column C` (1-based) of byte offset `at`.
@@ -283,7 +327,7 @@ fn contains(outer: &Range<usize>, inner: &Range<usize>) -> bool {
 
 /// toml's message in our words, on one line: `unknown field` becomes `unknown key` with the
 /// valid keys listed plainly.
-fn tidy(message: &str) -> String {
+pub(super) fn tidy(message: &str) -> String {
     let one_line = message.split_whitespace().collect::<Vec<_>>().join(" ");
     if let Some(rest) = one_line.strip_prefix("unknown field ") {
         let (name, expected) = rest.split_once(", expected ").unwrap_or((rest, ""));
@@ -420,7 +464,21 @@ mod tests {
             "[interface]\nmtu = 99999999999999999999\n",
             "interface.mtu: invalid type: integer `99999999999999999999`, out of range",
         );
-        err_starts("[peer]\nname = \"a\"\n", "/x/gw.toml: peer: invalid type");
+        assert_eq!(
+            err("[peer]\nname = \"a\"\n"),
+            "/x/gw.toml: peer: [peer] is a single table; write [[peer]] (double brackets), one \
+             per entry"
+        );
+        assert_eq!(
+            err("[[interface]]\nname = \"a\"\n"),
+            "/x/gw.toml: interface: [[interface]] is an array of tables; write [interface] \
+             (single brackets), once"
+        );
+        assert_eq!(
+            err("[[peer]]\nname = \"a\"\n[[peer.normalize]]\nenabled = true\n"),
+            "/x/gw.toml: peer[0].normalize: [[peer.normalize]] is an array of tables; write \
+             [peer.normalize] (single brackets), once"
+        );
     }
 
     #[test]

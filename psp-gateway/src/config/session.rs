@@ -35,6 +35,9 @@ pub struct IdentityFile {
     pub path: PathBuf,
     /// The Ed25519 seed.
     pub seed: Zeroizing<[u8; 32]>,
+    /// Its public key: what the peers pin (`identity = "..."`), `keygen --identity` and
+    /// `pubkey` print.
+    pub public_key: [u8; 32],
 }
 
 impl core::fmt::Debug for IdentityFile {
@@ -142,7 +145,7 @@ pub(super) fn build(
                     err(
                         file,
                         &format!("suites[{i}]"),
-                        format_args!("unknown suite {s:?}"),
+                        format_args!("unknown suite {s:?}; want one of {}", super::suite_names()),
                     )
                 })?;
                 if out.contains(&id) {
@@ -174,7 +177,7 @@ pub(super) fn build(
                     ),
                 )
             })?;
-            psp_core::handshake::Identity::from_seed(seed).map_err(|e| {
+            let id = psp_core::handshake::Identity::from_seed(seed).map_err(|e| {
                 err(
                     file,
                     "identity_file",
@@ -184,6 +187,7 @@ pub(super) fn build(
             Some(IdentityFile {
                 path,
                 seed: Zeroizing::new(seed),
+                public_key: id.public_key(),
             })
         }
     };

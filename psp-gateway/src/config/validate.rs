@@ -77,6 +77,18 @@ pub(super) fn build(file: &Path, raw: RawConfig) -> Result<Config, ConfigError> 
             "a second path carries session establishment (SMKEX); it needs a [session] section",
         ));
     }
+    if uplink2.is_none()
+        && session
+            .as_ref()
+            .is_some_and(|s| s.smkex == psp_core::handshake::SmkexMode::Required)
+    {
+        return Err(ctx.err(
+            "session.smkex",
+            "\"require\" needs two paths and there is one uplink, so every handshake would fail \
+             (too_few_paths); add a second [[uplink]] (path 2), or set smkex = \"prefer\" \
+             (two paths when both hosts have them) or \"off\" (single-path SEP)",
+        ));
+    }
 
     let mut defaults = Settings::builtin();
     defaults.apply(&ctx, "defaults", &raw.defaults)?;
@@ -309,13 +321,15 @@ fn uplink(ctx: &Ctx<'_>, scope: &str, raw: RawUplink) -> Result<UplinkConfig, Co
     }
 }
 
-fn daemon(ctx: &Ctx<'_>, raw: RawDaemon, ifname: &str) -> Result<DaemonConfig, ConfigError> {
-    let status_socket = match raw.status_socket {
-        None => PathBuf::from(format!("/run/psp-gateway/{ifname}.sock")),
-        Some(s) if s.is_empty() => {
+/// `daemon.status_socket`: the configured path (relative to the config file's directory), or
+/// the default for the TAP `ifname` ([`default_status_socket`]).
+fn status_socket(ctx: &Ctx<'_>, raw: Option<&str>, ifname: &str) -> Result<PathBuf, ConfigError> {
+    let status_socket = match raw {
+        None => default_status_socket(ifname),
+        Some("") => {
             return Err(ctx.err("daemon.status_socket", "is empty"));
         }
-        Some(s) => ctx.resolve(&s),
+        Some(s) => ctx.resolve(s),
     };
     let len = status_socket.as_os_str().len();
     if len > MAX_SOCKET_PATH {
@@ -327,8 +341,79 @@ fn daemon(ctx: &Ctx<'_>, raw: RawDaemon, ifname: &str) -> Result<DaemonConfig, C
             ),
         ));
     }
+    Ok(status_socket)
+}
+
+/// The default status socket of the TAP `ifname`: `/run/psp-gateway/IFNAME.sock`, or, in a
+/// named network namespace (`ip netns add NAME`), `/run/psp-gateway/IFNAME@NAME.sock`, so
+/// gateways in two namespaces that share `/run` (each with its own `psp0`) do not collide.
+/// `psp-gateway status` run in the same namespace finds the same path.
+pub(super) fn default_status_socket(ifname: &str) -> PathBuf {
+    let plain = PathBuf::from(format!("/run/psp-gateway/{ifname}.sock"));
+    match netns_name() {
+        Some(ns) => {
+            let named = PathBuf::from(format!("/run/psp-gateway/{ifname}@{ns}.sock"));
+            if named.as_os_str().len() <= MAX_SOCKET_PATH {
+                named
+            } else {
+                plain
+            }
+        }
+        None => plain,
+    }
+}
+
+/// The name of this process's network namespace, as `ip netns identify` finds it: the entry
+/// of `/run/netns` that is the same namespace file as `/proc/self/ns/net`. `None` in the
+/// initial namespace and in namespaces without a name (containers), or when either cannot be
+/// read.
+fn netns_name() -> Option<String> {
+    use std::os::unix::fs::MetadataExt as _;
+    let me = std::fs::metadata("/proc/self/ns/net").ok()?;
+    std::fs::read_dir("/run/netns")
+        .ok()?
+        .filter_map(Result::ok)
+        .find(|e| {
+            std::fs::metadata(e.path()).is_ok_and(|m| m.dev() == me.dev() && m.ino() == me.ino())
+        })
+        .and_then(|e| e.file_name().into_string().ok())
+}
+
+/// The status socket named by a config file's text, reading nothing else: no key file, no
+/// other section, so it works for any user who can read the file and while the rest of it is
+/// being edited. `psp-gateway status --config`.
+pub(super) fn status_socket_only(file: &Path, text: &str) -> Result<PathBuf, ConfigError> {
+    let base = std::path::absolute(file)
+        .ok()
+        .and_then(|p| p.parent().map(Path::to_path_buf))
+        .unwrap_or_else(|| file.parent().map(Path::to_path_buf).unwrap_or_default());
+    let ctx = Ctx { file, base };
+    let table: toml::Table = text
+        .parse()
+        .map_err(|e: toml::de::Error| ctx.err("", super::raw::tidy(e.message())))?;
+    let string = |section: &str, key: &str| -> Result<Option<String>, ConfigError> {
+        match table.get(section).and_then(|t| t.get(key)) {
+            None => Ok(None),
+            Some(toml::Value::String(s)) => Ok(Some(s.clone())),
+            Some(v) => Err(ctx.err(
+                format!("{section}.{key}"),
+                format_args!("invalid type: {}, expected a string", v.type_str()),
+            )),
+        }
+    };
+    let name = string("interface", "name")?.unwrap_or_else(|| DEFAULT_INTERFACE.to_string());
+    check_ifname(&name).map_err(|p| ctx.err("interface.name", p))?;
+    status_socket(&ctx, string("daemon", "status_socket")?.as_deref(), &name)
+}
+
+fn daemon(ctx: &Ctx<'_>, raw: RawDaemon, ifname: &str) -> Result<DaemonConfig, ConfigError> {
+    let status_socket = status_socket(ctx, raw.status_socket.as_deref(), ifname)?;
     let state_directory = match raw.state_directory {
-        None => PathBuf::from(format!("/var/lib/psp-gateway/{ifname}")),
+        // Like the status socket: one per TAP name and named network namespace.
+        None => PathBuf::from(match netns_name() {
+            Some(ns) => format!("/var/lib/psp-gateway/{ifname}@{ns}"),
+            None => format!("/var/lib/psp-gateway/{ifname}"),
+        }),
         Some(s) if s.is_empty() => {
             return Err(ctx.err("daemon.state_directory", "is empty"));
         }
@@ -568,10 +653,9 @@ impl Settings {
         let key = |field: &str| format!("{scope}.{field}");
         if let Some(s) = &raw.suite {
             self.suite = SuiteId::from_name(s).ok_or_else(|| {
-                let names: Vec<_> = SuiteId::ALL.iter().map(|s| s.name()).collect();
                 ctx.err(
                     key("suite"),
-                    format_args!("unknown suite {s:?}; want one of {}", names.join(", ")),
+                    format_args!("unknown suite {s:?}; want one of {}", super::suite_names()),
                 )
             })?;
         }
@@ -654,9 +738,17 @@ impl Settings {
         };
         // The same check the sealer and opener make, with their message.
         if let Err(e) = SuiteKey::new(self.suite, &key.bytes) {
+            // keygen's default is aes128-gcm (16 bytes); the built-in suite is the thesis'.
+            let hint = if self.suite == DEFAULT_SUITE && key.bytes.len() == 16 {
+                " (a 16-byte key is what `psp-gateway keygen` makes for aes128-gcm, its default; \
+                 the daemon's built-in suite is the thesis' bf-cbc-hmac-sha1: write suite = \
+                 \"aes128-gcm\" in [defaults])"
+            } else {
+                ""
+            };
             return Err(ctx.err(
                 key_name,
-                format_args!("{}: {e} for suite {}", key.path.display(), self.suite),
+                format_args!("{}: {e} for suite {}{hint}", key.path.display(), self.suite),
             ));
         }
         Ok(PeerSecurity {
