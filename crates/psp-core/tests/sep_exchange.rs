@@ -709,8 +709,83 @@ fn markdown(x: &Exchange) -> String {
         bytes(w, k, h);
     }
     let _ = writeln!(w, "key id 0x{:06x} ({})", x.key_id, x.key_id);
+    let _ = writeln!(w, "```\n");
+    // Three of the above, field by field.
+    let request = hex::decode(&x.handshake[0].payload).unwrap();
+    let n = usize::from(request[18 + 60]);
+    let mut layout = vec![
+        ("version", 1),
+        ("type", 1),
+        ("initiator id", 8),
+        ("responder id", 8),
+        ("timestamp", 12),
+        ("flags", 1),
+        ("paths", 1),
+        ("initiator MAC", 6),
+        ("responder MAC", 6),
+        ("initiator address", 17),
+        ("responder address", 17),
+        ("suite count", 1),
+        ("suite codes", n),
+    ];
+    if request.len() > 18 + 61 + n {
+        layout.push(("long-term key", 32));
+    }
+    let _ = writeln!(w, "```text");
+    let _ = writeln!(
+        w,
+        "-- message 1 (Request), field by field: offset, width, name"
+    );
+    fields(w, &request, &layout);
+    let signed = x.initiator.identity_seed.is_some();
+    let frame = hex::decode(&x.handshake[0].frame).unwrap();
+    let trailer = 16 + if signed { 64 } else { 0 };
+    let mut layout = vec![
+        ("destination MAC", 6),
+        ("source MAC", 6),
+        ("EtherType 0x1982", 2),
+        ("version and flags", 1),
+        ("SN", 4),
+        ("section (encrypted)", frame.len() - 19 - trailer),
+        ("ICV (GCM tag)", 16),
+    ];
+    if signed {
+        layout.push(("Ed25519 signature", 64));
+    }
+    let _ = writeln!(w, "-- frame 1, field by field");
+    fields(w, &frame, &layout);
+    let n = x.handshake.len() + 1;
+    let frame = hex::decode(&x.data[0].frame).unwrap();
+    let layout = [
+        ("destination MAC", 6),
+        ("source MAC", 6),
+        ("EtherType 0x1982", 2),
+        ("version and flags", 1),
+        ("SN", 4),
+        ("security number: key id", 3),
+        ("section (encrypted)", frame.len() - 22 - 16),
+        ("ICV (GCM tag)", 16),
+    ];
+    let _ = writeln!(w, "-- frame {n} (keepalive), field by field");
+    fields(w, &frame, &layout);
     let _ = writeln!(w, "```");
     s
+}
+
+/// `bytes` cut into `layout`'s fields, one line each: offset, width, name, hex.
+fn fields(w: &mut String, bytes: &[u8], layout: &[(&str, usize)]) {
+    use core::fmt::Write as _;
+    let mut at = 0;
+    for (name, len) in layout {
+        let value = if *len > 32 {
+            format!("({len} bytes, as printed above)")
+        } else {
+            hex::encode(&bytes[at..at + len])
+        };
+        let _ = writeln!(w, "{at:>3} {len:>3} {name:<24} {value}");
+        at += len;
+    }
+    assert_eq!(at, bytes.len(), "the layout covers every byte");
 }
 
 #[test]
