@@ -30,6 +30,10 @@ const MAX_BACKOFF: Duration = Duration::from_secs(32);
 /// The responder of the current session rekeys this much later than its initiator, so normally
 /// only one side starts.
 const RESPONDER_SLACK: Duration = Duration::from_secs(3);
+/// A responder handshake whose initiator has not answered its Accept after this long may be
+/// answering a replayed Request (after this host restarted, the first replay of an old Request
+/// passes the window): when this host needs a session itself, it drops it and initiates.
+const STALL: Duration = Duration::from_secs(1);
 /// The control message of a session keepalive (docs/SESSIONS.md, "Control messages").
 pub(super) const KEEPALIVE: [u8; 1] = [0x01];
 
@@ -192,8 +196,12 @@ impl SessionPeer {
             }
         };
         at(self.hs.as_ref().and_then(Handshake::poll_timeout));
-        if self.hs.is_none() && (self.want || !self.pending.is_empty()) {
-            at(self.holdoff);
+        if self.want || !self.pending.is_empty() {
+            match (&self.hs, self.started) {
+                (None, _) => at(self.holdoff),
+                (Some(hs), Some(t)) if stallable(hs) => at(Some(t + STALL)),
+                _ => {}
+            }
         }
         if let Some((est, role)) = self.established
             && self.hs.is_none()
@@ -263,6 +271,14 @@ impl SessionPeer {
 
     /// Starts a handshake if the peer needs one and may have one.
     fn consider(&mut self, cx: &mut Cx<'_>) {
+        if let (Some(hs), Some(t)) = (&self.hs, self.started)
+            && (self.want || !self.pending.is_empty())
+            && stallable(hs)
+            && cx.now >= t + STALL
+        {
+            // Its initiator never answered (likely a replayed Request), and we need a session.
+            self.hs = None;
+        }
         if self.hs.is_some() || self.pin_wait.is_some() || self.holdoff.is_some_and(|t| cx.now < t)
         {
             return;
@@ -520,6 +536,11 @@ impl SessionPeer {
             dropped,
         });
     }
+}
+
+/// A responder handshake whose initiator never answered its Accept.
+fn stallable(hs: &Handshake) -> bool {
+    hs.role() == Role::Responder && !hs.progressed()
 }
 
 fn hs_config(cx: &Cx<'_>, spec: &PeerSpec) -> crate::handshake::Config {

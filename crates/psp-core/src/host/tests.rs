@@ -385,3 +385,344 @@ fn reservations_are_asked_for_ahead_and_never_passed() {
     assert_eq!(asked, 1);
     assert_eq!(n.hosts[0].counters().tx_unreserved, 0);
 }
+
+/// Pings both ways every 100 ms for `secs`, settling each time; returns how many were lost.
+fn traffic(n: &mut Net, secs: u64) -> usize {
+    let mut sent = 0;
+    let before = n.delivered[0].len() + n.delivered[1].len();
+    for i in 0..secs * 10 {
+        for from in [1u8, 2] {
+            let _ = n.send(usize::from(from - 1), &ping(from, i as u16));
+            sent += 1;
+        }
+        n.settle();
+        n.advance(100);
+    }
+    sent - (n.delivered[0].len() + n.delivered[1].len() - before)
+}
+
+fn up(n: &mut Net) {
+    let _ = n.send(0, &ping(1, 0));
+    n.settle();
+    assert!(n.status(0).up && n.status(1).up, "no session");
+}
+
+#[test]
+fn rekeys_every_two_seconds_lose_nothing() {
+    let mut n = Net::new(Opts {
+        rekey_after_s: 2,
+        ..Opts::default()
+    });
+    up(&mut n);
+    assert_eq!(traffic(&mut n, 20), 0);
+    let rekeys = n.counters(0).rekeys + n.counters(1).rekeys;
+    assert!(rekeys >= 16, "{rekeys} rekeys");
+    for i in 0..2 {
+        let c = n.counters(i);
+        assert_eq!(c.drops_total(), 0, "{c:?}");
+        assert_eq!((c.unknown_key, c.no_session), (0, 0), "{c:?}");
+    }
+}
+
+/// The frames of handshake Requests from host `from` that crossed the wire.
+fn requests(n: &Net, from: u8) -> Vec<Vec<u8>> {
+    let key = crate::SuiteKey::new(SuiteId::Aes128Gcm, &[0x42; 16]).unwrap();
+    n.seen
+        .iter()
+        .filter(|w| w.from == from && w.path == PathId::FIRST)
+        .filter(|w| {
+            let mut o = crate::Opener::new(
+                crate::SuiteKey::new(SuiteId::Aes128Gcm, &[0x42; 16]).unwrap(),
+                OpenerConfig::new(),
+            )
+            .unwrap();
+            o.set_accept_unverified(true);
+            let mut f = w.frame.clone();
+            let _ = &key;
+            o.open(Instant::ZERO, &mut f).is_ok_and(|op| {
+                op.protocol() == Protocol::SessionEstablishment
+                    && matches!(
+                        handshake::messages::Repr::parse_bytes(op.payload()).map(|r| r.body),
+                        Ok(handshake::messages::Body::Request(_))
+                    )
+            })
+        })
+        .map(|w| w.frame.clone())
+        .collect()
+}
+
+/// Issue 18 item 1, in memory: a captured Request of host 2 replayed at 500 frames/s while the
+/// hosts rekey every 4 s: the replays are `replay`/`too-old` drops at the group window, never
+/// reach the handshake logic, and sessions and rekeys go on.
+#[test]
+fn a_replayed_request_never_stops_the_sessions() {
+    let mut n = Net::new(Opts {
+        rekey_after_s: 4,
+        ..Opts::default()
+    });
+    let _ = n.send(1, &ping(2, 0));
+    n.settle();
+    let request = requests(&n, 2).pop().expect("a Request from host 2");
+    let rekeys = n.counters(0).rekeys;
+    let mut lost = 0;
+    for t in 0..300u64 {
+        for _ in 0..10 {
+            let _ = n.deliver(Wire {
+                from: 2,
+                path: PathId::FIRST,
+                frame: request.clone(),
+            });
+        }
+        let before = n.delivered[1].len();
+        let _ = n.send(0, &ping(1, t as u16));
+        n.settle();
+        lost += usize::from(n.delivered[1].len() == before);
+        n.advance(20);
+    }
+    let c = n.counters(0);
+    assert_eq!(lost, 0);
+    assert!(c.rekeys - rekeys >= 1, "rekeys go on: {c:?}");
+    assert_eq!(c.messages_limited, 0, "{c:?}");
+    let replays: u64 = [DropReason::Replay, DropReason::TooOld]
+        .iter()
+        .map(|r| c.drops[DROP_REASONS.iter().position(|x| x == r).unwrap()])
+        .sum();
+    assert_eq!(replays, 3000, "every copy dropped at the window: {c:?}");
+    assert!(n.status(0).up);
+}
+
+use crate::session::DropReason;
+
+/// After host 1 restarts (a new host, its windows empty), a replayed old Request passes the
+/// window once and starts a handshake that cannot complete; every copy after it is stale, and
+/// the genuine peer's newer Request replaces it.
+#[test]
+fn after_a_restart_a_replayed_request_is_taken_once_and_a_newer_one_wins() {
+    let mut n = Net::new(Opts::default());
+    let _ = n.send(1, &ping(2, 0));
+    n.settle();
+    let old = requests(&n, 2).pop().unwrap();
+    n.hosts[0] = host(1, Opts::default());
+    n.drain(0);
+    for _ in 0..5 {
+        let _ = n.deliver(Wire {
+            from: 2,
+            path: PathId::FIRST,
+            frame: old.clone(),
+        });
+    }
+    n.wire.clear();
+    let c = n.counters(0).clone();
+    let replays = c.drops[DROP_REASONS
+        .iter()
+        .position(|x| *x == DropReason::Replay)
+        .unwrap()];
+    assert_eq!(replays, 4, "the window takes the first copy only: {c:?}");
+    // Host 2 sends under its session, which host 1 lost: host 1 asks for a new one.
+    let _ = n.send(1, &ping(2, 1));
+    n.settle();
+    n.advance(2000);
+    let _ = n.send(1, &ping(2, 2));
+    n.settle();
+    assert!(n.status(0).up, "{:?}", n.counters(0));
+    assert!(n.delivered[0].contains(&ping(2, 2)));
+}
+
+/// Crossing handshakes (both hosts start at once) end in one session, not a loop.
+#[test]
+fn crossing_handshakes_end_in_one_session() {
+    let mut n = Net::new(Opts::default());
+    let _ = n.send(0, &ping(1, 0));
+    let _ = n.send(1, &ping(2, 0));
+    n.settle();
+    n.advance(3000);
+    assert!(n.status(0).up && n.status(1).up);
+    assert!(n.delivered[0].contains(&ping(2, 0)) && n.delivered[1].contains(&ping(1, 0)));
+    let fails: u64 = n.counters(0).handshake_failures.iter().sum::<u64>()
+        + n.counters(1).handshake_failures.iter().sum::<u64>();
+    assert_eq!(fails, 0);
+}
+
+/// A peer with `identity = "tofu"`: its key is pinned once stored; if it cannot be stored the
+/// session is refused (no keys installed, nothing more sent), and the next try works.
+#[test]
+fn a_first_use_pin_is_stored_before_the_session_is_used() {
+    let mut n = Net::new(Opts {
+        tofu: true,
+        ..Opts::default()
+    });
+    n.pins_writable = false;
+    let _ = n.send(0, &ping(1, 0));
+    n.settle();
+    n.advance(200);
+    assert!(!n.status(0).up && !n.status(1).up);
+    let pin_unsaved = FAIL_REASONS
+        .iter()
+        .position(|r| *r == "pin_unsaved")
+        .unwrap();
+    // The responder stores first (at Confirm) and refuses: no ConfirmAck, no keys anywhere.
+    assert_eq!(n.counters(1).handshake_failures[pin_unsaved], 1);
+    assert!(n.status(0).pin.is_none() && n.status(1).pin.is_none());
+    n.pins_writable = true;
+    // Host 1's handshake times out (15 s) and retries after its backoff.
+    n.advance(20_000);
+    let _ = n.send(0, &ping(1, 1));
+    n.settle();
+    n.advance(200);
+    assert!(n.status(0).up);
+    assert_eq!(n.status(0).pin, Some(identity(2).public_key()));
+    assert!(n.delivered[1].contains(&ping(1, 1)));
+}
+
+/// A host without a pin for its peer never pins it: any key is taken, nothing is stored.
+#[test]
+fn a_peer_without_identity_is_never_pinned() {
+    let mut n = Net::new(Opts {
+        identities: false,
+        ..Opts::default()
+    });
+    up(&mut n);
+    assert!(n.status(0).pin.is_none());
+    assert!(
+        !n.events[0]
+            .iter()
+            .any(|e| matches!(e, Event::PinLearned { .. }))
+    );
+}
+
+/// Issue 18 item 6, in memory: a unicast ping inside a broadcast frame under the group key
+/// "from" a session peer is not delivered (`group_unicast`); ARP in a broadcast is.
+#[test]
+fn only_genuine_group_payloads_under_the_group_key() {
+    let mut n = Net::new(Opts {
+        identities: false,
+        ..Opts::default()
+    });
+    up(&mut n);
+    let mut sneaky = ping(2, 9);
+    sneaky[..6].copy_from_slice(&[0xff; 6]);
+    let mut sealer = crate::Sealer::new(
+        crate::SuiteKey::new(SuiteId::Aes128Gcm, &[0x42; 16]).unwrap(),
+        Seq(u32::MAX - 10),
+        SealerConfig::new(),
+    )
+    .unwrap();
+    let mut out = vec![0u8; 256];
+    let f = sealer.seal(n.now, &sneaky, &mut out).unwrap().to_vec();
+    let r = n.deliver(Wire {
+        from: 2,
+        path: PathId::FIRST,
+        frame: f,
+    });
+    assert_eq!(r, Received::Dropped(RxDrop::GroupUnicast(PeerId(0))));
+    let arp = [&[0xff; 6][..], &MAC_B, &[0x08, 0x06], &[0u8; 28]].concat();
+    let f = sealer.seal(n.now, &arp, &mut out).unwrap().to_vec();
+    assert!(matches!(
+        n.deliver(Wire {
+            from: 2,
+            path: PathId::FIRST,
+            frame: f
+        }),
+        Received::Deliver { .. }
+    ));
+}
+
+/// With identities, a group frame "from" the peer signed by someone else fails its signature on
+/// both paths (and is reported once), before it reaches any budget.
+#[test]
+fn forged_signatures_fail_on_both_paths_and_are_reported_once() {
+    let mut n = Net::new(Opts::default());
+    up(&mut n);
+    let mut forger = crate::Sealer::new(
+        crate::SuiteKey::new(SuiteId::Aes128Gcm, &[0x42; 16]).unwrap(),
+        Seq(u32::MAX - 10),
+        SealerConfig::new(),
+    )
+    .unwrap()
+    .with_signer(SigningKey::from_seed(&[9; 32]).unwrap());
+    let mut out = vec![0u8; 256];
+    for path in [PathId::FIRST, PathId::SECOND, PathId::FIRST] {
+        let f = forger
+            .seal_sub(
+                n.now,
+                MAC_A,
+                MAC_B,
+                Protocol::SessionEstablishment,
+                &[1, 1, 0],
+                &mut out,
+            )
+            .unwrap()
+            .to_vec();
+        assert_eq!(
+            n.deliver(Wire {
+                from: 2,
+                path,
+                frame: f
+            }),
+            Received::Dropped(RxDrop::Open(PeerId(0), DropReason::BadSignature))
+        );
+    }
+    let reported = n.events[0]
+        .iter()
+        .filter(|e| matches!(e, Event::BadSignature(_)))
+        .count();
+    assert_eq!(reported, 1);
+    assert_eq!(n.counters(0).messages_limited, 0);
+}
+
+/// A frame from a MAC that is no peer's: dropped, counted, reported once a minute.
+#[test]
+fn unknown_sources_are_reported_once_a_minute() {
+    let mut n = Net::new(Opts::default());
+    let mut f = ping(2, 0);
+    f[6..12].copy_from_slice(&[2, 9, 9, 9, 9, 9]);
+    for _ in 0..3 {
+        let r = n.deliver(Wire {
+            from: 2,
+            path: PathId::FIRST,
+            frame: f.clone(),
+        });
+        assert_eq!(
+            r,
+            Received::Dropped(RxDrop::UnknownPeer([2, 9, 9, 9, 9, 9]))
+        );
+    }
+    n.now = n.now + Duration::from_secs(61);
+    let _ = n.deliver(Wire {
+        from: 2,
+        path: PathId::FIRST,
+        frame: f,
+    });
+    let reported = n.events[0]
+        .iter()
+        .filter(|e| matches!(e, Event::UnknownSource(_)))
+        .count();
+    assert_eq!(reported, 2);
+    assert_eq!(n.hosts[0].counters().unknown_peer, 4);
+}
+
+/// `require` with one path on one side: no session, counted `too_few_paths`, retried with
+/// backoff (not in a loop).
+#[test]
+fn require_with_one_path_fails_cleanly_and_backs_off() {
+    let mut n = Net::new(Opts::default());
+    n.hosts[1] = host(
+        2,
+        Opts {
+            paths: 1,
+            smkex: SmkexMode::Preferred,
+            ..Opts::default()
+        },
+    );
+    n.drain(1);
+    let _ = n.send(0, &ping(1, 0));
+    n.settle();
+    n.advance(10_000);
+    let too_few = FAIL_REASONS
+        .iter()
+        .position(|r| *r == "too_few_paths")
+        .unwrap();
+    let f = n.counters(0).handshake_failures[too_few];
+    assert!((1..=5).contains(&f), "{f} failures in 10 s: backoff");
+    assert!(!n.status(0).up);
+}
