@@ -175,6 +175,10 @@ impl GroupSealer {
         self.r.sealer.take_signer()
     }
 
+    pub(super) fn set_signer(&mut self, signer: Option<SigningKey>) {
+        self.r.sealer.set_signer(signer);
+    }
+
     pub(super) fn reserve_event(&self, next: Option<Seq>) -> Event {
         Event::Reserve {
             key: self.r.fingerprint,
@@ -276,6 +280,29 @@ impl StaticKeys {
 
     pub(super) fn get_mut(&mut self, i: usize) -> Option<&mut Reserved> {
         self.keys.get_mut(i)
+    }
+
+    /// The sealer `key` names (the group key's for [`KeyRef::Group`]).
+    pub(super) fn sealer_mut<'a>(
+        &'a mut self,
+        key: KeyRef,
+        group: &'a mut GroupSealer,
+    ) -> &'a mut Reserved {
+        match key {
+            KeyRef::Static(i) => match self.keys.get_mut(i) {
+                Some(r) => r,
+                None => &mut group.r,
+            },
+            KeyRef::Group => &mut group.r,
+        }
+    }
+
+    /// The overhead of the sealer `key` names.
+    pub(super) fn overhead_of(&self, key: KeyRef, group: &GroupSealer) -> usize {
+        match key {
+            KeyRef::Static(i) => self.keys.get(i).map_or(0, |k| k.sealer.overhead()),
+            KeyRef::Group => group.overhead(),
+        }
     }
 
     pub(super) fn reserved(&mut self, key: Fingerprint, claim: Claim) {

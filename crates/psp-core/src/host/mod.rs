@@ -43,6 +43,7 @@ mod budget;
 mod counters;
 mod group;
 mod keys;
+mod normalized;
 mod peer;
 mod rx;
 mod session;
@@ -59,6 +60,7 @@ pub use budget::MessageBudget;
 pub use counters::{Counter, Counters, DROP_REASONS, FAIL_REASONS, HostCounters, PeerCounters};
 pub use group::{GroupOpener, is_group_payload};
 pub use keys::{Claim, Fingerprint, KeySpec};
+pub use normalized::{Departure, NormCounters, NormSpec};
 pub use session::{SessionInfo, Status as SessionStatus, addr_from_frame};
 
 use self::keys::StaticKeys;
@@ -161,6 +163,9 @@ pub struct PeerSpec {
     /// How many paths lead to it (2 only with two uplinks, and over UDP only with a second
     /// endpoint).
     pub paths: u8,
+    /// Traffic normalization toward it (its unicast frames and the broadcasts go in a stream
+    /// of fixed-size frames at a paced rate), if enabled.
+    pub normalize: Option<NormSpec>,
 }
 
 /// A frame from the protected side to seal ([`Host::handle_tap`]), in the style of
@@ -377,6 +382,7 @@ impl Host {
     /// # Errors
     /// A key or setting the core refuses, named by peer (`group` for the group key).
     pub fn new(
+        now: Instant,
         cfg: Config,
         group: KeySpec,
         signer: Option<SigningKey>,
@@ -400,7 +406,7 @@ impl Host {
             cfg,
         };
         host.events.push_back(host.group.reserve_event(None));
-        host.apply_peers(group, peers)?;
+        host.apply_peers(now, group, peers)?;
         Ok(host)
     }
 
@@ -411,60 +417,86 @@ impl Host {
     ///
     /// # Errors
     /// As [`new`](Self::new).
-    pub fn reconfigure(&mut self, group: KeySpec, peers: Vec<PeerSpec>) -> Result<(), SpecError> {
-        self.apply_peers(group, peers)
+    pub fn reconfigure(
+        &mut self,
+        now: Instant,
+        group: KeySpec,
+        peers: Vec<PeerSpec>,
+    ) -> Result<(), SpecError> {
+        self.apply_peers(now, group, peers)
     }
 
-    fn apply_peers(&mut self, group: KeySpec, specs: Vec<PeerSpec>) -> Result<(), SpecError> {
+    fn apply_peers(
+        &mut self,
+        now: Instant,
+        group: KeySpec,
+        specs: Vec<PeerSpec>,
+    ) -> Result<(), SpecError> {
+        // 1. Build everything new, reading `self` only: an error changes nothing.
         let group_changed = self.group.spec() != &group;
         let new_group = if group_changed {
-            Some(keys::GroupSealer::new(&group, self.group.take_signer())?)
+            Some(keys::GroupSealer::new(&group, None)?)
         } else {
             None
         };
-        let statics = self
-            .statics
-            .rebuild(&specs, new_group.as_ref().map_or(&self.group, |g| g).spec())?;
-        let mut old: BTreeMap<String, Peer> = core::mem::take(&mut self.peers)
-            .into_iter()
-            .map(|p| (p.spec.name.clone(), p))
-            .collect();
-        let mut peers = Vec::with_capacity(specs.len());
-        for (i, spec) in specs.into_iter().enumerate() {
-            let kept = old
-                .remove(&spec.name)
-                .filter(|p| p.spec == spec && !group_changed);
-            let peer = match kept {
-                Some(mut p) => {
-                    p.id = PeerId(i);
-                    p
-                }
-                None => {
-                    let prev_counters = old.get(&spec.name).map(|p| p.counters.clone());
-                    let mut p = Peer::new(PeerId(i), spec, &self.cfg, &group, &statics)?;
-                    if let Some(c) = prev_counters {
-                        p.counters = c;
-                    }
-                    p
-                }
-            };
-            peers.push(peer);
+        let group_ref = new_group.as_ref().unwrap_or(&self.group);
+        let statics = self.statics.rebuild(&specs, group_ref.spec())?;
+        let mut fresh = Vec::with_capacity(specs.len());
+        for (i, spec) in specs.iter().enumerate() {
+            let keep = !group_changed && self.peers.iter().any(|p| p.spec == *spec);
+            fresh.push(if keep {
+                None
+            } else {
+                let overhead = |k| statics.overhead_of(k, group_ref);
+                Some(Peer::new(
+                    PeerId(i),
+                    spec.clone(),
+                    &self.cfg,
+                    &group,
+                    &statics,
+                    now,
+                    overhead,
+                )?)
+            });
         }
-        // Counters of a peer whose settings changed carry over by name (built above from
-        // `old`, which still holds it); the rest are gone with their peers.
-        let mut by_mac = BTreeMap::new();
-        for p in &peers {
-            for mac in &p.spec.macs {
-                by_mac.insert(*mac, p.id);
-            }
-        }
-        if let Some(g) = new_group {
+        // 2. Put it in force (cannot fail). Unchanged peers keep all their state; a changed
+        // peer keeps its counters (by name); a static key in use keeps its numbers.
+        if let Some(mut g) = new_group {
+            g.set_signer(self.group.take_signer());
             self.group = g;
             self.events.push_back(self.group.reserve_event(None));
         }
         self.events.extend(self.statics.adopt(statics));
-        self.peers = peers;
-        self.by_mac = by_mac;
+        let mut old: BTreeMap<String, Peer> = core::mem::take(&mut self.peers)
+            .into_iter()
+            .map(|p| (p.spec.name.clone(), p))
+            .collect();
+        let group_spec = self.group.spec().clone();
+        for (i, (spec, made)) in specs.into_iter().zip(fresh).enumerate() {
+            let mut p = match made {
+                Some(mut p) => {
+                    if let Some(o) = old.remove(&spec.name) {
+                        p.counters = o.counters;
+                    }
+                    p
+                }
+                None => match old.remove(&spec.name) {
+                    Some(p) => p,
+                    // `keep` found it above; nothing else removes it.
+                    None => continue,
+                },
+            };
+            p.id = PeerId(i);
+            if let Keying::Static(k) = &p.spec.keying {
+                p.key = self.statics.find(k, &group_spec);
+            }
+            self.peers.push(p);
+        }
+        self.by_mac = self
+            .peers
+            .iter()
+            .flat_map(|p| p.spec.macs.iter().map(|m| (*m, p.id)))
+            .collect();
         Ok(())
     }
 

@@ -31,6 +31,8 @@ pub(super) struct Peer {
     pub(super) session: Option<Box<SessionPeer>>,
     /// When a bad signature from it was last reported.
     pub(super) bad_signature_reported: Option<Instant>,
+    /// Its normalized stream (a session peer: from its first session on).
+    pub(super) stream: Option<super::normalized::Stream>,
 }
 
 impl Peer {
@@ -40,6 +42,8 @@ impl Peer {
         cfg: &Config,
         group: &KeySpec,
         statics: &StaticKeys,
+        now: Instant,
+        key_overhead: impl Fn(KeyRef) -> usize,
     ) -> Result<Self, SpecError> {
         let name = spec.name.as_str();
         let pin = match spec.keying {
@@ -84,8 +88,21 @@ impl Peer {
                 )
             }
         };
+        // A static peer's stream starts now; a session peer's with its first session.
+        let stream = match (&spec.normalize, &session) {
+            (Some(n), None) => Some(
+                super::normalized::Stream::new(now, *n, key_overhead(key)).map_err(|problem| {
+                    SpecError {
+                        peer: spec.name.clone(),
+                        problem,
+                    }
+                })?,
+            ),
+            _ => None,
+        };
         Ok(Self {
             id,
+            stream,
             group: [group_opener(0)?, group_opener(1)?],
             spec,
             key,

@@ -23,6 +23,8 @@ use crate::wire::{Frame, Protocol};
 enum Opened {
     Data(core::ops::Range<usize>, bool),
     Handshake(core::ops::Range<usize>),
+    Normalized(core::ops::Range<usize>),
+    GroupIgnored,
     Control,
     Sub,
     NotGroupPayload,
@@ -91,6 +93,10 @@ impl Host {
                 Ok(o) => {
                     let kind = match o.protocol() {
                         Protocol::Control => Opened::Control,
+                        Protocol::Normalized => {
+                            let r = o.range();
+                            Opened::Normalized(r.start + 14..r.end)
+                        }
                         pr if pr.is_sub_protocol() => Opened::Sub,
                         _ => Opened::Data(o.range(), trusted),
                     };
@@ -113,7 +119,14 @@ impl Host {
                 (_, None, None) => return Received::Dropped(RxDrop::NotForUs),
             };
             let trusted = opener.suite().icv_len() > 0;
+            let normalized = p.spec.normalize.is_some();
             let kind = match opener.open(now, frame) {
+                // A normalized peer's broadcasts come in its stream.
+                Ok(_) if group && normalized => Opened::GroupIgnored,
+                Ok(o) if o.protocol() == Protocol::Normalized && normalized && !group => {
+                    let r = o.range();
+                    Opened::Normalized(r.start + 14..r.end)
+                }
                 Ok(o) => match o.protocol() {
                     pr if is_handshake(pr) && session && !group => {
                         let r = o.range();
@@ -153,6 +166,20 @@ impl Host {
             }
             Opened::Control | Opened::Sub => {
                 p.counters.rx_sub += 1;
+                Received::Consumed
+            }
+            Opened::Normalized(range) => {
+                if let Some(st) = p.stream.as_mut() {
+                    // A malformed payload is counted by the endpoint.
+                    let _ = st.ep.handle_payload(now, &frame[range]);
+                    st.delivering = true;
+                }
+                Received::Consumed
+            }
+            Opened::GroupIgnored => {
+                if let Some(st) = p.stream.as_mut() {
+                    st.counters.group_ignored += 1;
+                }
                 Received::Consumed
             }
             Opened::NotGroupPayload => {
@@ -203,7 +230,7 @@ impl Host {
 
     /// A handshake message from a session peer: the budget first (a flood costs a counter),
     /// then the session (freshness, the handshake).
-    fn handshake_message(
+    pub(super) fn handshake_message(
         &mut self,
         now: Instant,
         pid: PeerId,

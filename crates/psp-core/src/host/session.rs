@@ -610,7 +610,18 @@ impl Host {
             timestamp: &mut stamp,
             wall,
         };
-        Some(f(s, &mut cx))
+        let r = f(s, &mut cx);
+        // A normalized session peer's stream starts with its first session.
+        if let Some(n) = p.spec.normalize
+            && p.stream.is_none()
+            && s.ring().sealer(now).is_ok()
+        {
+            let overhead = super::keys::session_overhead(&settings.handshake);
+            if let Ok(st) = super::normalized::Stream::new(now, n, overhead) {
+                p.stream = Some(st);
+            }
+        }
+        Some(r)
     }
 
     /// Seals one waiting message into `out`, or drops it (counted) when its key cannot seal.
@@ -620,6 +631,21 @@ impl Host {
         o: Outgoing,
         out: &mut [u8],
     ) -> Option<Transmit> {
+        // A normalized peer whose stream runs: path-1 messages and waiting frames go in it.
+        if o.path == PathId::FIRST && self.streams(o.peer.0, now) {
+            match &o.kind {
+                OutKind::Handshake(proto, bytes) => {
+                    let _ = self.push_message(now, o.peer.0, *proto, bytes);
+                }
+                OutKind::Control(payload) => {
+                    let _ = self.push_message(now, o.peer.0, Protocol::Control, payload);
+                }
+                OutKind::Data(frame) => {
+                    let _ = self.push_inner(now, o.peer.0, frame);
+                }
+            }
+            return None;
+        }
         let p = self.peers.get_mut(o.peer.0)?;
         let dst = *p.spec.macs.first()?;
         let src = self.cfg.mac;

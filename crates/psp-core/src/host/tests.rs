@@ -66,6 +66,7 @@ pub(super) struct Opts {
     pub(super) identities: bool,
     pub(super) tofu: bool,
     pub(super) rekey_after_s: u64,
+    pub(super) normalize: bool,
 }
 
 impl Default for Opts {
@@ -76,6 +77,7 @@ impl Default for Opts {
             identities: true,
             tofu: false,
             rekey_after_s: 120,
+            normalize: false,
         }
     }
 }
@@ -127,9 +129,14 @@ pub(super) fn host(me: u8, o: Opts) -> Host {
             address: Some(ip(other)),
         },
         paths: o.paths,
+        normalize: o.normalize.then(|| NormSpec {
+            cfg: crate::normalize::Config::default(),
+            frame_size: 600,
+            wire_extra: 0,
+        }),
     };
     let signer: Option<SigningKey> = o.identities.then(|| id.signing_key().unwrap());
-    Host::new(cfg, group_spec(), signer, vec![peer], None).unwrap()
+    Host::new(Instant::ZERO, cfg, group_spec(), signer, vec![peer], None).unwrap()
 }
 
 /// A frame on the wire: from host 1 or 2, on a path.
@@ -180,6 +187,14 @@ impl Net {
     pub(super) fn drain(&mut self, i: usize) {
         loop {
             let mut out = vec![0u8; 2048];
+            while let Some(d) = self.hosts[i].poll_departure(self.now, Duration::ZERO, &mut out) {
+                self.push(i, PathId::FIRST, out[..d.len].to_vec());
+            }
+            while let Some((_, len)) =
+                self.hosts[i].poll_delivery(self.now, &mut out, &mut self.rng)
+            {
+                self.delivered[i].push(out[..len].to_vec());
+            }
             while let Some(t) = self.hosts[i].poll_transmit(self.now, &mut out) {
                 self.push(i, t.path, out[..t.len].to_vec());
             }
@@ -267,8 +282,8 @@ impl Net {
             for i in 0..2 {
                 if self.hosts[i].poll_timeout().is_some_and(|t| t <= self.now) {
                     self.hosts[i].handle_timeout(self.now, &mut self.rng);
-                    self.drain(i);
                 }
+                self.drain(i);
             }
             self.settle();
         }
@@ -725,4 +740,45 @@ fn require_with_one_path_fails_cleanly_and_backs_off() {
     let f = n.counters(0).handshake_failures[too_few];
     assert!((1..=5).contains(&f), "{f} failures in 10 s: backoff");
     assert!(!n.status(0).up);
+}
+
+/// Issue 20's proof, in memory: normalized peers with sessions. The first handshake runs before
+/// any stream; from then on every frame on path 1 is one stream frame of one size (rekeys
+/// included: their messages ride inside the stream), and pings arrive through the streams.
+#[test]
+fn normalized_peers_with_sessions_rekey_inside_their_streams() {
+    let mut n = Net::new(Opts {
+        normalize: true,
+        rekey_after_s: 2,
+        ..Opts::default()
+    });
+    let _ = n.send(0, &ping(1, 0));
+    n.settle();
+    n.advance(500);
+    assert!(n.status(0).up && n.status(1).up);
+    let first = n.seen.len();
+    let mut sent = 0;
+    for t in 1..60u16 {
+        let _ = n.send(0, &ping(1, t));
+        let _ = n.send(1, &ping(2, t));
+        sent += 2;
+        n.advance(100);
+    }
+    n.advance(500);
+    let got = n.delivered[0]
+        .iter()
+        .chain(&n.delivered[1])
+        .filter(|f| f.len() == ping(1, 0).len())
+        .count();
+    assert!(got >= sent, "{got} of {sent} pings through the streams");
+    let rekeys = n.counters(0).rekeys + n.counters(1).rekeys;
+    assert!(rekeys >= 2, "{rekeys} rekeys");
+    // After the first session: one frame size on path 1, whatever was inside.
+    let sizes: alloc::collections::BTreeSet<usize> = n.seen[first..]
+        .iter()
+        .filter(|w| w.path == PathId::FIRST)
+        .map(|w| w.frame.len())
+        .collect();
+    assert_eq!(sizes.len(), 1, "path 1 frame sizes {sizes:?}");
+    assert_eq!(*sizes.iter().next().unwrap(), 600);
 }

@@ -38,7 +38,14 @@ impl Host {
                 continue;
             }
             if is_group(&dst) {
-                jobs[i].result = self.seal_group(now, &mut jobs[i]);
+                // Normalized peers get broadcasts in their streams; the others under the group
+                // key (no copy at all when every peer is normalized).
+                self.push_group_to_streams(now, frame);
+                jobs[i].result = if self.all_streaming(now) {
+                    TapResult::Queued
+                } else {
+                    self.seal_group(now, &mut jobs[i])
+                };
                 i += 1;
                 continue;
             }
@@ -48,6 +55,12 @@ impl Host {
                 i += 1;
                 continue;
             };
+            if self.streams(pid.0, now) {
+                let _ = self.push_inner(now, pid.0, frame);
+                jobs[i].result = TapResult::Queued;
+                i += 1;
+                continue;
+            }
             i = self.seal_peer_run(now, pid, dst, jobs, i, rng);
         }
         self.take_clock_event();
