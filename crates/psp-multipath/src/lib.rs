@@ -207,9 +207,11 @@ pub enum OnPathFailure {
     },
 }
 
-/// The most stream bytes (segments as sent, headers and tags included) a sender keeps
-/// unacknowledged under [`OnPathFailure::Continue`] (16 MiB); also, plus two segments, the most
-/// a receiver holds out of order (after a path failed or stalled for 100 ms).
+/// The most a sender keeps unacknowledged under [`OnPathFailure::Continue`] (16 MiB: segments
+/// as sent, headers and tags included, plus 256 bytes charged per segment); also, plus two
+/// receive buffers, the most a receiver under its own `Continue` policy holds out of order
+/// (after a path failed, or stalled for 100 ms while its peer re-sends), charged the same way:
+/// at most about 60,000 segments. A receiver under `Close` never holds any out of order.
 pub const RETAIN_LIMIT: usize = stream::RETAIN_LIMIT;
 
 /// A long-term X25519 secret ([`Options::static_key`]). Zeroized on drop; `Debug` prints no

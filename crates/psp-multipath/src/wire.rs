@@ -66,6 +66,9 @@ pub enum Error {
     TooLong,
     /// A field holds a value outside its range (path role, cipher).
     BadField(&'static str),
+    /// A data segment with no payload (a sender never makes one; each would cost the receiver
+    /// bookkeeping for nothing).
+    EmptyData,
 }
 
 impl fmt::Display for Error {
@@ -78,6 +81,7 @@ impl fmt::Display for Error {
             Self::Reserved => f.write_str("reserved field not zero"),
             Self::TooLong => f.write_str("length field too large"),
             Self::BadField(name) => write!(f, "bad {name} field"),
+            Self::EmptyData => f.write_str("empty data segment"),
         }
     }
 }
@@ -222,8 +226,9 @@ impl Repr {
     /// Parses a checked view.
     ///
     /// # Errors
-    /// [`Error::BadKind`], [`Error::Reserved`], or [`Error::TooLong`] for a fin or an ack
-    /// whose payload is neither empty nor one tag.
+    /// [`Error::BadKind`], [`Error::Reserved`], [`Error::TooLong`] for a fin or an ack
+    /// whose payload is neither empty nor one tag, [`Error::EmptyData`] for a data segment
+    /// without payload.
     pub fn parse<T: AsRef<[u8]>>(s: &Segment<T>) -> Result<Self, Error> {
         s.check_len()?;
         let kind = match s.kind_code() {
@@ -238,6 +243,9 @@ impl Repr {
         let len = s.payload_len();
         if kind != Kind::Data && len != 0 && len != CONTROL_TAG_LEN {
             return Err(Error::TooLong);
+        }
+        if kind == Kind::Data && len == 0 {
+            return Err(Error::EmptyData);
         }
         Ok(Self {
             kind,
@@ -551,6 +559,15 @@ mod tests {
             Repr::parse(&Segment::new_unchecked(&fin[..])),
             Err(Error::TooLong)
         );
+        // A data segment carries at least one byte.
+        let mut empty = [0u8; HEADER_LEN];
+        empty.copy_from_slice(&SEGMENT[..HEADER_LEN]);
+        empty[2..4].fill(0);
+        assert_eq!(
+            Repr::parse(&Segment::new_checked(&empty[..]).unwrap()),
+            Err(Error::EmptyData)
+        );
+        assert_eq!(Error::EmptyData.to_string(), "empty data segment");
     }
 
     static ACK: [u8; 36] = [
