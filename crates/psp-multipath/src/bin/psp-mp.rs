@@ -73,6 +73,9 @@ enum Command {
         #[arg(long)]
         known_file: std::path::PathBuf,
     },
+    /// Print a new long-term secret (64 hex digits from the OS RNG) for `--key-file`; write it
+    /// to a file only this user can read: `(umask 077; psp-mp keygen > server.key)`.
+    Keygen,
     /// Print the public key of a `--key-file` secret (for the peer's `--pin`).
     Pubkey {
         /// The secret: 64 hex digits.
@@ -127,8 +130,9 @@ struct Common {
     /// Discard what arrives instead of writing it to stdout.
     #[arg(long)]
     discard: bool,
-    /// This host's long-term X25519 secret: a file holding 64 hex digits (e.g. from
-    /// `psp-gateway keygen --bytes 32`); mixed into the key exchange (seed 002 §10).
+    /// This host's long-term X25519 secret: a file holding 64 hex digits (`psp-mp keygen`),
+    /// mode 0600 or stricter, owned by root or this user; mixed into the key exchange (seed 002
+    /// §10).
     #[arg(long)]
     key_file: Option<std::path::PathBuf>,
     /// Require the peer's long-term public key (64 hex digits; `-v` prints the peer's, and
@@ -215,12 +219,23 @@ fn hex32(what: &str, text: &str) -> Result<[u8; 32], String> {
     Ok(out)
 }
 
+/// A long-term secret from a key file, under the gateway daemon's rules (the `psp-keyfile`
+/// crate: a regular file of mode 0600 or stricter, owned by root or this user, one hex key).
 fn read_key(path: &std::path::Path) -> Result<LongTermKey, String> {
-    let text = std::fs::read_to_string(path).map_err(|e| format!("{}: {e}", path.display()))?;
-    Ok(LongTermKey::from_bytes(hex32(
-        &path.display().to_string(),
-        &text,
-    )?))
+    let rules = psp_keyfile::Rules {
+        also_owner: None,
+        keygen: "psp-mp keygen",
+        create: "psp-mp keygen",
+    };
+    let bytes = psp_keyfile::read(path, &rules).map_err(|e| format!("--key-file: {e}"))?;
+    let secret: [u8; 32] = bytes.as_slice().try_into().map_err(|_| {
+        format!(
+            "--key-file: {} holds a {}-byte key; want 32 bytes (64 hex digits, `psp-mp keygen`)",
+            path.display(),
+            bytes.len()
+        )
+    })?;
+    Ok(LongTermKey::from_bytes(secret))
 }
 
 fn to_hex(b: &[u8]) -> String {
@@ -350,6 +365,13 @@ async fn run(cli: Cli) -> Result<(), String> {
                 .await
                 .map_err(|e| e.to_string())?;
             pump(s, &common).await
+        }
+        Command::Keygen => {
+            let mut secret = zeroize::Zeroizing::new([0u8; 32]);
+            getrandom::fill(&mut secret[..]).map_err(|e| format!("OS RNG: {e}"))?;
+            let text = zeroize::Zeroizing::new(to_hex(&secret[..]));
+            println!("{}", text.as_str());
+            Ok(())
         }
         Command::Pubkey { key_file } => {
             println!("{}", to_hex(&read_key(&key_file)?.public_key()));
