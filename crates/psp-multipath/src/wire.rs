@@ -336,6 +336,11 @@ impl Cipher {
         }
     }
 
+    /// Whether each segment is sealed with an AEAD (a tag on every segment, fin and ack).
+    pub fn is_aead(self) -> bool {
+        matches!(self, Self::Aes128Gcm)
+    }
+
     /// A short name (`none`, `scramble`, `aes128-gcm`).
     pub fn name(self) -> &'static str {
         match self {

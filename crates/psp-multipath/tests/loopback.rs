@@ -196,6 +196,59 @@ async fn eavesdropper_on_untrusted_path_reads_plain_but_not_scrambled() {
     assert_eq!(hits[2], 0, "aes128-gcm: nothing");
 }
 
+/// Text of this repository (about 200 KB), as the file a user sends.
+fn docs_text() -> Vec<u8> {
+    [
+        include_str!("../../../docs/PROTOCOL.md"),
+        include_str!("../../../docs/SESSIONS.md"),
+        include_str!("../../../docs/CONFIG.md"),
+        include_str!("../../../docs/SCRAMBLER.md"),
+        include_str!("../../../README.md"),
+    ]
+    .concat()
+    .into_bytes()
+}
+
+/// Issue 19: the eavesdropper on the untrusted path, with no key and no known plaintext, runs
+/// the ciphertext-only attack on what it recorded: it reads the scrambled text (at least 95 %
+/// of the bytes on its path) and not the sealed one (under 1 %). The "0 hits of a known phrase"
+/// figure of the test above is true at the same time.
+#[tokio::test]
+async fn a_ciphertext_only_eavesdropper_reads_scrambled_text_but_not_sealed() {
+    let text = docs_text();
+    let mut pct = Vec::new();
+    for cipher in [Cipher::Scramble, Cipher::Aes128Gcm, Cipher::None] {
+        let l = listener().await;
+        let (paths, cap) = via_relay(&l, Mode::Record).await;
+        let (got, _, c) = exchange(
+            l,
+            paths,
+            opts(cipher),
+            opts(cipher),
+            text.clone(),
+            Vec::new(),
+        )
+        .await;
+        assert!(got == text, "{cipher:?}: stream corrupted");
+        let recorded = cap.client_to_server();
+        if cipher != Cipher::None {
+            assert_eq!(
+                count(&recorded, b"the "),
+                0,
+                "{cipher:?}: a known word in clear"
+            );
+        }
+        let a = attack::analyze_path(&recorded);
+        assert_eq!(a.cipher, Some(cipher));
+        assert_eq!(a.bytes(), c.stats()[UNTRUSTED].bytes_sent, "{cipher:?}");
+        assert!(a.bytes() > 30_000, "{cipher:?}: {} bytes", a.bytes());
+        pct.push(a.recovered(&text) as f64 * 100.0 / a.bytes() as f64);
+    }
+    assert!(pct[0] >= 95.0, "scramble: {pct:?}");
+    assert!(pct[1] < 1.0, "aes128-gcm: {pct:?}");
+    assert!(pct[2] == 100.0, "none: {pct:?}");
+}
+
 #[tokio::test]
 async fn share_replaced_on_one_path_fails_the_handshake() {
     for compact_handshake in [true, false] {

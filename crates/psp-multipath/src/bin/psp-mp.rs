@@ -73,6 +73,22 @@ enum Command {
         #[arg(long)]
         known_file: std::path::PathBuf,
     },
+    /// Ciphertext-only attack (docs/SCRAMBLER.md): from the client → server bytes of one path
+    /// (`proxy --record`, or a TCP stream reassembled from a capture), with no key and no known
+    /// plaintext, guess every stream byte the path carried. Prints one line: `cipher=… runs=…
+    /// bytes=… models=…`, and with `--truth` also `recovered=… pct=…`.
+    Analyze {
+        /// The recorded client → server bytes of one path.
+        #[arg(long)]
+        stream: std::path::PathBuf,
+        /// The stream that was really sent, only to score the guesses (the attack never reads
+        /// it).
+        #[arg(long)]
+        truth: Option<std::path::PathBuf>,
+        /// Write the guessed bytes, run after run, to this file.
+        #[arg(long)]
+        write: Option<std::path::PathBuf>,
+    },
     /// Print a new long-term secret (64 hex digits from the OS RNG) for `--key-file`; write it
     /// to a file only this user can read: `(umask 077; psp-mp keygen > server.key)`.
     Keygen,
@@ -381,6 +397,11 @@ async fn run(cli: Cli) -> Result<(), String> {
             capture,
             known_file,
         } => recover(&capture, &known_file),
+        Command::Analyze {
+            stream,
+            truth,
+            write,
+        } => analyze(&stream, truth.as_deref(), write.as_deref()),
         Command::Proxy {
             listen,
             to,
@@ -431,6 +452,45 @@ fn recover(capture: &std::path::Path, known_file: &std::path::Path) -> Result<()
         .write_all(&plain)
         .map_err(|e| format!("stdout: {e}"))?;
     eprintln!("{offset} {}", plain.len());
+    Ok(())
+}
+
+fn analyze(
+    stream: &std::path::Path,
+    truth: Option<&std::path::Path>,
+    write: Option<&std::path::Path>,
+) -> Result<(), String> {
+    let read = |p: &std::path::Path| std::fs::read(p).map_err(|e| format!("{}: {e}", p.display()));
+    let a = attack::analyze_path(&read(stream)?);
+    let mut line = format!(
+        "cipher={} runs={} bytes={} models={}",
+        a.cipher.map_or("unknown", Cipher::name),
+        a.guesses.len(),
+        a.bytes(),
+        a.models
+            .iter()
+            .map(|(m, n)| format!("{}:{n}", m.name()))
+            .collect::<Vec<_>>()
+            .join(",")
+    );
+    if let Some(t) = truth {
+        let got = a.recovered(&read(t)?);
+        let pct = if a.bytes() == 0 {
+            0.0
+        } else {
+            got as f64 * 100.0 / a.bytes() as f64
+        };
+        line += &format!(" recovered={got} pct={pct:.2}");
+    }
+    if let Some(w) = write {
+        let all: Vec<u8> = a
+            .guesses
+            .iter()
+            .flat_map(|(_, g)| g.iter().copied())
+            .collect();
+        std::fs::write(w, all).map_err(|e| format!("{}: {e}", w.display()))?;
+    }
+    println!("{line}");
     Ok(())
 }
 
