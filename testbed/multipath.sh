@@ -496,11 +496,11 @@ head -c 2000000 /dev/urandom >"$RUN_DIR/secret.bin"
 $E "$MP_BIN" proxy --listen 10.71.2.254:7101 --to 10.71.3.2:7001 --record "$RUN_DIR/rec.bin" &
 ppid=$!
 PIDS+=($ppid)
-$S "$MP_BIN" listen "${SRV_PATHS[@]}" --discard </dev/null 2>/dev/null &
+$S "$MP_BIN" listen "${SRV_PATHS[@]}" --cipher scramble --discard </dev/null 2>/dev/null &
 spid=$!
 wait_port "$NS_S" 7001
 wait_port "$NS_E" 7101
-$C "$MP_BIN" connect --path trusted,10.71.1.1=10.71.11.2:7000 \
+$C "$MP_BIN" connect --cipher scramble --path trusted,10.71.1.1=10.71.11.2:7000 \
     --path untrusted,10.71.2.1=10.71.2.254:7101 <"$RUN_DIR/secret.bin" >/dev/null ||
     fail "known-plaintext transfer"
 wait "$spid" || fail "known-plaintext server"

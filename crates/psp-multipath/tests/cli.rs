@@ -1,4 +1,5 @@
-//! `psp-mp` as a user runs it: key files under the daemon's rules, and one-line errors.
+//! `psp-mp` as a user runs it: key files under the daemon's rules, the listener's cipher as a
+//! requirement, and one-line errors.
 #![allow(missing_docs)]
 
 use std::os::unix::fs::PermissionsExt;
@@ -91,4 +92,70 @@ fn a_world_readable_secret_is_refused_with_the_daemons_message() {
         e.contains("is owned by uid 12345; want root (uid 0)"),
         "{e}"
     );
+}
+
+/// Two free loopback ports (bound and released: another process could take them in between,
+/// which would fail the test loudly, not wrongly).
+fn free_ports() -> [u16; 2] {
+    let a = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let b = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    [
+        a.local_addr().unwrap().port(),
+        b.local_addr().unwrap().port(),
+    ]
+}
+
+/// Issue 19: `listen --cipher aes128-gcm` refuses a client that asks for scramble; both print
+/// one line and exit 1. The default cipher is aes128-gcm on both sides.
+#[test]
+fn listen_cipher_is_a_requirement() {
+    let [t, u] = free_ports();
+    let srv_paths = [
+        format!("trusted,127.0.0.1:{t}"),
+        format!("untrusted,127.0.0.1:{u}"),
+    ];
+    let server = Command::new(env!("CARGO_BIN_EXE_psp-mp"))
+        .args(["listen", "--path", &srv_paths[0], "--path", &srv_paths[1]])
+        .args(["--cipher", "aes128-gcm"])
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let cli_paths = [
+        format!("trusted,127.0.0.1:{t}"),
+        format!("untrusted,127.0.0.1:{u}"),
+    ];
+    let mut client = None;
+    for _ in 0..100 {
+        let o = psp_mp(&[
+            "connect",
+            "--path",
+            &cli_paths[0],
+            "--path",
+            &cli_paths[1],
+            "--cipher",
+            "scramble",
+        ]);
+        if !stderr(&o).contains("Connection refused") {
+            client = Some(o);
+            break;
+        }
+        std::thread::sleep(core::time::Duration::from_millis(50));
+    }
+    let client = client.expect("the listener came up");
+    let server = server.wait_with_output().unwrap();
+    assert!(!client.status.success() && !server.status.success());
+    assert_eq!(
+        stderr(&client),
+        "psp-mp: refused by the peer: it does not serve cipher scramble (a listener serves only \
+         its own --cipher; give both sides the same)\n"
+    );
+    assert_eq!(
+        stderr(&server),
+        "psp-mp: refused: the client asks for cipher scramble, this side requires aes128-gcm \
+         (give both sides the same --cipher)\n"
+    );
+    let help = String::from_utf8(psp_mp(&["connect", "--help"]).stdout).unwrap();
+    assert!(help.contains("[default: aes128-gcm]"), "{help}");
 }

@@ -138,8 +138,11 @@ async fn relay_one(client: TcpStream, server: TcpStream, mode: Mode, capture: Ca
                     // clear headers on the path give the next sequence number.
                     let (sealed, next) = {
                         let c = cap.lock();
-                        let sealed = c.server_to_client.get(7).copied()
-                            == Some(crate::Cipher::Aes128Gcm.code());
+                        let sealed = c
+                            .server_to_client
+                            .get(7)
+                            .and_then(|&code| crate::Cipher::from_code(code))
+                            .is_some_and(crate::Cipher::is_aead);
                         (sealed, segments(&c.server_to_client).len())
                     };
                     if cw.write_all(&forged_ack(sealed, next)).await.is_err() {

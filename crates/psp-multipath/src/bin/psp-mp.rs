@@ -21,7 +21,7 @@ use tokio::net::{TcpListener, TcpStream};
 #[command(
     name = "psp-mp",
     version,
-    about = "A byte stream scrambled over a trusted and an untrusted path (netcat-like)"
+    about = "A byte stream dispersed over a trusted and an untrusted path, sealed (or scrambled as in the papers), keyed by SMKEX (netcat-like)"
 )]
 struct Cli {
     #[command(subcommand)]
@@ -117,15 +117,19 @@ struct Common {
     /// append `,dev=IFNAME` to bind to an interface. Give two, one of each role.
     #[arg(long = "path", required = true, num_args = 1)]
     paths: Vec<String>,
-    /// Stream protection.
-    #[arg(long, value_enum, default_value_t = CipherArg::Scramble)]
+    /// Stream protection, required to match on both sides (a listener refuses a client that
+    /// asks for another): aes128-gcm (default) or chacha20-poly1305 seal each segment;
+    /// scramble is the papers' mode (obfuscation, no integrity: an eavesdropper on one path
+    /// reads scrambled text from the ciphertext alone, `psp-mp analyze`); none is plain.
+    #[arg(long, value_enum, default_value_t = CipherArg::Aes128Gcm)]
     cipher: CipherArg,
     /// dispersal (one TCP connection per path, this tool places the data) or kernel-mptcp (one
     /// MPTCP socket on the trusted path; subflows from `ip mptcp endpoint`; the kernel decides
     /// placement and the key exchange is single-path).
     #[arg(long, value_enum, default_value_t = ModeArg::Dispersal)]
     mode: ModeArg,
-    /// Accept a plain stream if the peer cannot scramble.
+    /// With --cipher scramble: run in clear if one side cannot scramble (the papers'
+    /// fallback). Never turns another cipher into plain.
     #[arg(long)]
     allow_plain: bool,
     /// Per mille of the stream on the untrusted path: the most (adaptive) or exactly (--fixed).
@@ -181,9 +185,11 @@ enum ModeArg {
 
 #[derive(Clone, Copy, ValueEnum)]
 enum CipherArg {
-    Scramble,
     #[value(name = "aes128-gcm")]
     Aes128Gcm,
+    #[value(name = "chacha20-poly1305")]
+    ChaCha20Poly1305,
+    Scramble,
     None,
 }
 
@@ -277,6 +283,7 @@ impl Common {
             cipher: match self.cipher {
                 CipherArg::Scramble => Cipher::Scramble,
                 CipherArg::Aes128Gcm => Cipher::Aes128Gcm,
+                CipherArg::ChaCha20Poly1305 => Cipher::ChaCha20Poly1305,
                 CipherArg::None => Cipher::None,
             },
             allow_plain: self.allow_plain || matches!(self.cipher, CipherArg::None),
