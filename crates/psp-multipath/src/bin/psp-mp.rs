@@ -501,9 +501,21 @@ fn analyze(
     Ok(())
 }
 
+/// CPU time this process's threads have run so far (`/proc/self/task/*/schedstat`, in ns), or
+/// `None` where the kernel does not say.
+fn cpu_time() -> Option<Duration> {
+    let mut ns = 0u64;
+    for task in std::fs::read_dir("/proc/self/task").ok()? {
+        let stat = std::fs::read_to_string(task.ok()?.path().join("schedstat")).ok()?;
+        ns += stat.split_whitespace().next()?.parse::<u64>().ok()?;
+    }
+    Some(Duration::from_nanos(ns))
+}
+
 /// stdin → stream and stream → stdout until both ends close.
 async fn pump(s: MultipathStream, common: &Common) -> Result<(), String> {
     let (verbose, send_bytes, discard) = (common.verbose, common.send_bytes, common.discard);
+    let cpu_start = cpu_time();
     if verbose {
         eprintln!(
             "psp-mp: connected, cipher {}, set-up {} µs",
@@ -581,6 +593,14 @@ async fn pump(s: MultipathStream, common: &Common) -> Result<(), String> {
     };
     let (w, r) = tokio::try_join!(up, down)?;
     let s = r.unsplit(w);
+    if verbose && let (Some(a), Some(b)) = (cpu_start, cpu_time()) {
+        // For the testbed's CPU cost per byte (client and server of one transfer).
+        eprintln!(
+            "psp-mp: cpu {} us for the stream ({})",
+            b.saturating_sub(a).as_micros(),
+            s.cipher().name()
+        );
+    }
     if verbose {
         for p in s.stats() {
             eprintln!(
