@@ -174,21 +174,20 @@ async fn fixed_share_policy_is_exact_and_first_segment_is_trusted() {
     }
 }
 
+/// Sends `data` client → server under `cipher` through a recording relay on the untrusted path:
+/// what the server got, the relay's capture, the client's stream.
+async fn send_recorded(cipher: Cipher, data: Vec<u8>) -> (Vec<u8>, Capture, MultipathStream) {
+    let l = listener().await;
+    let (paths, cap) = via_relay(&l, Mode::Record).await;
+    let (got, _, c) = exchange(l, paths, opts(cipher), opts(cipher), data, Vec::new()).await;
+    (got, cap, c)
+}
+
 #[tokio::test]
 async fn eavesdropper_on_untrusted_path_reads_plain_but_not_scrambled() {
     let mut hits = Vec::new();
     for cipher in [Cipher::None, Cipher::Scramble, Cipher::Aes128Gcm] {
-        let l = listener().await;
-        let (paths, cap) = via_relay(&l, Mode::Record).await;
-        let (got, _, c) = exchange(
-            l,
-            paths,
-            opts(cipher),
-            opts(cipher),
-            pattern(500_000),
-            Vec::new(),
-        )
-        .await;
+        let (got, cap, c) = send_recorded(cipher, pattern(500_000)).await;
         assert_eq!(got, pattern(500_000));
         assert!(c.stats()[UNTRUSTED].bytes_sent > 100_000);
         hits.push(count(&cap.client_to_server(), b"0123456789"));
@@ -223,17 +222,7 @@ async fn a_ciphertext_only_eavesdropper_reads_scrambled_text_but_not_sealed() {
     let text = docs_text();
     let mut pct = Vec::new();
     for cipher in [Cipher::Scramble, Cipher::Aes128Gcm, Cipher::None] {
-        let l = listener().await;
-        let (paths, cap) = via_relay(&l, Mode::Record).await;
-        let (got, _, c) = exchange(
-            l,
-            paths,
-            opts(cipher),
-            opts(cipher),
-            text.clone(),
-            Vec::new(),
-        )
-        .await;
+        let (got, cap, c) = send_recorded(cipher, text.clone()).await;
         assert!(got == text, "{cipher:?}: stream corrupted");
         let recorded = cap.client_to_server();
         if cipher != Cipher::None {

@@ -388,18 +388,22 @@ mod tests {
         a.iter().zip(b).filter(|(x, y)| x == y).count()
     }
 
+    /// Attacks the 16 KiB run at `offset` of `plain` scrambled: at least 95 % must come back,
+    /// explained best by `model`.
+    fn assert_recovers(plain: &[u8], offset: usize, model: Model) {
+        assert!(plain.len() >= offset + RUN, "the plaintext is too short");
+        let run = &scrambled(plain)[offset..offset + RUN];
+        let r = recover(run);
+        let got = same(&r.plaintext, &plain[offset..offset + RUN]);
+        assert!(got * 100 >= RUN * 95, "{got} of {RUN} ({:?})", r.model);
+        assert_eq!(r.model, model);
+    }
+
     /// Issue 19: one 16 KiB run from the middle of a scrambled docs text, nothing else known:
     /// at least 95 % comes back.
     #[test]
     fn recovers_a_text_run_from_the_ciphertext_alone() {
-        let plain = DOC.as_bytes();
-        assert!(plain.len() > 3000 + RUN, "the docs text is too short");
-        let all = scrambled(plain);
-        let run = &all[3000..3000 + RUN];
-        let r = recover(run);
-        let got = same(&r.plaintext, &plain[3000..3000 + RUN]);
-        assert!(got * 100 >= RUN * 95, "{got} of {RUN} ({:?})", r.model);
-        assert_eq!(r.model, Model::Text);
+        assert_recovers(DOC.as_bytes(), 3000, Model::Text);
     }
 
     /// The iperf-style digit stream (Figs 13/14): the digits model wins and reads it.
@@ -411,12 +415,7 @@ mod tests {
             .cycle()
             .take(100_000)
             .collect();
-        let all = scrambled(&plain);
-        let run = &all[40_003..40_003 + RUN];
-        let r = recover(run);
-        let got = same(&r.plaintext, &plain[40_003..40_003 + RUN]);
-        assert!(got * 100 >= RUN * 95, "{got} of {RUN} ({:?})", r.model);
-        assert_eq!(r.model, Model::Digits);
+        assert_recovers(&plain, 40_003, Model::Digits);
     }
 
     /// The same text sealed with AES-128-GCM (as psp-mp seals a segment): under 1 % comes
