@@ -327,7 +327,7 @@ pub fn analyze_path(bytes: &[u8]) -> PathAnalysis {
     for (off, payload) in segments_in_capture(bytes) {
         let data = &payload[..payload.len().saturating_sub(tag)];
         match runs.last_mut() {
-            Some((start, run)) if !sealed && *start + run.len() as u64 == off => {
+            Some((start, run)) if !sealed && start.checked_add(run.len() as u64) == Some(off) => {
                 run.extend_from_slice(data);
             }
             _ => runs.push((off, data.to_vec())),
@@ -399,6 +399,45 @@ mod tests {
     use psp_core::scramble::{Scrambler, Seed};
 
     use super::*;
+
+    /// Hostile captures (the fuzz target's job, one case here): segments at the end of the
+    /// offset space do not overflow the run merge.
+    #[test]
+    fn analyze_path_survives_offsets_at_the_end_of_the_space() {
+        use crate::wire::{HELLO_LEN, Hello, Kind, PathRole, Repr as Seg};
+        let mut cap = Hello {
+            role: PathRole::Untrusted,
+            caps: 0,
+            cipher: crate::Cipher::Scramble.code(),
+            group: [0; 8],
+        }
+        .emit()
+        .to_vec();
+        assert_eq!(cap.len(), HELLO_LEN);
+        for (i, offset) in [u64::MAX - 1, 0].into_iter().enumerate() {
+            let start = cap.len();
+            cap.resize(start + crate::wire::HEADER_LEN + 2, b'a');
+            Seg {
+                kind: Kind::Data,
+                len: 2,
+                path_seq: i as u32,
+                offset,
+                seg: i as u32,
+            }
+            .emit(&mut cap[start..]);
+        }
+        let a = analyze_path(&cap);
+        assert_eq!((a.guesses.len(), a.bytes()), (2, 4));
+        assert_eq!(
+            a.recovered(b"xyz"),
+            a.guesses[1]
+                .1
+                .iter()
+                .zip(b"xy")
+                .filter(|(p, q)| p == q)
+                .count() as u64
+        );
+    }
 
     #[test]
     fn known_65_bytes_recover_a_run_without_the_key() {
