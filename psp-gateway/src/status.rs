@@ -658,6 +658,7 @@ mod tests {
             "{table}"
         );
         assert!(!table.contains("hint b:"), "{table}");
+    }
 
     /// Issue 19: `scramble-hmac-sha1` (like `null-hmac-sha1` and `none`) is shown as giving no
     /// confidentiality, for the group, a peer and a session's negotiated suite.
