@@ -28,19 +28,28 @@
 # client addresses them directly (as if eve redirected the connections: this kernel has no
 # nftables tool installed, and redirection changes nothing the protocol sees).
 #
-# Experiments: Figs 13/14 (the repeated "0123456789" stream as eve sees it, plain vs scrambled),
-# Figs 16/17 (a text file's known phrase in eve's capture), Fig 18 (throughput of 20/40/60/80 MB
-# plain / scrambled / aes128-gcm on the shaped links, dispersal mode), two equal unshaped paths
-# vs one, seed 002 Fig 13 (SMKEX set-up time vs one-path X25519), a share replaced on the
-# untrusted path (the handshake must fail), and the honest limits: an attacker on both paths
-# reads the stream (unless the server's long-term key is pinned); 65 known plaintext bytes
-# recover one segment of the untrusted path.
+# Experiments: Figs 13/14 (the repeated "0123456789" stream as eve sees it, plain vs scrambled
+# vs aes128-gcm), Figs 16/17 (a text file's known phrase in eve's capture), and on both captures
+# the ciphertext-only analyst (`psp-mp analyze` on the TCP stream tshark reassembles from eve's
+# pcap: no key, no known plaintext; bytes recovered / bytes on her path), Fig 18 (throughput of
+# 20/40/60/80 MB plain / scrambled / aes128-gcm / chacha20-poly1305 on the shaped links,
+# dispersal mode, with the CPU time per stream byte of client and server), the same CPU cost on
+# unshaped links, two equal unshaped paths vs one, seed 002 Fig 13 (SMKEX set-up time vs
+# one-path X25519), a share replaced on the untrusted path (the handshake must fail), and the
+# honest limits: an attacker on both paths reads the stream (unless the server's long-term key
+# is pinned); 65 known plaintext bytes recover one segment of the untrusted path.
 #
 # Last line:
-#   RESULT scrambled_vs_plain=… aes_vs_plain=… eve_hits_plain=N eve_hits_scrambled=0
-#          smkex_extra_us=… mitm_one_path_detected=1 two_paths_vs_one=… eve_both_paths_hits=N
+#   RESULT scrambled_vs_plain=… aes_vs_plain=… chacha_vs_plain=… eve_hits_plain=N
+#          eve_hits_scrambled=0 eve_recovered_pct_scrambled=P eve_recovered_pct_aes=P
+#          eve_recovered_pct_plain=P eve_recovered_pct_digits_scrambled=P
+#          eve_recovered_pct_digits_aes=P cpu_ns_per_byte_plain=… cpu_ns_per_byte_scrambled=…
+#          cpu_ns_per_byte_aes=… cpu_ns_per_byte_chacha=… smkex_extra_us=…
+#          mitm_one_path_detected=1 two_paths_vs_one=… eve_both_paths_hits=N
 #          pinned_both_paths_refused=1 known_plaintext_recovered_bytes=N
 #          continue_after_path_loss_ok=1
+#   (eve_recovered_pct_*: the file transfer, Figs 16/17; *_digits_*: the digit stream, Figs
+#   13/14; cpu_ns_per_byte_*: client + server CPU per stream byte, the largest Fig 18 transfer)
 # Exit 0 when every measurement ran (and the security checks came out as expected), 1
 # otherwise, 2 on bad arguments.
 set -euo pipefail
@@ -84,7 +93,7 @@ if [ "$QUICK" -eq 1 ]; then
     WRITE=0
 fi
 
-for t in ip tc tcpdump; do
+for t in ip tc tcpdump tshark perl; do
     command -v "$t" >/dev/null || {
         say "installing test tools (testbed/install-deps.sh)"
         "$HERE/install-deps.sh" >&2
@@ -203,6 +212,10 @@ xfer() {
     # The untrusted path's share of this transfer, from the client's per-path counters.
     awk '/path Untrusted/ {u = $6} /path Trusted/ {t = $6}
         END { if (u + t > 0) printf "%.3f\n", u / (u + t) }' "$RUN_DIR/cli.log" >"$RUN_DIR/share.last"
+    awk '/path Untrusted/ {print $6}' "$RUN_DIR/cli.log" >"$RUN_DIR/untrusted.last"
+    # CPU time of client and server for the stream, in ns per stream byte.
+    awk -v n="$bytes" '/psp-mp: cpu / {t += $3} END { if (n > 0) printf "%.2f\n", t * 1000 / n }' \
+        "$RUN_DIR/cli.log" "$log" >"$RUN_DIR/cpu.last"
     # Kernel MPTCP mode: the share the kernel gave the subflow from the client's wlan address.
     # (the server's report: bytes received per subflow, its wlan address 10.71.3.2)
     awk '/mptcp subflow/ { b = $10; if ($4 ~ /^10\.71\.3\./) u += b; else t += b }
@@ -214,17 +227,60 @@ xfer() {
 # Counts occurrences of a fixed string in a binary file.
 hits() { { grep -aoF -- "$1" "$2" || true; } | wc -l; }
 
+# tcp_stream PCAP PORT: the client -> server bytes of the first TCP connection to PORT in PCAP,
+# as tshark reassembles them (what eve has: her own capture, nothing else).
+tcp_stream() {
+    local idx
+    idx=$(tshark -r "$1" -Y "tcp.dstport == $2 && tcp.flags.syn == 1 && tcp.flags.ack == 0" \
+        -T fields -e tcp.stream 2>/dev/null | awk 'NR == 1')
+    [ -n "$idx" ] || return 1
+    # Raw follow output: hex lines, the server's indented by a tab; node 0 is the client.
+    tshark -r "$1" -q -z "follow,tcp,raw,$idx" 2>/dev/null |
+        awk '/^Node 1:/ {on = 1; next} /^====/ {on = 0} on && !/^\t/' |
+        perl -ne 'chomp; print pack("H*", $_)'
+}
+
+# eve_pct PCAP TRUTH PATH_BYTES: the ciphertext-only attack (`psp-mp analyze`: no key, no known
+# plaintext) on eve's capture of the untrusted path; prints the stream bytes it recovered as a
+# percentage of PATH_BYTES, the bytes the client put on that path (TRUTH, the stream really
+# sent, only scores the guesses).
+eve_pct() {
+    local raw=$RUN_DIR/eve.stream out got
+    if ! tcp_stream "$1" 7001 >"$raw"; then
+        fail "no TCP stream to port 7001 in $1"
+        echo 0
+        return
+    fi
+    if ! out=$("$MP_BIN" analyze --stream "$raw" --truth "$2" 2>&1); then
+        fail "psp-mp analyze $1: $out"
+        echo 0
+        return
+    fi
+    echo "$(basename "$1"): $out path_bytes=$3" >>"$RUN_DIR/analyze.log"
+    got=$(sed -n 's/.* recovered=\([0-9]*\).*/\1/p' <<<"$out")
+    awk -v g="${got:-0}" -v n="$3" 'BEGIN { if (n > 0) printf "%.2f\n", g * 100 / n; else print 0 }'
+}
+
 # capture FILE CMD...: runs CMD while eve captures the untrusted link (w0) into FILE.
 capture() {
     local file=$1
     shift
-    $E tcpdump -i w0 -U -s 0 -w "$file" tcp 2>/dev/null &
+    # Immediate mode: without it libpcap hands over packets a ring block at a time, and the
+    # block still filling when tcpdump is stopped is lost (the tail of the stream). A 64 MiB
+    # buffer: a loopback-speed burst of GRO-merged packets must not be dropped either.
+    $E tcpdump -i w0 --immediate-mode -U -s 0 -B 65536 -w "$file" tcp 2>"$file.log" &
     local tpid=$!
     sleep 0.5
     "$@"
-    sleep 0.3
+    sleep 0.5
     kill -INT "$tpid" 2>/dev/null || true
     wait "$tpid" 2>/dev/null || true
+    local got seen
+    got=$(sed -n 's/^\([0-9]*\) packets\? captured.*/\1/p' "$file.log")
+    seen=$(sed -n 's/^\([0-9]*\) packets\? received by filter.*/\1/p' "$file.log")
+    if [ "${got:-0}" != "${seen:-0}" ] || grep -q '^[1-9][0-9]* packets\? dropped by kernel' "$file.log"; then
+        say "  warning: eve's capture is incomplete: $(grep packets "$file.log" | xargs)"
+    fi
 }
 
 median_f() { sort -g "$1" | awk '{a[NR]=$1} END{print (NR%2 ? a[(NR+1)/2] : (a[NR/2]+a[NR/2+1])/2)}'; }
@@ -238,16 +294,21 @@ say "CPU: $CPU, $(nproc) cores; binary: $MP_BIN"
 # --- Figs 13/14: the iperf-style stream as eve sees it ----------------------------------------
 shape off
 say "Figs 13/14: repeated 0123456789, eve on the untrusted path"
-declare -A EVE_HITS
-for cipher in none scramble; do
+declare -A EVE_HITS EVE_DIGITS
+perl -e 'print "0123456789" x 200000' >"$RUN_DIR/digits.truth"
+for cipher in none scramble aes128-gcm; do
     capture "$RUN_DIR/eve-$cipher.pcap" xfer "$cipher" 2000000 >/dev/null
     EVE_HITS[$cipher]=$(hits 0123456789 "$RUN_DIR/eve-$cipher.pcap")
+    EVE_DIGITS[$cipher]=$(eve_pct "$RUN_DIR/eve-$cipher.pcap" "$RUN_DIR/digits.truth" \
+        "$(cat "$RUN_DIR/untrusted.last")")
+    say "  $cipher: ${EVE_HITS[$cipher]} hits of 0123456789; ciphertext-only analyst recovered ${EVE_DIGITS[$cipher]} % of her path"
     # The payload of a few full-size packets as tcpdump -A prints them (one long line each).
     tcpdump -r "$RUN_DIR/eve-$cipher.pcap" -A -n 2>/dev/null | awk 'length > 1000' |
         sed -n '20,24p' | cut -c60-131 >"$RUN_DIR/eve-$cipher.txt" || true
 done
 [ "${EVE_HITS[none]}" -gt 100 ] || fail "plain: eve should read the pattern (${EVE_HITS[none]} hits)"
 [ "${EVE_HITS[scramble]}" -eq 0 ] || fail "scrambled: eve read ${EVE_HITS[scramble]} patterns"
+[ "${EVE_HITS[aes128-gcm]}" -eq 0 ] || fail "aes128-gcm: eve read ${EVE_HITS[aes128-gcm]} patterns"
 
 # --- Figs 16/17: a text file with a known phrase ----------------------------------------------
 say "Figs 16/17: file transfer, known phrase in eve's capture"
@@ -255,22 +316,33 @@ TEXT=$RUN_DIR/file.txt
 for i in $(seq 1 20000); do
     echo "line $i: The quick brown fox jumps over the lazy dog; psp-multipath file test."
 done >"$TEXT"
-declare -A FILE_HITS
-for cipher in none scramble; do
+declare -A FILE_HITS EVE_FILE
+for cipher in none scramble aes128-gcm; do
     run_file() {
         $S "$MP_BIN" listen "${SRV_PATHS[@]}" --cipher "$1" </dev/null >"$RUN_DIR/got.txt" 2>/dev/null &
         local spid=$!
         wait_port "$NS_S" 7001
-        $C "$MP_BIN" connect "${CLI_PATHS[@]}" --cipher "$1" <"$TEXT" >/dev/null ||
-            fail "file transfer $1"
+        $C "$MP_BIN" connect "${CLI_PATHS[@]}" --cipher "$1" -v <"$TEXT" >/dev/null \
+            2>"$RUN_DIR/file-cli.log" || fail "file transfer $1"
         wait "$spid" || fail "file server $1"
         cmp -s "$TEXT" "$RUN_DIR/got.txt" || fail "file transfer $1: file differs"
     }
     capture "$RUN_DIR/file-$cipher.pcap" run_file "$cipher"
     FILE_HITS[$cipher]=$(hits "quick brown fox" "$RUN_DIR/file-$cipher.pcap")
+    EVE_FILE[$cipher]=$(eve_pct "$RUN_DIR/file-$cipher.pcap" "$TEXT" \
+        "$(awk '/path Untrusted/ {print $6}' "$RUN_DIR/file-cli.log")")
+    say "  $cipher: ${FILE_HITS[$cipher]} hits of the phrase; ciphertext-only analyst recovered ${EVE_FILE[$cipher]} % of her path"
 done
 [ "${FILE_HITS[none]}" -gt 100 ] || fail "plain file: eve should see the phrase"
 [ "${FILE_HITS[scramble]}" -eq 0 ] || fail "scrambled file: eve saw the phrase ${FILE_HITS[scramble]} times"
+[ "${FILE_HITS[aes128-gcm]}" -eq 0 ] || fail "aes128-gcm file: eve saw the phrase ${FILE_HITS[aes128-gcm]} times"
+# The analyst: reads plain as it is, scrambled text from the ciphertext alone, and of sealed
+# segments only what chance gives (1/256).
+ge() { awk -v a="$1" -v b="$2" 'BEGIN { exit !(a >= b) }'; }
+ge "${EVE_FILE[none]}" 99.9 || fail "plain file: the analyst should read all (${EVE_FILE[none]} %)"
+ge "${EVE_FILE[scramble]}" 90 || fail "scrambled file: the analyst recovered only ${EVE_FILE[scramble]} %"
+ge 1 "${EVE_FILE[aes128-gcm]}" || fail "aes128-gcm file: the analyst recovered ${EVE_FILE[aes128-gcm]} %"
+ge 1 "${EVE_DIGITS[aes128-gcm]}" || fail "aes128-gcm digits: the analyst recovered ${EVE_DIGITS[aes128-gcm]} %"
 
 # --- kernel MPTCP: the server announces its wlan address, the client accepts one more subflow --
 MPTCP=1
@@ -289,20 +361,24 @@ fi
 [ "$QUICK" -eq 1 ] && shape off || shape on
 say "Fig 18: throughput, $([ "$QUICK" -eq 1 ] && echo unshaped || echo shaped 100/54 Mbit/s)"
 declare -A TP
+CIPHERS="none scramble aes128-gcm chacha20-poly1305"
 # Rounds outermost, ciphers interleaved: a slow minute of the shared host hits all three.
 for r in $(seq "$ROUNDS"); do
     for mb in $SIZES_MB; do
-        for cipher in none scramble aes128-gcm; do
+        for cipher in $CIPHERS; do
             v=$(xfer "$cipher" $((mb * 1000000)))
             echo "$v" >>"$RUN_DIR/tp.$cipher.$mb"
+            cat "$RUN_DIR/cpu.last" >>"$RUN_DIR/cpu.$cipher.$mb"
             [ "$cipher" = scramble ] && cp "$RUN_DIR/share.last" "$RUN_DIR/share.scramble"
             say "  round $r: $mb MB $cipher: $v Mbit/s"
         done
     done
 done
+declare -A CPU
 for mb in $SIZES_MB; do
-    for cipher in none scramble aes128-gcm; do
+    for cipher in $CIPHERS; do
         TP[$cipher,$mb]=$(sort -n "$RUN_DIR/tp.$cipher.$mb" | awk '{a[NR]=$1} END{print a[int((NR+1)/2)]}')
+        CPU[$cipher,$mb]=$(median_f "$RUN_DIR/cpu.$cipher.$mb")
     done
 done
 sum() { local t=0 mb; for mb in $SIZES_MB; do t=$(awk -v a="$t" -v b="${TP[$1,$mb]}" 'BEGIN{print a+b}'); done; echo "$t"; }
@@ -328,6 +404,7 @@ if [ "$MPTCP" -eq 1 ]; then
     XFER_SRV_PATHS=("${SRV_PATHS[@]}")
 fi
 AES_VS_PLAIN=$(ratio "$(sum aes128-gcm)" "$(sum none)")
+CHACHA_VS_PLAIN=$(ratio "$(sum chacha20-poly1305)" "$(sum none)")
 
 # --- two equal unshaped paths vs one ----------------------------------------------------------
 shape off
@@ -357,6 +434,23 @@ if [ "$QUICK" -eq 0 ]; then
     EQ_RATIO=$(ratio "$EQ_TWO" "$EQ_ONE")
     say "  both shaped to 100 Mbit/s: one path $EQ_ONE, two paths $EQ_TWO Mbit/s"
     shape off
+fi
+
+# --- CPU per byte on unshaped links (the quick run's Fig 18 is unshaped already) ----------------
+declare -A UCPU UTP
+if [ "$QUICK" -eq 0 ]; then
+    say "CPU per stream byte, unshaped links ($((BIG / 1000000)) MB per cipher, $ROUNDS rounds)"
+    for r in $(seq "$ROUNDS"); do
+        for cipher in $CIPHERS; do
+            xfer "$cipher" "$BIG" >>"$RUN_DIR/utp.$cipher"
+            cat "$RUN_DIR/cpu.last" >>"$RUN_DIR/ucpu.$cipher"
+        done
+    done
+    for cipher in $CIPHERS; do
+        UTP[$cipher]=$(median_f "$RUN_DIR/utp.$cipher")
+        UCPU[$cipher]=$(median_f "$RUN_DIR/ucpu.$cipher")
+        say "  $cipher: ${UTP[$cipher]} Mbit/s, ${UCPU[$cipher]} ns CPU per byte (client + server)"
+    done
 fi
 
 # --- path loss: the untrusted link goes down mid-transfer ----------------------------------------
@@ -496,11 +590,11 @@ head -c 2000000 /dev/urandom >"$RUN_DIR/secret.bin"
 $E "$MP_BIN" proxy --listen 10.71.2.254:7101 --to 10.71.3.2:7001 --record "$RUN_DIR/rec.bin" &
 ppid=$!
 PIDS+=($ppid)
-$S "$MP_BIN" listen "${SRV_PATHS[@]}" --discard </dev/null 2>/dev/null &
+$S "$MP_BIN" listen "${SRV_PATHS[@]}" --cipher scramble --discard </dev/null 2>/dev/null &
 spid=$!
 wait_port "$NS_S" 7001
 wait_port "$NS_E" 7101
-$C "$MP_BIN" connect --path trusted,10.71.1.1=10.71.11.2:7000 \
+$C "$MP_BIN" connect --cipher scramble --path trusted,10.71.1.1=10.71.11.2:7000 \
     --path untrusted,10.71.2.1=10.71.2.254:7101 <"$RUN_DIR/secret.bin" >/dev/null ||
     fail "known-plaintext transfer"
 wait "$spid" || fail "known-plaintext server"
@@ -536,21 +630,43 @@ REPORT=$RUN_DIR/report.md
         echo '```'
     done
     echo
-    echo "Figs 16/17, a 1.5 MB text file: \`quick brown fox\` (20000 times in the file) in eve's capture: plain ${FILE_HITS[none]}, scrambled ${FILE_HITS[scramble]}."
+    echo "Figs 16/17, a 1.5 MB text file: \`quick brown fox\` (20000 times in the file) in eve's capture: plain ${FILE_HITS[none]}, scrambled ${FILE_HITS[scramble]}, aes128-gcm ${FILE_HITS[aes128-gcm]} (the papers' measure)."
+    echo
+    echo "The ciphertext-only analyst on the same captures (\`psp-mp analyze\` on the TCP stream tshark reassembles from eve's pcap of the untrusted path: no key, no known plaintext; stream bytes recovered / stream bytes the client put on that path):"
+    echo
+    echo "| eve's capture | plain | scrambled | aes128-gcm |"
+    echo "|---|---|---|---|"
+    echo "| Figs 16/17, the text file | ${EVE_FILE[none]} % | ${EVE_FILE[scramble]} % | ${EVE_FILE[aes128-gcm]} % |"
+    echo "| Figs 13/14, the digit stream | ${EVE_DIGITS[none]} % | ${EVE_DIGITS[scramble]} % | ${EVE_DIGITS[aes128-gcm]} % |"
+    echo
+    echo '```text'
+    cat "$RUN_DIR/analyze.log"
+    echo '```'
     echo
     echo "Fig 18, throughput in Mbit/s ($([ "$QUICK" -eq 1 ] && echo "unshaped" || echo "trusted 100 Mbit/s + untrusted 54 Mbit/s, tbf"), dispersal mode, adaptive share <= 50 %; medians of $ROUNDS interleaved rounds):"
     echo
-    echo "| file | plain | scrambled | aes128-gcm | scrambled/plain | aes/plain |"
-    echo "|---|---|---|---|---|---|"
+    echo "| file | plain | scrambled | aes128-gcm | chacha20-poly1305 | scrambled/plain | aes/plain | chacha/plain |"
+    echo "|---|---|---|---|---|---|---|---|"
     for mb in $SIZES_MB; do
-        echo "| $mb MB | ${TP[none,$mb]} | ${TP[scramble,$mb]} | ${TP[aes128-gcm,$mb]} | $(ratio "${TP[scramble,$mb]}" "${TP[none,$mb]}") | $(ratio "${TP[aes128-gcm,$mb]}" "${TP[none,$mb]}") |"
+        echo "| $mb MB | ${TP[none,$mb]} | ${TP[scramble,$mb]} | ${TP[aes128-gcm,$mb]} | ${TP[chacha20-poly1305,$mb]} | $(ratio "${TP[scramble,$mb]}" "${TP[none,$mb]}") | $(ratio "${TP[aes128-gcm,$mb]}" "${TP[none,$mb]}") | $(ratio "${TP[chacha20-poly1305,$mb]}" "${TP[none,$mb]}") |"
     done
     if [ "$MPTCP" -eq 1 ]; then
         for mb in $SIZES_MB; do
-            echo "| $mb MB, kernel MPTCP | ${KTP[none,$mb]} | ${KTP[scramble,$mb]} | ${KTP[aes128-gcm,$mb]} | $(ratio "${KTP[scramble,$mb]}" "${KTP[none,$mb]}") | $(ratio "${KTP[aes128-gcm,$mb]}" "${KTP[none,$mb]}") |"
+            echo "| $mb MB, kernel MPTCP | ${KTP[none,$mb]} | ${KTP[scramble,$mb]} | ${KTP[aes128-gcm,$mb]} | - | $(ratio "${KTP[scramble,$mb]}" "${KTP[none,$mb]}") | $(ratio "${KTP[aes128-gcm,$mb]}" "${KTP[none,$mb]}") | - |"
         done
     fi
-    echo "| paper (seed 000 Fig 18) | 90 | 75 | 2 | 0.83 | 0.02 |"
+    echo "| paper (seed 000 Fig 18) | 90 | 75 | 2 | - | 0.83 | 0.02 | - |"
+    echo
+    echo "CPU time per stream byte, client + server (ns/B, \`/proc/self/task/*/schedstat\` of both psp-mp processes over the stream; medians of the same runs):"
+    echo
+    echo "| links | plain | scrambled | aes128-gcm | chacha20-poly1305 |"
+    echo "|---|---|---|---|---|"
+    for mb in $SIZES_MB; do
+        echo "| $([ "$QUICK" -eq 1 ] && echo unshaped || echo shaped), $mb MB | ${CPU[none,$mb]} | ${CPU[scramble,$mb]} | ${CPU[aes128-gcm,$mb]} | ${CPU[chacha20-poly1305,$mb]} |"
+    done
+    if [ "$QUICK" -eq 0 ]; then
+        echo "| unshaped, $((BIG / 1000000)) MB (Mbit/s: ${UTP[none]} / ${UTP[scramble]} / ${UTP[aes128-gcm]} / ${UTP[chacha20-poly1305]}) | ${UCPU[none]} | ${UCPU[scramble]} | ${UCPU[aes128-gcm]} | ${UCPU[chacha20-poly1305]} |"
+    fi
     echo
     echo "Kernel MPTCP mode: the kernel put $MPTCP_SHARE of the last transfer on the wlan subflow (its choice; this layer cannot pin data). The server's subflow report (bytes received per subflow):"
     echo
@@ -594,7 +710,7 @@ if [ "$WRITE" -eq 1 ]; then
         !skip { print }' "$B" >"$B.tmp" && mv "$B.tmp" "$B"
     if command -v gnuplot >/dev/null; then
         for mb in $SIZES_MB; do
-            echo "$mb ${TP[none,$mb]} ${TP[scramble,$mb]} ${TP[aes128-gcm,$mb]}"
+            echo "$mb ${TP[none,$mb]} ${TP[scramble,$mb]} ${TP[aes128-gcm,$mb]} ${TP[chacha20-poly1305,$mb]}"
         done >"$RUN_DIR/tp.dat"
         sort -n "$RUN_DIR/smkex.us" | awk '{print $1, NR}' >"$RUN_DIR/smkex.cdf"
         sort -n "$RUN_DIR/dh.us" | awk '{print $1, NR}' >"$RUN_DIR/dh.cdf"
@@ -611,7 +727,7 @@ set ylabel "Mbit/s"
 set xlabel "file size (MB)"
 set yrange [0:200]
 set key top left horizontal
-plot "$RUN_DIR/tp.dat" using 2:xtic(1) title "plain", "" using 3 title "scrambled", "" using 4 title "aes128-gcm"
+plot "$RUN_DIR/tp.dat" using 2:xtic(1) title "plain", "" using 3 title "scrambled", "" using 4 title "aes128-gcm", "" using 5 title "chacha20-poly1305"
 set title "seed 002 Fig 13: connection set-up time, CDF over $SETUPS"
 set style data lines
 set xlabel "µs"
@@ -626,6 +742,6 @@ EOF
     fi
 fi
 
-echo "RESULT scrambled_vs_plain=$SCR_VS_PLAIN aes_vs_plain=$AES_VS_PLAIN eve_hits_plain=${EVE_HITS[none]} eve_hits_scrambled=${EVE_HITS[scramble]} smkex_extra_us=$SMKEX_EXTRA smkex_faithful_extra_us=$FAITHFUL_EXTRA mitm_one_path_detected=$MITM_DETECTED two_paths_vs_one=$TWO_VS_ONE eve_both_paths_hits=$EVE_BOTH pinned_both_paths_refused=$PINNED_REFUSED known_plaintext_recovered_bytes=$KP_BYTES continue_after_path_loss_ok=$CONT_OK"
+echo "RESULT scrambled_vs_plain=$SCR_VS_PLAIN aes_vs_plain=$AES_VS_PLAIN chacha_vs_plain=$CHACHA_VS_PLAIN eve_hits_plain=${EVE_HITS[none]} eve_hits_scrambled=${EVE_HITS[scramble]} eve_recovered_pct_scrambled=${EVE_FILE[scramble]} eve_recovered_pct_aes=${EVE_FILE[aes128-gcm]} eve_recovered_pct_plain=${EVE_FILE[none]} eve_recovered_pct_digits_scrambled=${EVE_DIGITS[scramble]} eve_recovered_pct_digits_aes=${EVE_DIGITS[aes128-gcm]} cpu_ns_per_byte_plain=${CPU[none,$LAST_MB]} cpu_ns_per_byte_scrambled=${CPU[scramble,$LAST_MB]} cpu_ns_per_byte_aes=${CPU[aes128-gcm,$LAST_MB]} cpu_ns_per_byte_chacha=${CPU[chacha20-poly1305,$LAST_MB]} smkex_extra_us=$SMKEX_EXTRA smkex_faithful_extra_us=$FAITHFUL_EXTRA mitm_one_path_detected=$MITM_DETECTED two_paths_vs_one=$TWO_VS_ONE eve_both_paths_hits=$EVE_BOTH pinned_both_paths_refused=$PINNED_REFUSED known_plaintext_recovered_bytes=$KP_BYTES continue_after_path_loss_ok=$CONT_OK"
 [ -e "$RUN_DIR/failed" ] && FAILED=1
 exit $FAILED

@@ -1,11 +1,11 @@
 //! psp-multipath's parsers never panic on any bytes: the segment view and `Repr::parse` (a
 //! parsed header emits back to the same bytes; data, fin and ack kinds; a fin or an ack carries
 //! nothing or exactly one tag), the hello (same), the handshake framing, and the capture walker
-//! an eavesdropper uses.
+//! and ciphertext-only analysis an eavesdropper uses (a guess per stream byte, never more).
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use psp_multipath::attack::segments_in_capture;
+use psp_multipath::attack::{analyze_path, segments_in_capture};
 use psp_multipath::wire::{
     CONTROL_TAG_LEN, HEADER_LEN, HandshakeFrame, Hello, Kind, Repr, Segment, segment_len,
 };
@@ -32,5 +32,8 @@ fuzz_target!(|input: &[u8]| {
     if let Ok(Some((range, end))) = HandshakeFrame::parse(input) {
         assert!(range.end == end && end <= input.len());
     }
-    let _ = segments_in_capture(input);
+    let segs = segments_in_capture(input);
+    let a = analyze_path(input);
+    let payload: usize = segs.iter().map(|(_, p)| p.len()).sum();
+    assert!(a.bytes() <= payload as u64);
 });

@@ -374,6 +374,7 @@ async fn serve(config: Config, opts: &Options) -> Result<(), DaemonError> {
         "ready"
     );
     warn_mixed_normalization(&config);
+    warn_no_confidentiality(&config);
     let _ = notifier.notify("READY=1");
 
     let [mut tx_task, mut rx_task] = tasks;
@@ -440,6 +441,25 @@ fn warn_mixed_normalization(config: &Config) {
             peers = config.peers.len(),
             "mixed normalization: broadcast frames to the other peers leave at their natural size and time under the group key, which an observer can tell apart from the normalized stream"
         );
+    }
+}
+
+/// Says, for the group key, each peer and the session suites, when a suite written in the
+/// config keeps nothing confidential (`none`, `null-hmac-sha1`, `scramble-hmac-sha1`).
+fn warn_no_confidentiality(config: &Config) {
+    let gap = status::protection_gap;
+    if let Some(why) = gap(config.group.suite) {
+        tracing::warn!(suite = %config.group.suite, "group key: {why}");
+    }
+    for p in &config.peers {
+        if let Some(why) = gap(p.security.suite) {
+            tracing::warn!(peer = %p.name, suite = %p.security.suite, "{why}");
+        }
+    }
+    for &suite in config.session.iter().flat_map(|s| &s.suites) {
+        if let Some(why) = gap(suite) {
+            tracing::warn!(%suite, "[session] suites: if chosen, {why}");
+        }
     }
 }
 

@@ -45,7 +45,7 @@ impl PathInfo {
     /// The path of an uplink's configuration.
     pub(crate) fn of(config: &UplinkConfig) -> Self {
         match config {
-            UplinkConfig::Raw { interface } => Self {
+            UplinkConfig::Raw { interface, .. } => Self {
                 describe: format!("raw:{interface}"),
                 interface: Some(interface.clone()),
             },
@@ -85,6 +85,22 @@ fn paths_json(paths: &[PathInfo]) -> Value {
     Value::Array(list)
 }
 
+/// What `suite` does not protect, for the status and the start-up log; `None` for a suite that
+/// keeps frames confidential and authentic. `scramble-hmac-sha1` and `null-hmac-sha1` give
+/// integrity only, `none` nothing (writing either in the config is the permission they need).
+pub(crate) fn protection_gap(suite: psp_core::SuiteId) -> Option<&'static str> {
+    use psp_core::SuiteId;
+    match suite {
+        SuiteId::None => Some("no confidentiality, no integrity"),
+        SuiteId::ScrambleHmacSha1 => Some(
+            "no confidentiality (integrity only: the scrambler is read from the ciphertext \
+             alone, docs/SCRAMBLER.md)",
+        ),
+        s if !s.is_confidential() => Some("no confidentiality (integrity only)"),
+        _ => None,
+    }
+}
+
 /// The status document.
 pub(crate) fn document(info: &Info, shared: &Shared, set: &PeerSet) -> Value {
     let cfg = &set.config;
@@ -103,6 +119,10 @@ pub(crate) fn document(info: &Info, shared: &Shared, set: &PeerSet) -> Value {
                 p.macs.iter().map(|m| format_mac(*m)).collect(),
             );
             m.insert("suite".into(), p.security.suite.name().into());
+            m.insert(
+                "confidentiality".into(),
+                p.security.suite.is_confidential().into(),
+            );
             if let Some(ep) = p.endpoint {
                 m.insert("endpoint".into(), ep.to_string().into());
             }
@@ -135,6 +155,7 @@ pub(crate) fn document(info: &Info, shared: &Shared, set: &PeerSet) -> Value {
         "uptime_ms": u64::try_from(shared.origin.elapsed().as_millis()).unwrap_or(u64::MAX),
         "group": {
             "suite": cfg.group.suite.name(),
+            "confidentiality": cfg.group.suite.is_confidential(),
             "tx_frames": shared.global.group_tx_frames.get(),
             "tx_bytes": shared.global.group_tx_bytes.get(),
         },
@@ -279,6 +300,32 @@ pub(crate) fn render(doc: &Value) -> String {
             })
             .unwrap_or_default()
     };
+    let gap = |suite: &Value| {
+        suite
+            .as_str()
+            .and_then(psp_core::SuiteId::from_name)
+            .and_then(protection_gap)
+    };
+    if let Some(why) = gap(&g["suite"]) {
+        let _ = writeln!(
+            s,
+            "(group): suite {}: {why}",
+            g["suite"].as_str().unwrap_or("?")
+        );
+    }
+    for p in peers {
+        for suite in [&p["suite"], &p["session"]["suite"]] {
+            if let Some(why) = gap(suite) {
+                let (name, suite) = (p["name"].as_str(), suite.as_str());
+                let _ = writeln!(
+                    s,
+                    "{}: suite {}: {why}",
+                    name.unwrap_or("?"),
+                    suite.unwrap_or("?")
+                );
+            }
+        }
+    }
     for p in peers {
         let d = nonzero(&p["drops"]);
         if !d.is_empty() {
@@ -521,6 +568,8 @@ fn render_normalized(s: &mut String, peers: &[Value]) {
 
 #[cfg(test)]
 mod tests {
+    use psp_core::SuiteId;
+
     use super::*;
 
     fn peer(extra: Value) -> Value {
@@ -609,5 +658,37 @@ mod tests {
             "{table}"
         );
         assert!(!table.contains("hint b:"), "{table}");
+    }
+
+    /// Issue 19: `scramble-hmac-sha1` (like `null-hmac-sha1` and `none`) is shown as giving no
+    /// confidentiality, for the group, a peer and a session's negotiated suite.
+    #[test]
+    fn integrity_only_suites_say_no_confidentiality() {
+        for id in SuiteId::ALL {
+            assert_eq!(protection_gap(*id).is_some(), !id.is_confidential(), "{id}");
+        }
+        assert!(protection_gap(SuiteId::ScrambleHmacSha1).is_some());
+        assert_eq!(protection_gap(SuiteId::Aes128Gcm), None);
+        let doc = json!({
+            "group": { "suite": "scramble-hmac-sha1" },
+            "peers": [
+                { "name": "vm2", "suite": "scramble-hmac-sha1", "drops": {} },
+                { "name": "vm3", "suite": "aes128-gcm", "drops": {},
+                  "session": { "suite": "null-hmac-sha1" } },
+                { "name": "vm4", "suite": "aes128-gcm", "drops": {} },
+            ],
+            "drops": {}, "ignored": {},
+        });
+        let table = render(&doc);
+        assert!(
+            table.contains(
+                "(group): suite scramble-hmac-sha1: no confidentiality (integrity only: the \
+                 scrambler is read from the ciphertext alone, docs/SCRAMBLER.md)"
+            ),
+            "{table}"
+        );
+        assert!(table.contains("vm2: suite scramble-hmac-sha1: no confidentiality"));
+        assert!(table.contains("vm3: suite null-hmac-sha1: no confidentiality (integrity only)"));
+        assert!(!table.contains("vm4: suite"), "{table}");
     }
 }

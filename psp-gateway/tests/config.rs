@@ -956,3 +956,39 @@ fn a_keygen_default_key_under_the_thesis_suite_says_why() {
         "{e}"
     );
 }
+
+/// Issue 19: the suites that keep nothing confidential (`none`, `null-hmac-sha1`,
+/// `scramble-hmac-sha1`) are used only where the file names them: never a default, for static
+/// keys or `[session] suites`; written, they load (that is the permission they need).
+#[test]
+fn integrity_only_suites_only_where_the_file_names_them() {
+    let dir = base_dir();
+    dir.key("s.key", 32, 3, 0o600);
+    let c = dir
+        .load(&format!(
+            "{RAW_HEAD}[session]\naddress = \"10.0.0.1/24\"\n[[peer]]\nname = \"vm2\"\nmac = \"02:00:00:00:00:02\"\n\
+             key_file = \"vm2.key\"\n"
+        ))
+        .unwrap();
+    assert!(c.group.suite.is_confidential());
+    assert!(c.peers[0].security.suite.is_confidential());
+    let session = c.session.as_ref().expect("[session]");
+    assert!(
+        session.suites.iter().all(|s| s.is_confidential()),
+        "{:?}",
+        session.suites
+    );
+    for name in ["none", "null-hmac-sha1", "scramble-hmac-sha1"] {
+        let c = dir
+            .load(&format!(
+                "{RAW_HEAD}[session]\naddress = \"10.0.0.1/24\"\nsuites = [\"aes128-gcm\", \"{name}\"]\n\
+                 [[peer]]\nname = \"vm2\"\nmac = \"02:00:00:00:00:02\"\nkey_file = \"s.key\"\n\
+                 suite = \"{name}\"\n"
+            ))
+            .unwrap();
+        let id = SuiteId::from_name(name).unwrap();
+        assert_eq!(c.peers[0].security.suite, id);
+        assert!(!id.is_confidential(), "{name}");
+        assert!(c.session.as_ref().unwrap().suites.contains(&id));
+    }
+}

@@ -293,6 +293,28 @@ fn starts_and_carries_traffic_with_ipv6_disabled() {
     assert_eq!(tb.ping(2, 1, 5).received, 5);
 }
 
+/// Issue 19: a config that names `scramble-hmac-sha1` (the explicit permission it needs, like
+/// `none`) runs, and the start-up log and `status` say that it keeps nothing confidential.
+#[test]
+fn an_integrity_only_suite_says_no_confidentiality() {
+    let tb = Testbed::up(TestbedOptions {
+        suite: "scramble-hmac-sha1".into(),
+        ..TestbedOptions::default()
+    });
+    let vm1 = tb.start(1);
+    let _vm2 = tb.start(2);
+    tb.ping_until_up(1, 2, Duration::from_secs(5));
+    wait_for_log(&vm1, "no confidentiality (integrity only");
+    let s = vm1.status_json();
+    assert_eq!(peer(&s, "vm2")["confidentiality"], false, "{s}");
+    assert_eq!(s["group"]["confidentiality"], false, "{s}");
+    let table = vm1.status_table();
+    assert!(
+        table.contains("vm2: suite scramble-hmac-sha1: no confidentiality"),
+        "{table}"
+    );
+}
+
 /// Starts `count` pings from vm1 to vm2 at 50 ms intervals, output captured: a steady flow that
 /// must not lose a reply across what the test does meanwhile.
 fn steady_ping(tb: &Testbed, count: u32) -> std::process::Child {

@@ -10,8 +10,10 @@
 //! measured the processing time of the encryption and decryption, or the scrambling and
 //! descrambling for a message with 1280 byte length"), so we compare them with our enc+dec
 //! sum. All cases are timed interleaved in one run (see [`psp_benches::Suite`]); only ratios
-//! within one run are meaningful on a shared machine. A last table compares psp-core's two crypto
-//! backends (ring and RustCrypto) on the same operations. The output ends with one `RATIOS` line.
+//! within one run are meaningful on a shared machine. A table of psp-mp's stream protections
+//! gives the CPU per byte of one segment (scramble, aes128-gcm, chacha20-poly1305, memcpy). A
+//! last table compares psp-core's two crypto backends (ring and RustCrypto) on the same
+//! operations. The output ends with one `RATIOS` line.
 
 use core::hint::black_box;
 use std::process::ExitCode;
@@ -478,6 +480,13 @@ fn run(opts: Opts) -> Result<(), String> {
     );
     println!();
     println!(
+        "### psp-mp stream protection: CPU per byte (sender + receiver work on one segment, ns \
+         per byte; ratio = time / the calibrated scrambler's, same run)"
+    );
+    println!();
+    print!("{}", stream_protection_table(&cfg, &mut warnings)?);
+    println!();
+    println!(
         "### PSP seal + open per suite (ns per frame round trip; ratios to `aes128-gcm` and to \
          memcpy of the same frame, same run)"
     );
@@ -675,6 +684,110 @@ fn add_aead(
         black_box(r.map(|p| p.len()).ok());
     });
     Ok((seal, copy_open))
+}
+
+/// Segment sizes of the stream protection comparison: a small write and psp-mp's full segment.
+const SEGMENT_SIZES: [usize; 2] = [1280, 16 * 1024];
+
+/// What one segment of psp-mp costs in CPU under each stream protection, sender and receiver
+/// together, as psp-mp does it: the scrambler continuing one stream (scramble + descramble;
+/// the calibrated kernel, and the portable one as on a CPU without SIMD), and each AEAD through
+/// psp-core's `SuiteKey` with psp-mp's 32-byte AAD (seal + open), against memcpy of the segment
+/// (what the plain stream costs at most). Renders the Markdown table.
+fn stream_protection_table(cfg: &Config, warnings: &mut Vec<String>) -> Result<String, String> {
+    let mut suite = Suite::new();
+    let seed = Seed::from_key(b"psp-mp stream protection");
+    let mut rows: Vec<(String, Vec<CaseId>)> = Vec::new();
+    let mut copies = Vec::new();
+    let mut scr = Vec::new();
+    let mut portable = Vec::new();
+    for &n in &SEGMENT_SIZES {
+        copies.push(add_copy(&mut suite, &format!("memcpy {n}"), n));
+        let (mut s, mut d) = (
+            scramble::Scrambler::new(&seed),
+            scramble::Descrambler::new(&seed),
+        );
+        scr.push(add_in_place(
+            &mut suite,
+            &format!("scramble rt {n}"),
+            n,
+            move |b| {
+                s.scramble_in_place(b);
+                d.descramble_in_place(b);
+            },
+        ));
+        if let (Some(mut s), Some(mut d)) = (
+            scramble::Scrambler::with_kernel(&seed, Kernel::Portable),
+            scramble::Descrambler::with_kernel(&seed, Kernel::Portable),
+        ) {
+            portable.push(add_in_place(
+                &mut suite,
+                &format!("scramble portable rt {n}"),
+                n,
+                move |b| {
+                    s.scramble_in_place(b);
+                    d.descramble_in_place(b);
+                },
+            ));
+        }
+    }
+    rows.push(("memcpy (plain: at most a copy)".into(), copies));
+    let scr_ids = scr.clone();
+    rows.push(("scramble (calibrated kernel), papers' mode".into(), scr));
+    if portable.len() == SEGMENT_SIZES.len() {
+        rows.push(("scramble (portable kernel: no SIMD)".into(), portable));
+    }
+    for (id, name) in [
+        (SuiteId::Aes128Gcm, "aes128-gcm (psp-mp default)"),
+        (SuiteId::ChaCha20Poly1305, "chacha20-poly1305"),
+    ] {
+        let mut ids = Vec::new();
+        for &n in &SEGMENT_SIZES {
+            let key: Vec<u8> = (0..id.key_len()).map(|i| i as u8).collect();
+            let key = SuiteKey::new(id, &key).map_err(|e| format!("{name}: {e}"))?;
+            let aad = [0x5au8; 32];
+            let mut buf = message(n);
+            let mut tag = [0u8; 16];
+            let check = buf.clone();
+            key.seal_in_place(7, &aad, &mut buf, &mut tag)
+                .map_err(|e| format!("{name}: {e}"))?;
+            key.open_in_place(7, &aad, &mut buf, &tag)
+                .map_err(|e| format!("{name}: {e}"))?;
+            if buf != check {
+                warnings.push(format!("{name} {n} B: seal/open round trip FAILED"));
+            }
+            // The counter repeats: fine for timing only (the cost does not depend on it).
+            ids.push(suite.add(format!("{name} rt {n}"), move || {
+                if key
+                    .seal_in_place(7, &aad, black_box(&mut buf), &mut tag)
+                    .is_ok()
+                {
+                    black_box(key.open_in_place(7, &aad, &mut buf, &tag).is_ok());
+                }
+            }));
+        }
+        rows.push((name.into(), ids));
+    }
+    let res = suite.run(cfg, |_| {});
+    let mut header = vec!["protection".to_owned()];
+    for n in SEGMENT_SIZES {
+        header.push(format!("{n} B: ns/B"));
+        header.push(format!("{n} B: vs scramble"));
+    }
+    let body: Vec<Vec<String>> = rows
+        .iter()
+        .map(|(name, ids)| {
+            let mut line = vec![name.clone()];
+            for (i, (&c, &n)) in ids.iter().zip(&SEGMENT_SIZES).enumerate() {
+                let ns = res.ns(c);
+                line.push(format!("{:.3}", ns / n as f64));
+                line.push(format!("{:.2}x", ns / res.ns(scr_ids[i])));
+            }
+            line
+        })
+        .collect();
+    let header: Vec<&str> = header.iter().map(String::as_str).collect();
+    Ok(markdown_table(&header, &body))
 }
 
 /// Inner Ethernet frame sizes for the per-suite seal + open comparison.

@@ -62,8 +62,13 @@
 //! MSRV: 1.89 (edition 2024; AVX-512 intrinsics are stable since 1.89).
 #![cfg_attr(not(feature = "std"), no_std)]
 
+#[cfg(feature = "alloc")]
+extern crate alloc;
+
 pub mod crypto;
 pub mod handshake;
+#[cfg(feature = "alloc")]
+pub mod host;
 pub mod normalize;
 pub mod primitives;
 pub mod replay;

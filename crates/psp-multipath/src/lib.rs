@@ -1,14 +1,23 @@
 //! # psp-multipath
 //!
-//! The scrambler used as seeds 000/001 use it: one byte stream, scrambled and dispersed over a
-//! **trusted** path (their Ethernet) and an **untrusted** path (their WLAN), so an eavesdropper
-//! on the untrusted path reads nothing, while the first segment always goes on the trusted path.
-//! Keys come from an SMKEX handshake (seed 002) run over both paths (`psp_core::handshake`), so
+//! The system of seeds 000/001: one byte stream dispersed over a **trusted** path (their
+//! Ethernet) and an **untrusted** path (their WLAN), the first segment always on the trusted
+//! path, keyed by an SMKEX handshake (seed 002) run over both paths (`psp_core::handshake`), so
 //! no key ever crosses one path in clear, unlike MPTCP's key in the SYN that the papers used.
+//! Each segment is sealed with AES-128-GCM (the default, [`Cipher::Aes128Gcm`]) or
+//! ChaCha20-Poly1305, or, as the papers do, the whole stream is scrambled
+//! ([`Cipher::Scramble`], which must be named on both sides).
+//!
+//! **The papers' claim does not hold**: they say an eavesdropper on the untrusted path reads
+//! nothing of a scrambled stream. Each segment there is a contiguous scrambled run, and the
+//! scrambler's own recurrence leaves one unknown byte per 65; scoring the candidates by byte
+//! frequency recovers the run from the ciphertext alone ([`attack::ciphertext_only`]: at least
+//! 95 % of a text run in the tests, and the testbed's measurement in BENCHMARKS.md). `scramble`
+//! is kept to reproduce the papers, not to protect data.
 //!
 //! Two modes ([`Mode`]): **dispersal** (default; one TCP connection per path, this crate places
-//! every segment and runs SMKEX over both paths: the papers' guarantee) and **kernel MPTCP**
-//! (one MPTCP socket; the kernel decides placement and the key exchange is single-path).
+//! every segment and runs SMKEX over both paths) and **kernel MPTCP** (one MPTCP socket; the
+//! kernel decides placement and the key exchange is single-path).
 //!
 //! Layer: a tokio driver over TCP. All cryptography and the handshake state machine are in
 //! `psp-core`; this crate frames, schedules, reassembles and moves bytes. A path that fails
@@ -18,15 +27,21 @@
 //! is the untrusted one: [`Error::UntrustedOnly`]).
 //!
 //! What it protects, and what not (`docs/MULTIPATH.md` has the full threat model):
-//! - an eavesdropper on **one** path sees scrambled segments whose 64-byte history lies on the
-//!   other path or under a key it never saw: no plaintext, no key;
+//! - with an AEAD cipher, an eavesdropper on one or both paths reads nothing but sizes, timing
+//!   and the path share, and an active attacker on one path cannot change a byte undetected;
+//! - with `scramble`, an eavesdropper on the untrusted path reads text-like data from its
+//!   share of the stream without key or known plaintext, and an active attacker there can flip
+//!   bits undetected (no integrity);
 //! - an active attacker on one path who replaces an SMKEX share is detected (the handshake
 //!   fails) before any data flows;
 //! - an active attacker on **both** paths can run the key exchange with each side and read
 //!   everything, unless the peer's long-term key is pinned ([`Options::static_key`],
-//!   [`Options::pinned_peer`]); and with 65 known plaintext bytes of a segment the scrambler
-//!   (linear, no integrity) gives up the rest of that segment (`docs/SCRAMBLER.md`). Choose
-//!   [`Cipher::Aes128Gcm`] where that matters.
+//!   [`Options::pinned_peer`]).
+//!
+//! The listener's cipher is a requirement: a client asking for another is refused on both
+//! sides ([`Error::CipherRequired`], [`Error::CipherRefused`]); plain is chosen only in the
+//! papers' fallback (`scramble` asked for, one side without the scramble capability, both
+//! allowing plain).
 //!
 //! ```no_run
 //! use psp_multipath::{Options, Path, connect};
@@ -201,15 +216,18 @@ pub enum OnPathFailure {
         /// Whether the stream may go on over the **untrusted path alone** when the trusted one
         /// fails and the cipher is `scramble` or `none`. Off by default, because then every
         /// segment is in the untrusted path's view: with `none` the eavesdropper there reads the
-        /// stream, with `scramble` 65 known plaintext bytes unlock the rest of a segment. With
-        /// `aes128-gcm` going on is safe and this flag is not needed.
+        /// stream, with `scramble` it reads text-like data from the ciphertext alone and all of
+        /// a segment from 65 known bytes. With an AEAD cipher going on is safe and this flag is
+        /// not needed.
         allow_untrusted_only: bool,
     },
 }
 
-/// The most stream bytes (segments as sent, headers and tags included) a sender keeps
-/// unacknowledged under [`OnPathFailure::Continue`] (16 MiB); also, plus two segments, the most
-/// a receiver holds out of order (after a path failed or stalled for 100 ms).
+/// The most a sender keeps unacknowledged under [`OnPathFailure::Continue`] (16 MiB: segments
+/// as sent, headers and tags included, plus 256 bytes charged per segment); also, plus two
+/// receive buffers, the most a receiver under its own `Continue` policy holds out of order
+/// (after a path failed, or stalled for 100 ms while its peer re-sends), charged the same way:
+/// at most about 60,000 segments. A receiver under `Close` never holds any out of order.
 pub const RETAIN_LIMIT: usize = stream::RETAIN_LIMIT;
 
 /// A long-term X25519 secret ([`Options::static_key`]). Zeroized on drop; `Debug` prints no
@@ -251,9 +269,13 @@ impl fmt::Debug for LongTermKey {
 pub struct Options {
     /// Dispersal (default) or kernel MPTCP.
     pub mode: Mode,
-    /// The stream protection to ask for (initiator) or allow (responder: any it implements).
+    /// The stream protection to ask for (initiator) or to require (responder: a client asking
+    /// for another is refused, [`Error::CipherRequired`]). Default [`Cipher::Aes128Gcm`];
+    /// [`Cipher::Scramble`] is the papers' mode and must be named on both sides.
     pub cipher: Cipher,
-    /// Accept an unprotected stream when the peer cannot scramble (default: refuse).
+    /// With `cipher: Scramble` on both sides: run the stream in clear when one side lacks the
+    /// scramble capability (the papers' fallback; default: refuse). It never turns another
+    /// cipher into plain. A side whose `cipher` is `None` announces it too.
     pub allow_plain: bool,
     /// Announce the scramble capability (the papers' MP_CAPABLE bit). Only `false` to play a
     /// peer without it, as the tests do.
@@ -285,12 +307,12 @@ pub struct Options {
 }
 
 impl Default for Options {
-    /// Scramble, refuse plain, default share policy, 16 KiB segments, 10 s set-up, no
+    /// AES-128-GCM, refuse plain, default share policy, 16 KiB segments, 10 s set-up, no
     /// long-term keys, the one-round-trip key exchange.
     fn default() -> Self {
         Self {
             mode: Mode::Dispersal,
-            cipher: Cipher::Scramble,
+            cipher: Cipher::Aes128Gcm,
             allow_plain: false,
             advertise_scramble: true,
             share: SharePolicy::default(),
@@ -465,6 +487,23 @@ pub enum Error {
         /// Why the trusted path failed.
         reason: String,
     },
+    /// Responder: the initiator asked for another cipher than the one this side requires
+    /// ([`Options::cipher`]); the initiator was told (refusal code in the hello).
+    CipherRequired {
+        /// What the initiator asked for.
+        wanted: Cipher,
+        /// What this side requires.
+        required: Cipher,
+    },
+    /// Initiator: the responder refused the cipher we asked for (`chosen: None`), or chose
+    /// another (never taken, whatever `allow_plain` says, except plain in the papers' fallback
+    /// for `scramble`).
+    CipherRefused {
+        /// What we asked for.
+        wanted: Cipher,
+        /// What the peer chose instead, if it did not refuse.
+        chosen: Option<Cipher>,
+    },
     /// Set-up took longer than [`Options::handshake_timeout`].
     Timeout,
     /// The paths given are not one trusted and one untrusted, or lack an address.
@@ -519,6 +558,27 @@ impl fmt::Display for Error {
                  alone with cipher {}, where an eavesdropper would see the whole stream \
                  (allow_untrusted_only / --allow-untrusted-only, or use aes128-gcm)",
                 cipher.name()
+            ),
+            Self::CipherRequired { wanted, required } => write!(
+                f,
+                "refused: the client asks for cipher {wanted}, this side requires {required} \
+                 (give both sides the same --cipher)"
+            ),
+            Self::CipherRefused {
+                wanted,
+                chosen: None,
+            } => write!(
+                f,
+                "refused by the peer: it does not serve cipher {wanted} (a listener serves only \
+                 its own --cipher; give both sides the same)"
+            ),
+            Self::CipherRefused {
+                wanted,
+                chosen: Some(c),
+            } => write!(
+                f,
+                "refused: we asked for cipher {wanted} and the peer chose {c} (give both sides \
+                 the same --cipher)"
             ),
             Self::Timeout => f.write_str("set-up timed out"),
             Self::Config(why) => write!(f, "bad configuration: {why}"),

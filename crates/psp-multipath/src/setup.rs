@@ -49,8 +49,9 @@ pub(crate) struct Conn {
     /// handshake messages and the binding tag of one flight share a segment (each write on a
     /// local link costs the whole receive path, ~20 µs).
     out: Vec<u8>,
-    /// Initiator: the responder's hello is read in front of the first handshake message.
-    expect_hello: bool,
+    /// Initiator: the responder's hello is read in front of the first handshake message, and
+    /// checked at once against `(wanted cipher, our capabilities)`.
+    expect_hello: Option<(Cipher, u8)>,
     peer_hello: Option<([u8; HELLO_LEN], Hello)>,
 }
 
@@ -60,7 +61,7 @@ impl Conn {
             stream,
             buf: Vec::with_capacity(4096),
             out: Vec::with_capacity(512),
-            expect_hello: false,
+            expect_hello: None,
             peer_hello: None,
         }
     }
@@ -127,13 +128,14 @@ impl Conn {
 
     /// Whether the peer's binding tag is next in `buf` (after its hello).
     fn tag_next(&self) -> bool {
-        (!self.expect_hello || self.peer_hello.is_some()) && self.buf.starts_with(&TAG_MARKER)
+        (self.expect_hello.is_none() || self.peer_hello.is_some())
+            && self.buf.starts_with(&TAG_MARKER)
     }
 
     /// The next handshake message if `buf` already holds all of it (the peer's hello in front
     /// of it is taken on the way).
     fn buffered_message(&mut self, role: PathRole) -> Result<Option<Vec<u8>>, Error> {
-        if self.expect_hello && self.peer_hello.is_none() && self.buf.len() >= HELLO_LEN {
+        if self.expect_hello.is_some() && self.peer_hello.is_none() && self.buf.len() >= HELLO_LEN {
             let mut raw = [0u8; HELLO_LEN];
             raw.copy_from_slice(&self.buf[..HELLO_LEN]);
             self.buf.drain(..HELLO_LEN);
@@ -141,14 +143,12 @@ impl Conn {
                 path: Some(role),
                 error: e,
             })?;
-            if h.cipher == wire::CIPHER_REFUSED {
-                return Err(Error::Refused(
-                    "the peer allows neither our cipher nor plain (scramble capability?)",
-                ));
+            if let Some((wanted, mine)) = self.expect_hello {
+                initiator_check(wanted, mine, h.cipher, h.caps)?;
             }
             self.peer_hello = Some((raw, h));
         }
-        let hello_done = !self.expect_hello || self.peer_hello.is_some();
+        let hello_done = self.expect_hello.is_none() || self.peer_hello.is_some();
         if self.tag_next() {
             return Ok(None);
         }
@@ -233,7 +233,7 @@ fn my_caps(options: &Options) -> u8 {
     if options.advertise_scramble {
         c |= caps::SCRAMBLE;
     }
-    if options.allow_plain {
+    if options.allow_plain || options.cipher == Cipher::None {
         c |= caps::ALLOW_PLAIN;
     }
     if matches!(options.on_path_failure, OnPathFailure::Continue { .. }) {
@@ -242,14 +242,59 @@ fn my_caps(options: &Options) -> u8 {
     c
 }
 
-/// Whether both sides' capabilities allow `cipher`.
+/// Whether both sides' capabilities allow `cipher` (ChaCha20-Poly1305 has no bit: asking for
+/// it by code is the announcement, and this crate implements it).
 fn supported(cipher: Cipher, mine: u8, theirs: u8) -> bool {
     let need = match cipher {
         Cipher::None => caps::ALLOW_PLAIN,
         Cipher::Scramble => caps::SCRAMBLE,
         Cipher::Aes128Gcm => caps::AES128_GCM,
+        Cipher::ChaCha20Poly1305 => return true,
     };
     mine & theirs & need != 0
+}
+
+/// The papers' fallback: a stream that asked for `scramble` runs in clear when one side lacks
+/// the scramble capability and both allow plain. The only case where a side gets another cipher
+/// than the one it named.
+fn plain_fallback(wanted: Cipher, mine: u8, theirs: u8) -> bool {
+    wanted == Cipher::Scramble
+        && !supported(Cipher::Scramble, mine, theirs)
+        && supported(Cipher::None, mine, theirs)
+}
+
+/// The responder's choice: the cipher the initiator asked for (`wanted`, a hello code) if it
+/// is the one this side requires (`required`, [`Options::cipher`]) and both capabilities allow
+/// it, or plain in the papers' fallback ([`plain_fallback`], when this side requires
+/// `scramble`). Anything else is refused: a listener never serves another cipher than its own.
+fn responder_choice(required: Cipher, mine: u8, wanted: u8, theirs: u8) -> Result<Cipher, Error> {
+    let Some(wanted) = Cipher::from_code(wanted) else {
+        return Err(Error::Protocol("the peer asks for an unknown cipher"));
+    };
+    if wanted != required {
+        return Err(Error::CipherRequired { wanted, required });
+    }
+    if supported(wanted, mine, theirs) {
+        return Ok(wanted);
+    }
+    if plain_fallback(wanted, mine, theirs) {
+        return Ok(Cipher::None);
+    }
+    Err(if wanted == Cipher::Scramble {
+        Error::Refused("one side lacks the scramble capability and plain is not allowed on both")
+    } else {
+        Error::Refused("the peer asks for a cipher its capabilities do not announce")
+    })
+}
+
+/// The initiator's check of the responder's answer (`chosen`, a hello code, with the
+/// responder's capabilities `theirs`): the cipher asked for, or plain in the papers' fallback.
+fn initiator_check(wanted: Cipher, mine: u8, chosen: u8, theirs: u8) -> Result<Cipher, Error> {
+    match Cipher::from_code(chosen) {
+        Some(c) if c == wanted => Ok(c),
+        Some(Cipher::None) if plain_fallback(wanted, mine, theirs) => Ok(Cipher::None),
+        chosen => Err(Error::CipherRefused { wanted, chosen }),
+    }
 }
 
 /// The connections' slots and roles: `[untrusted, trusted]` in dispersal mode, `[trusted]` in
@@ -295,7 +340,7 @@ pub(crate) async fn initiate(conns: &mut [Conn], options: &Options) -> Result<Es
     // The responder's hellos come in front of its first handshake message on each path: the
     // handshake starts now, without waiting a round trip for them.
     for c in conns.iter_mut() {
-        c.expect_hello = true;
+        c.expect_hello = Some((wanted, mine));
     }
     let keys = run_handshake(Role::Initiator, conns, options, None).await?;
     let t_keys = t0.elapsed();
@@ -318,12 +363,7 @@ pub(crate) async fn initiate(conns: &mut [Conn], options: &Options) -> Result<Es
             "the peer chose different ciphers on the two paths",
         ));
     }
-    let cipher = match Cipher::from_code(chosen[0]) {
-        None => return Err(Error::Refused("the peer refused our cipher and plain")),
-        Some(c) if c == wanted => c,
-        Some(Cipher::None) if options.allow_plain => Cipher::None,
-        Some(_) => return Err(Error::Refused("the peer chose a cipher we did not ask for")),
-    };
+    let cipher = initiator_check(wanted, mine, chosen[0], peer_caps)?;
     let ctx = hello_context(&sent, &got);
     let mut est = finish(
         Role::Initiator,
@@ -357,33 +397,27 @@ pub(crate) async fn respond(
     if conns.len() == 1 {
         mine |= caps::KERNEL_MPTCP;
     }
-    let wanted = Cipher::from_code(u.cipher);
-    let cipher = match wanted {
-        Some(c) if supported(c, mine, u.caps) => Some(c),
-        _ if supported(Cipher::None, mine, u.caps) => Some(Cipher::None),
-        _ => None,
-    };
+    let choice = responder_choice(options.cipher, mine, u.cipher, u.caps);
     let mut sent = vec![[0u8; HELLO_LEN]; conns.len()];
     for &(i, role) in roles(conns.len()) {
         sent[i] = Hello {
             role,
             caps: mine,
-            cipher: cipher.map_or(wire::CIPHER_REFUSED, Cipher::code),
+            cipher: choice.as_ref().map_or(wire::CIPHER_REFUSED, |c| c.code()),
             group: u.group,
         }
         .emit();
         // Sent with our first handshake message (a refusal: at once, below).
         conns[i].out.extend_from_slice(&sent[i]);
     }
-    let Some(cipher) = cipher else {
-        for &(i, role) in roles(conns.len()) {
-            conns[i].flush(Some(role)).await?;
+    let cipher = match choice {
+        Ok(c) => c,
+        Err(e) => {
+            for &(i, role) in roles(conns.len()) {
+                conns[i].flush(Some(role)).await?;
+            }
+            return Err(e);
         }
-        return Err(if u.caps & caps::SCRAMBLE == 0 {
-            Error::Refused("the peer lacks the scramble capability and plain is not allowed")
-        } else {
-            Error::Refused("no cipher both sides allow")
-        });
     };
     let got: Vec<[u8; HELLO_LEN]> = hellos.iter().map(|h| h.0).collect();
     // Hello context in the initiator's order: its hellos, then ours.
@@ -616,11 +650,17 @@ async fn finish(
                 s.zeroize();
                 TxKeys::Scramble(seed)
             }
-            Cipher::Aes128Gcm => {
-                let mut k = [0u8; 16];
-                export(keys, &[&b"psp-mp v1 aead "[..], dir].concat(), ctx, &mut k)?;
-                let key = SuiteKey::new(SuiteId::Aes128Gcm, &k)
-                    .map_err(|_| Error::Protocol("AEAD key refused"))?;
+            Cipher::Aes128Gcm | Cipher::ChaCha20Poly1305 => {
+                let (suite, label): (_, &[u8]) = if cipher == Cipher::Aes128Gcm {
+                    (SuiteId::Aes128Gcm, b"psp-mp v1 aead ")
+                } else {
+                    (SuiteId::ChaCha20Poly1305, b"psp-mp v1 chacha20-poly1305 ")
+                };
+                let mut k = [0u8; 32];
+                let k = &mut k[..suite.key_len()];
+                export(keys, &[label, dir].concat(), ctx, k)?;
+                let key =
+                    SuiteKey::new(suite, k).map_err(|_| Error::Protocol("AEAD key refused"))?;
                 k.zeroize();
                 TxKeys::Aead(Box::new(key))
             }
@@ -635,4 +675,69 @@ async fn finish(
         peer_static: keys.peer_static(),
         peer_wants_acks: false,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const ALL: u8 = caps::SCRAMBLE | caps::AES128_GCM | caps::ALLOW_PLAIN;
+
+    /// The negotiation table: the responder serves exactly its own cipher; plain only in the
+    /// papers' fallback (scramble asked and required, one side cannot scramble, both allow
+    /// plain); the initiator takes exactly what it asked for, or that fallback.
+    #[test]
+    fn a_side_gets_the_cipher_it_named_or_the_papers_fallback() {
+        use Cipher::{Aes128Gcm as Aes, ChaCha20Poly1305 as Chacha, None as Plain, Scramble};
+        for &required in Cipher::ALL {
+            for &wanted in Cipher::ALL {
+                let got = responder_choice(required, ALL, wanted.code(), ALL);
+                if wanted == required {
+                    assert_eq!(got.ok(), Some(wanted), "{required} {wanted}");
+                } else {
+                    assert!(
+                        matches!(got, Err(Error::CipherRequired { .. })),
+                        "{required} {wanted}: {got:?}"
+                    );
+                }
+            }
+        }
+        let no_scramble = caps::AES128_GCM | caps::ALLOW_PLAIN;
+        let no_aes = caps::SCRAMBLE | caps::ALLOW_PLAIN;
+        let strict = caps::SCRAMBLE | caps::AES128_GCM;
+        // The papers' fallback, and only it.
+        assert_eq!(
+            responder_choice(Scramble, no_scramble, Scramble.code(), ALL).ok(),
+            Some(Plain)
+        );
+        assert!(responder_choice(Scramble, strict & !caps::SCRAMBLE, 1, ALL).is_err());
+        assert!(responder_choice(Aes, ALL, Aes.code(), no_aes).is_err());
+        assert_eq!(
+            responder_choice(Chacha, ALL, Chacha.code(), no_aes).ok(),
+            Some(Chacha)
+        );
+        assert!(responder_choice(Aes, ALL, 9, ALL).is_err());
+        // The initiator.
+        assert_eq!(initiator_check(Aes, ALL, Aes.code(), ALL).ok(), Some(Aes));
+        assert!(matches!(
+            initiator_check(Aes, ALL, Plain.code(), ALL),
+            Err(Error::CipherRefused {
+                wanted: Aes,
+                chosen: Some(Plain)
+            })
+        ));
+        assert!(matches!(
+            initiator_check(Aes, ALL, wire::CIPHER_REFUSED, ALL),
+            Err(Error::CipherRefused {
+                wanted: Aes,
+                chosen: None
+            })
+        ));
+        assert_eq!(
+            initiator_check(Scramble, ALL, Plain.code(), no_scramble).ok(),
+            Some(Plain)
+        );
+        assert!(initiator_check(Scramble, ALL, Plain.code(), ALL).is_err());
+        assert!(initiator_check(Scramble, strict, Plain.code(), no_scramble).is_err());
+    }
 }

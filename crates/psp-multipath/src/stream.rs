@@ -8,17 +8,20 @@
 //! merge of two ordered queues: the receiver keeps at most one parsed segment per path and
 //! delivers the one whose number is next. A path whose head segment is not next is not read
 //! further (TCP's window pushes back), which bounds the reassembly memory to one receive buffer
-//! per path (`2 * (HEADER_LEN + MAX_PAYLOAD)`) whatever the sender does.
+//! per path (`2 * (HEADER_LEN + MAX_PAYLOAD)`) whatever the sender does. Data segments carry at
+//! least one byte (an empty one is a wire error).
 //!
 //! Path failure ([`OnPathFailure`]): the receiver acknowledges what it delivered (cumulative
 //! acks, every [`ACK_EVERY`] bytes and at end of stream), on the trusted path while it works.
 //! Under `Continue` the sender keeps every unacknowledged segment as sent (at most
-//! [`RETAIN_LIMIT`] bytes; writes wait when full), and when a path fails re-sends the failed
-//! path's kept segments, unchanged but for the path sequence, on the other path. A receiver
-//! whose peer re-sends and that waited [`STALL`] for the next segment (or that lost a path)
-//! reads a path whose head is not next ahead into an out-of-order buffer (at most [`REORDER_LIMIT`] bytes: an honest sender never has more
-//! unacknowledged), so a path dying silently never stalls the other one, and drops segments it
-//! already delivered.
+//! [`RETAIN_LIMIT`] bytes, [`ENTRY_OVERHEAD`] charged per segment; writes wait when full), and
+//! when a path fails re-sends the failed path's kept segments, unchanged but for the path
+//! sequence, on the other path. A receiver under its own `Continue` policy that lost a path, or
+//! whose peer re-sends and that waited [`STALL`] for the next segment, reads a path whose head
+//! is not next ahead into an out-of-order buffer (at most [`REORDER_LIMIT`], charged the same
+//! way: an honest sender never has more unacknowledged), so a path dying silently never stalls
+//! the other one, and drops segments it already delivered. A `Close` receiver never reads ahead,
+//! whatever the peer's hello says.
 //!
 //! Wakers: with the stream split in a reading and a writing task, both poll the same sockets
 //! and the socket keeps one waker per direction. So each side stores its own waker and wakes
@@ -68,9 +71,15 @@ pub(crate) const ACK_EVERY: u64 = 1024 * 1024;
 /// against `path_timeout`, long against a normal delay between the paths, so that reading ahead
 /// (a copy per segment) happens only when a path stalls.
 const STALL: core::time::Duration = core::time::Duration::from_millis(100);
-/// The most bytes a receiver keeps out of order after a path failed: an honest sender never has
-/// more than [`RETAIN_LIMIT`] unacknowledged, plus the two segments in the receive buffers.
-pub(crate) const REORDER_LIMIT: usize = RETAIN_LIMIT + IN_LEN;
+/// What one kept segment costs beyond its bytes (its allocation, its queue or map entry and
+/// bookkeeping), charged against [`RETAIN_LIMIT`] by the sender and [`REORDER_LIMIT`] by the
+/// receiver, so that many tiny segments cannot hold more memory than few large ones.
+pub(crate) const ENTRY_OVERHEAD: usize = 256;
+/// The most a receiver keeps out of order (segment bytes plus [`ENTRY_OVERHEAD`] each), only
+/// under its own `Continue` policy: an honest sender never has more than [`RETAIN_LIMIT`]
+/// unacknowledged (charged the same way), plus the two segments in the receive buffers. So at
+/// most `REORDER_LIMIT / (HEADER_LEN + 1 + ENTRY_OVERHEAD)` (about 60,000) entries.
+pub(crate) const REORDER_LIMIT: usize = RETAIN_LIMIT + 2 * (IN_LEN + ENTRY_OVERHEAD);
 
 enum Tx {
     None,
@@ -603,11 +612,18 @@ impl MultipathStream {
         !self.paths[i].failed && self.paths[i].out.len() - self.paths[i].out_pos < OUT_LIMIT
     }
 
-    /// Whether keeping one more segment of `n` bytes would pass [`RETAIN_LIMIT`].
+    /// Whether keeping one more segment of `n` bytes would pass [`RETAIN_LIMIT`] (segment
+    /// bytes plus [`ENTRY_OVERHEAD`] per segment).
     fn retain_full(&self, n: usize) -> bool {
+        let charged = self.retained_bytes + self.retained.len() * ENTRY_OVERHEAD;
         self.retain
             && !self.retained.is_empty()
-            && self.retained_bytes + HEADER_LEN + n + TAG_LEN > RETAIN_LIMIT
+            && charged + HEADER_LEN + n + TAG_LEN + ENTRY_OVERHEAD > RETAIN_LIMIT
+    }
+
+    /// Whether this side goes on after a path failure (its own policy, not the peer's).
+    fn continues(&self) -> bool {
+        matches!(self.policy, OnPathFailure::Continue { .. })
     }
 
     /// The path for the next segment of `n` bytes, if one can take it now.
@@ -853,6 +869,7 @@ impl MultipathStream {
             let any_failed = self.paths.iter().any(|p| p.failed);
             let complete = (self.rx_offset, self.rx_seg);
             let awaiting_acks = self.retain && !self.retained.is_empty();
+            let sealed = matches!(self.rx, Rx::Aead(_));
             let p = &mut self.paths[i];
             if p.head.is_some() {
                 return Poll::Ready(Ok(true));
@@ -891,6 +908,12 @@ impl MultipathStream {
                     p.rx_seq = p.rx_seq.wrapping_add(1);
                     p.stats.wire_bytes_received += len as u64;
                     if repr.kind == Kind::Data {
+                        if sealed && usize::from(repr.len) <= TAG_LEN {
+                            return Poll::Ready(Err(self.fail(Error::Wire {
+                                path: Some(role),
+                                error: wire::Error::EmptyData,
+                            })));
+                        }
                         p.head = Some(Head {
                             repr,
                             pos: 0,
@@ -1089,7 +1112,8 @@ impl MultipathStream {
                 p.stats.duplicates_dropped += 1;
             } else {
                 self.reorder_bytes += bytes.len();
-                if self.reorder_bytes > REORDER_LIMIT {
+                let charged = self.reorder_bytes + (self.reorder.len() + 1) * ENTRY_OVERHEAD;
+                if charged > REORDER_LIMIT {
                     return Err(self.fail(Error::Protocol(
                         "out-of-order buffer full: the peer has more unacknowledged than allowed",
                     )));
@@ -1155,10 +1179,14 @@ impl AsyncRead for MultipathStream {
                         {
                             next = Some(i);
                         } else {
-                            // Read ahead after a failure, and whenever the peer re-sends (its
-                            // unacknowledged bytes, so our buffer, are bounded): a path that
+                            // Read ahead only under our own Continue policy (a Close stream
+                            // ends on a failure, and lets TCP push back instead): after a
+                            // failure, or after a stall when the peer re-sends (its
+                            // unacknowledged bytes, so our buffer, are bounded). A path that
                             // dies silently then never stalls the other one.
-                            let ahead = this.send_acks || this.paths.iter().any(|p| p.failed);
+                            let ahead = this.continues()
+                                && (this.paths.iter().any(|p| p.failed)
+                                    || (this.send_acks && this.stalled));
                             if this.set_aside(i, ahead)? {
                                 continue 'again;
                             }
@@ -1211,7 +1239,11 @@ impl AsyncRead for MultipathStream {
                 }
             }
             if pending {
-                if this.send_acks && !this.stalled && this.paths.iter().any(|p| p.head.is_some()) {
+                if this.continues()
+                    && this.send_acks
+                    && !this.stalled
+                    && this.paths.iter().any(|p| p.head.is_some())
+                {
                     let deadline = tokio::time::Instant::now() + STALL;
                     let t = this
                         .stall
@@ -1330,5 +1362,131 @@ impl core::fmt::Debug for MultipathStream {
             .field("tx_offset", &self.tx_offset)
             .field("rx_offset", &self.rx_offset)
             .finish_non_exhaustive()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use core::time::Duration;
+
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    use tokio::net::{TcpListener, TcpStream};
+
+    use super::*;
+
+    /// Our ends `[untrusted, trusted]` of two loopback connections, and the peer's raw ends.
+    async fn connections() -> (Vec<Conn>, Vec<TcpStream>) {
+        let (mut ours, mut theirs) = (Vec::new(), Vec::new());
+        for _ in 0..2 {
+            let l = TcpListener::bind("127.0.0.1:0").await.unwrap();
+            let peer = TcpStream::connect(l.local_addr().unwrap()).await.unwrap();
+            ours.push(Conn::new(l.accept().await.unwrap().0));
+            theirs.push(peer);
+        }
+        (ours, theirs)
+    }
+
+    /// A stream in clear whose peer's hello set `RESEND` (it asks for acks).
+    async fn receiver(policy: OnPathFailure) -> (MultipathStream, Vec<TcpStream>) {
+        let (conns, peer) = connections().await;
+        let est = Established {
+            cipher: Cipher::None,
+            tx: TxKeys::None,
+            rx: TxKeys::None,
+            setup_time: Duration::ZERO,
+            handshake_time: Duration::ZERO,
+            peer_static: None,
+            peer_wants_acks: true,
+        };
+        let options = Options {
+            on_path_failure: policy,
+            ..Options::default()
+        };
+        let roles = [PathRole::Untrusted, PathRole::Trusted];
+        (MultipathStream::new(conns, &roles, est, &options), peer)
+    }
+
+    /// `n` consecutive data segments of `len` bytes each from segment number 1 on (segment 0,
+    /// which the receiver needs next, is never sent).
+    fn out_of_order(n: u32, len: u16) -> Vec<u8> {
+        let mut out = Vec::new();
+        for k in 0..n {
+            let repr = Repr {
+                kind: Kind::Data,
+                len,
+                path_seq: k,
+                offset: u64::from(k + 1) * u64::from(len.max(1)),
+                seg: k + 1,
+            };
+            let start = out.len();
+            out.resize(start + HEADER_LEN + usize::from(len), b'x');
+            repr.emit(&mut out[start..start + HEADER_LEN]);
+        }
+        out
+    }
+
+    /// Reads for `wait`; the read's result if it finished.
+    async fn read_for(s: &mut MultipathStream, wait: Duration) -> Option<io::Result<usize>> {
+        let mut buf = [0u8; 64];
+        tokio::time::timeout(wait, s.read(&mut buf)).await.ok()
+    }
+
+    const CONTINUE: OnPathFailure = OnPathFailure::Continue {
+        allow_untrusted_only: false,
+    };
+
+    /// Issue 18 item 7: a client whose hello sets `RESEND` made a `Close` server read ahead
+    /// without bound. Now a `Close` receiver never reads ahead (TCP pushes back instead).
+    #[tokio::test]
+    async fn a_peer_asking_for_acks_cannot_make_a_close_receiver_read_ahead() {
+        let (mut s, mut peer) = receiver(OnPathFailure::Close).await;
+        let flood = out_of_order(50_000, 1);
+        let mut untrusted = peer.remove(UNTRUSTED);
+        tokio::spawn(async move {
+            let _ = untrusted.write_all(&flood).await;
+            untrusted
+        });
+        // Longer than the stall that lets a Continue receiver read ahead.
+        assert!(
+            read_for(&mut s, STALL * 5).await.is_none(),
+            "nothing to read"
+        );
+        assert_eq!((s.reorder.len(), s.reorder_bytes), (0, 0));
+    }
+
+    /// A data segment without payload is a wire error, at once (before: one more entry of the
+    /// out-of-order buffer, for free).
+    #[tokio::test]
+    async fn an_empty_data_segment_is_refused() {
+        for policy in [OnPathFailure::Close, CONTINUE] {
+            let (mut s, mut peer) = receiver(policy).await;
+            peer[UNTRUSTED]
+                .write_all(&out_of_order(1, 0))
+                .await
+                .unwrap();
+            let r = read_for(&mut s, Duration::from_secs(5)).await;
+            let e = r.expect("an answer, not a wait").unwrap_err();
+            assert!(e.to_string().contains("empty data segment"), "{e}");
+        }
+    }
+
+    /// A `Continue` receiver reads ahead, but each entry is charged its overhead: a flood of
+    /// one-byte segments ends the stream after about `REORDER_LIMIT / 277` entries (before:
+    /// 16 MiB / 21 bytes, 800,000 entries).
+    #[tokio::test]
+    async fn read_ahead_entries_are_charged_and_capped() {
+        let (mut s, mut peer) = receiver(CONTINUE).await;
+        let max_entries = REORDER_LIMIT / (HEADER_LEN + 1 + ENTRY_OVERHEAD);
+        let flood = out_of_order(u32::try_from(max_entries).unwrap() + 10_000, 1);
+        let mut untrusted = peer.remove(UNTRUSTED);
+        tokio::spawn(async move {
+            let _ = untrusted.write_all(&flood).await;
+            untrusted
+        });
+        let r = read_for(&mut s, Duration::from_secs(30)).await;
+        let e = r.expect("the stream must end, not wait").unwrap_err();
+        assert!(e.to_string().contains("out-of-order buffer full"), "{e}");
+        assert!(s.reorder.len() <= max_entries, "{}", s.reorder.len());
+        assert!(s.reorder.len() > max_entries / 2, "{}", s.reorder.len());
     }
 }

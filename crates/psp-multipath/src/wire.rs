@@ -66,6 +66,9 @@ pub enum Error {
     TooLong,
     /// A field holds a value outside its range (path role, cipher).
     BadField(&'static str),
+    /// A data segment with no payload (a sender never makes one; each would cost the receiver
+    /// bookkeeping for nothing).
+    EmptyData,
 }
 
 impl fmt::Display for Error {
@@ -78,6 +81,7 @@ impl fmt::Display for Error {
             Self::Reserved => f.write_str("reserved field not zero"),
             Self::TooLong => f.write_str("length field too large"),
             Self::BadField(name) => write!(f, "bad {name} field"),
+            Self::EmptyData => f.write_str("empty data segment"),
         }
     }
 }
@@ -222,8 +226,9 @@ impl Repr {
     /// Parses a checked view.
     ///
     /// # Errors
-    /// [`Error::BadKind`], [`Error::Reserved`], or [`Error::TooLong`] for a fin or an ack
-    /// whose payload is neither empty nor one tag.
+    /// [`Error::BadKind`], [`Error::Reserved`], [`Error::TooLong`] for a fin or an ack
+    /// whose payload is neither empty nor one tag, [`Error::EmptyData`] for a data segment
+    /// without payload.
     pub fn parse<T: AsRef<[u8]>>(s: &Segment<T>) -> Result<Self, Error> {
         s.check_len()?;
         let kind = match s.kind_code() {
@@ -238,6 +243,9 @@ impl Repr {
         let len = s.payload_len();
         if kind != Kind::Data && len != 0 && len != CONTROL_TAG_LEN {
             return Err(Error::TooLong);
+        }
+        if kind == Kind::Data && len == 0 {
+            return Err(Error::EmptyData);
         }
         Ok(Self {
             kind,
@@ -295,46 +303,68 @@ pub enum PathRole {
     Untrusted,
 }
 
-/// The stream protection negotiated in the hello.
+/// The stream protection negotiated in the hello. The default is [`Cipher::Aes128Gcm`]:
+/// [`Cipher::Scramble`] is the papers' mode, which a ciphertext-only analyst reads
+/// (docs/SCRAMBLER.md), and must be chosen by name on both sides.
 #[non_exhaustive]
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default)]
 pub enum Cipher {
     /// No protection: the stream in clear (the papers' "plain" baseline).
     None,
-    /// psp-core's production scrambler over the whole stream before dispersal (the papers).
-    #[default]
+    /// The papers' mode: psp-core's production scrambler over the whole stream before
+    /// dispersal. Obfuscation, not encryption: no integrity, and an eavesdropper on one path
+    /// recovers scrambled text from the ciphertext alone (`attack::ciphertext_only`).
     Scramble,
-    /// AES-128-GCM on each segment (the Fig 18 comparison row).
+    /// AES-128-GCM on each segment, fin and ack (the default).
+    #[default]
     Aes128Gcm,
+    /// ChaCha20-Poly1305 on each segment, fin and ack (for CPUs without AES instructions).
+    ChaCha20Poly1305,
 }
 
 impl Cipher {
+    /// Every cipher, in code order.
+    pub const ALL: &'static [Self] = &[
+        Self::None,
+        Self::Scramble,
+        Self::Aes128Gcm,
+        Self::ChaCha20Poly1305,
+    ];
+
     /// The hello code.
     pub fn code(self) -> u8 {
         match self {
             Self::None => 0,
             Self::Scramble => 1,
             Self::Aes128Gcm => 2,
+            Self::ChaCha20Poly1305 => 3,
         }
     }
 
     /// From a hello code (`None` for unknown codes).
     pub fn from_code(c: u8) -> Option<Self> {
-        match c {
-            0 => Some(Self::None),
-            1 => Some(Self::Scramble),
-            2 => Some(Self::Aes128Gcm),
-            _ => None,
-        }
+        Self::ALL.iter().copied().find(|x| x.code() == c)
     }
 
-    /// A short name (`none`, `scramble`, `aes128-gcm`).
+    /// Whether each segment is sealed with an AEAD (a tag on every segment, fin and ack).
+    pub fn is_aead(self) -> bool {
+        matches!(self, Self::Aes128Gcm | Self::ChaCha20Poly1305)
+    }
+
+    /// A short name (`none`, `scramble`, `aes128-gcm`, `chacha20-poly1305`).
     pub fn name(self) -> &'static str {
         match self {
             Self::None => "none",
             Self::Scramble => "scramble",
             Self::Aes128Gcm => "aes128-gcm",
+            Self::ChaCha20Poly1305 => "chacha20-poly1305",
         }
+    }
+}
+
+impl fmt::Display for Cipher {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
     }
 }
 
@@ -342,7 +372,9 @@ impl Cipher {
 pub mod caps {
     /// The sender implements the scrambler (the papers' MP_CAPABLE scramble bit).
     pub const SCRAMBLE: u8 = 0x01;
-    /// The sender implements per-segment AES-128-GCM.
+    /// The sender implements per-segment AES-128-GCM. (ChaCha20-Poly1305 has no bit: an
+    /// initiator asks for it by its cipher code, and a responder that does not know the code
+    /// refuses the hello.)
     pub const AES128_GCM: u8 = 0x02;
     /// The sender accepts an unprotected stream.
     pub const ALLOW_PLAIN: u8 = 0x04;
@@ -551,6 +583,15 @@ mod tests {
             Repr::parse(&Segment::new_unchecked(&fin[..])),
             Err(Error::TooLong)
         );
+        // A data segment carries at least one byte.
+        let mut empty = [0u8; HEADER_LEN];
+        empty.copy_from_slice(&SEGMENT[..HEADER_LEN]);
+        empty[2..4].fill(0);
+        assert_eq!(
+            Repr::parse(&Segment::new_checked(&empty[..]).unwrap()),
+            Err(Error::EmptyData)
+        );
+        assert_eq!(Error::EmptyData.to_string(), "empty data segment");
     }
 
     static ACK: [u8; 36] = [

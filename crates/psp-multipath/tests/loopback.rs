@@ -96,7 +96,12 @@ fn opts(cipher: Cipher) -> Options {
 
 #[tokio::test]
 async fn round_trip_each_cipher_both_directions() {
-    for cipher in [Cipher::Scramble, Cipher::Aes128Gcm, Cipher::None] {
+    for cipher in [
+        Cipher::Scramble,
+        Cipher::Aes128Gcm,
+        Cipher::ChaCha20Poly1305,
+        Cipher::None,
+    ] {
         let l = listener().await;
         let paths = l.connect_paths();
         let data: Vec<u8> = (0..3_000_017u32).map(|i| (i * 7 + i / 251) as u8).collect();
@@ -169,21 +174,20 @@ async fn fixed_share_policy_is_exact_and_first_segment_is_trusted() {
     }
 }
 
+/// Sends `data` client → server under `cipher` through a recording relay on the untrusted path:
+/// what the server got, the relay's capture, the client's stream.
+async fn send_recorded(cipher: Cipher, data: Vec<u8>) -> (Vec<u8>, Capture, MultipathStream) {
+    let l = listener().await;
+    let (paths, cap) = via_relay(&l, Mode::Record).await;
+    let (got, _, c) = exchange(l, paths, opts(cipher), opts(cipher), data, Vec::new()).await;
+    (got, cap, c)
+}
+
 #[tokio::test]
 async fn eavesdropper_on_untrusted_path_reads_plain_but_not_scrambled() {
     let mut hits = Vec::new();
     for cipher in [Cipher::None, Cipher::Scramble, Cipher::Aes128Gcm] {
-        let l = listener().await;
-        let (paths, cap) = via_relay(&l, Mode::Record).await;
-        let (got, _, c) = exchange(
-            l,
-            paths,
-            opts(cipher),
-            opts(cipher),
-            pattern(500_000),
-            Vec::new(),
-        )
-        .await;
+        let (got, cap, c) = send_recorded(cipher, pattern(500_000)).await;
         assert_eq!(got, pattern(500_000));
         assert!(c.stats()[UNTRUSTED].bytes_sent > 100_000);
         hits.push(count(&cap.client_to_server(), b"0123456789"));
@@ -194,6 +198,49 @@ async fn eavesdropper_on_untrusted_path_reads_plain_but_not_scrambled() {
     );
     assert_eq!(hits[1], 0, "scrambled: nothing");
     assert_eq!(hits[2], 0, "aes128-gcm: nothing");
+}
+
+/// Text of this repository (about 200 KB), as the file a user sends.
+fn docs_text() -> Vec<u8> {
+    [
+        include_str!("../../../docs/PROTOCOL.md"),
+        include_str!("../../../docs/SESSIONS.md"),
+        include_str!("../../../docs/CONFIG.md"),
+        include_str!("../../../docs/SCRAMBLER.md"),
+        include_str!("../../../README.md"),
+    ]
+    .concat()
+    .into_bytes()
+}
+
+/// Issue 19: the eavesdropper on the untrusted path, with no key and no known plaintext, runs
+/// the ciphertext-only attack on what it recorded: it reads the scrambled text (at least 95 %
+/// of the bytes on its path) and not the sealed one (under 1 %). The "0 hits of a known phrase"
+/// figure of the test above is true at the same time.
+#[tokio::test]
+async fn a_ciphertext_only_eavesdropper_reads_scrambled_text_but_not_sealed() {
+    let text = docs_text();
+    let mut pct = Vec::new();
+    for cipher in [Cipher::Scramble, Cipher::Aes128Gcm, Cipher::None] {
+        let (got, cap, c) = send_recorded(cipher, text.clone()).await;
+        assert!(got == text, "{cipher:?}: stream corrupted");
+        let recorded = cap.client_to_server();
+        if cipher != Cipher::None {
+            assert_eq!(
+                count(&recorded, b"the "),
+                0,
+                "{cipher:?}: a known word in clear"
+            );
+        }
+        let a = attack::analyze_path(&recorded);
+        assert_eq!(a.cipher, Some(cipher));
+        assert_eq!(a.bytes(), c.stats()[UNTRUSTED].bytes_sent, "{cipher:?}");
+        assert!(a.bytes() > 30_000, "{cipher:?}: {} bytes", a.bytes());
+        pct.push(a.recovered(&text) as f64 * 100.0 / a.bytes() as f64);
+    }
+    assert!(pct[0] >= 95.0, "scramble: {pct:?}");
+    assert!(pct[1] < 1.0, "aes128-gcm: {pct:?}");
+    assert!(pct[2] == 100.0, "none: {pct:?}");
 }
 
 #[tokio::test]
@@ -249,31 +296,186 @@ async fn faithful_and_compact_handshakes_both_connect() {
 async fn peer_without_scramble_is_refused_unless_plain_is_allowed() {
     let legacy = Options {
         advertise_scramble: false,
-        ..Options::default()
+        ..opts(Cipher::Scramble)
     };
     // Client wants scramble, server cannot: refused on both sides.
     let mut l = listener().await;
     let paths = l.connect_paths();
     let srv = tokio::spawn(async move { l.accept(&legacy).await.map(|_| ()) });
-    let c = connect(&paths, &Options::default()).await;
-    assert!(matches!(c, Err(Error::Refused(_))), "{c:?}");
+    let c = connect(&paths, &opts(Cipher::Scramble)).await;
+    assert!(
+        matches!(
+            c,
+            Err(Error::CipherRefused {
+                wanted: Cipher::Scramble,
+                chosen: None
+            })
+        ),
+        "{c:?}"
+    );
     assert!(matches!(srv.await.unwrap(), Err(Error::Refused(_))));
 
-    // Both allow plain: the stream runs in clear, and says so.
+    // Both allow plain: the stream runs in clear, and says so (the papers' fallback).
     let legacy_plain = Options {
         advertise_scramble: false,
         allow_plain: true,
-        ..Options::default()
+        ..opts(Cipher::Scramble)
     };
     let client = Options {
         allow_plain: true,
-        ..Options::default()
+        ..opts(Cipher::Scramble)
     };
     let l = listener().await;
     let paths = l.connect_paths();
     let (got, _, c) = exchange(l, paths, client, legacy_plain, pattern(1000), Vec::new()).await;
     assert_eq!(got, pattern(1000));
     assert_eq!(c.cipher(), Cipher::None);
+}
+
+/// Issue 19: the listener's cipher is a requirement. A listener for aes128-gcm refuses a client
+/// asking for scramble (and the reverse, and every other pair), even when both allow plain:
+/// both sides fail at set-up with one line, and no stream runs.
+#[tokio::test]
+async fn a_listener_serves_only_its_own_cipher() {
+    for (server, client) in [
+        (Cipher::Aes128Gcm, Cipher::Scramble),
+        (Cipher::Scramble, Cipher::Aes128Gcm),
+        (Cipher::Aes128Gcm, Cipher::ChaCha20Poly1305),
+        (Cipher::None, Cipher::Scramble),
+        (Cipher::Scramble, Cipher::None),
+    ] {
+        let mut l = listener().await;
+        let paths = l.connect_paths();
+        let so = Options {
+            allow_plain: true,
+            ..opts(server)
+        };
+        let srv = tokio::spawn(async move { l.accept(&so).await.map(|_| ()) });
+        let co = Options {
+            allow_plain: true,
+            ..opts(client)
+        };
+        let c = connect(&paths, &co).await;
+        let what = format!("server {server:?}, client {client:?}");
+        let Err(ce) = c else {
+            panic!("{what}: the client connected");
+        };
+        assert!(
+            matches!(ce, Error::CipherRefused { wanted, chosen: None } if wanted == client),
+            "{what}: {ce:?}"
+        );
+        let se = srv.await.unwrap().unwrap_err();
+        assert!(
+            matches!(se, Error::CipherRequired { wanted, required }
+                if wanted == client && required == server),
+            "{what}: {se:?}"
+        );
+        for e in [ce.to_string(), se.to_string()] {
+            assert!(!e.contains('\n') && e.starts_with("refused"), "{what}: {e}");
+        }
+        if (server, client) == (Cipher::Aes128Gcm, Cipher::Scramble) {
+            assert_eq!(
+                se.to_string(),
+                "refused: the client asks for cipher scramble, this side requires aes128-gcm \
+                 (give both sides the same --cipher)"
+            );
+            assert_eq!(
+                ce.to_string(),
+                "refused by the peer: it does not serve cipher scramble (a listener serves only \
+                 its own --cipher; give both sides the same)"
+            );
+        }
+    }
+}
+
+/// A hello as a third-party client would send it (version 2, `caps`, `cipher` code, group).
+fn raw_hello(role: u8, caps: u8, cipher: u8, group: [u8; 8]) -> [u8; 16] {
+    let mut h = [0u8; 16];
+    h[..4].copy_from_slice(b"PSMP");
+    h[4] = psp_multipath::wire::VERSION;
+    h[5] = role;
+    h[6] = caps;
+    h[7] = cipher;
+    h[8..].copy_from_slice(&group);
+    h
+}
+
+/// Issue 19: a client announcing scramble and allow-plain (no AES bit) that asks for
+/// aes128-gcm is refused, not served in clear; and our client refuses a server that answers an
+/// aes128-gcm request with plain.
+#[tokio::test]
+async fn asking_for_aes_never_ends_in_plain() {
+    use psp_multipath::wire::{CIPHER_REFUSED, caps};
+    use tokio::net::TcpStream;
+    // A raw client against the real listener (which allows plain).
+    let mut l = listener().await;
+    let [u, t] = match l.local_addrs().unwrap()[..] {
+        [u, t] => [u, t],
+        _ => unreachable!("two listeners"),
+    };
+    let so = Options {
+        allow_plain: true,
+        ..opts(Cipher::Aes128Gcm)
+    };
+    let srv = tokio::spawn(async move { l.accept(&so).await.map(|_| ()) });
+    let group = [7u8; 8];
+    let mine = caps::SCRAMBLE | caps::ALLOW_PLAIN;
+    let mut conns = Vec::new();
+    for (addr, role) in [(u, 0u8), (t, 1u8)] {
+        let mut c = TcpStream::connect(addr).await.unwrap();
+        c.write_all(&raw_hello(role, mine, Cipher::Aes128Gcm.code(), group))
+            .await
+            .unwrap();
+        conns.push(c);
+    }
+    let mut answer = [0u8; 16];
+    conns[0].read_exact(&mut answer).await.unwrap();
+    assert_eq!(
+        answer[7], CIPHER_REFUSED,
+        "the server must refuse, not choose plain"
+    );
+    let se = srv.await.unwrap().unwrap_err();
+    assert!(matches!(se, Error::Refused(_)), "{se:?}");
+
+    // A raw server that answers our aes128-gcm request with plain: our client refuses at once.
+    let lu = TcpListener::bind(any()).await.unwrap();
+    let lt = TcpListener::bind(any()).await.unwrap();
+    let paths = [
+        Path::trusted(any(), lt.local_addr().unwrap()),
+        Path::untrusted(any(), lu.local_addr().unwrap()),
+    ];
+    let fake = tokio::spawn(async move {
+        let mut held = Vec::new();
+        for (l, role) in [(lu, 0u8), (lt, 1u8)] {
+            let (mut c, _) = l.accept().await.unwrap();
+            let mut theirs = [0u8; 16];
+            c.read_exact(&mut theirs).await.unwrap();
+            let mut group = [0u8; 8];
+            group.copy_from_slice(&theirs[8..]);
+            let caps = caps::SCRAMBLE | caps::AES128_GCM | caps::ALLOW_PLAIN;
+            c.write_all(&raw_hello(role, caps, Cipher::None.code(), group))
+                .await
+                .unwrap();
+            held.push(c);
+        }
+        held
+    });
+    let co = Options {
+        allow_plain: true,
+        ..opts(Cipher::Aes128Gcm)
+    };
+    let c = connect(&paths, &co).await;
+    assert!(
+        matches!(
+            c,
+            Err(Error::CipherRefused {
+                wanted: Cipher::Aes128Gcm,
+                chosen: Some(Cipher::None)
+            })
+        ),
+        "{c:?}"
+    );
+    drop(fake.await.unwrap());
 }
 
 #[tokio::test]
@@ -353,7 +555,7 @@ async fn kernel_mptcp_mode_round_trip_and_subflow_report() {
     c.shutdown().await.unwrap();
     let (got, srv_subflows) = srv.await.unwrap();
     assert_eq!(got, pattern(300_000));
-    assert_eq!(c.cipher(), Cipher::Scramble);
+    assert_eq!(c.cipher(), Cipher::Aes128Gcm, "the default");
     assert_eq!(c.stats().len(), 1);
     let sfs = c.subflows().expect("an MPTCP socket reports its subflows");
     assert!(!sfs.is_empty(), "{sfs:?}");

@@ -1,8 +1,10 @@
 //! Root, CI: `testbed/multipath.sh --quick` with this build's `psp-mp`, in network namespaces
 //! (client with a trusted and an untrusted link, eve routing both and capturing the untrusted
-//! one, server). Checks the security half of the RESULT line and that a stream outlives its
-//! untrusted link going down (`--continue-on-path-failure`); the timing half of a debug build
-//! means nothing and is not checked. Fails loudly (never skips) when it cannot set up.
+//! one, server). Checks the security half of the RESULT line (the papers' "0 known-text hits",
+//! and the ciphertext-only analyst who reads the scrambled file anyway but not the sealed one)
+//! and that a stream outlives its untrusted link going down (`--continue-on-path-failure`); the
+//! timing half of a debug build means nothing and is not checked. Fails loudly (never skips)
+//! when it cannot set up.
 #![allow(missing_docs)]
 
 use std::path::Path;
@@ -16,7 +18,7 @@ fn field<'a>(result: &'a str, key: &str) -> &'a str {
 }
 
 #[test]
-fn quick_testbed_run_eve_reads_nothing_and_mitm_is_detected() {
+fn quick_testbed_run_eve_reads_scrambled_text_not_sealed_and_mitm_is_detected() {
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
     let out = Command::new("bash")
         .arg(root.join("testbed/multipath.sh"))
@@ -39,6 +41,11 @@ fn quick_testbed_run_eve_reads_nothing_and_mitm_is_detected() {
     let n = |k| field(result, k).parse::<u64>().unwrap();
     assert!(n("eve_hits_plain") > 1000, "{result}");
     assert_eq!(n("eve_hits_scrambled"), 0, "{result}");
+    let pct = |k| field(result, k).parse::<f64>().unwrap();
+    assert!(pct("eve_recovered_pct_scrambled") >= 90.0, "{result}");
+    assert!(pct("eve_recovered_pct_aes") < 1.0, "{result}");
+    assert!(pct("eve_recovered_pct_plain") >= 99.9, "{result}");
+    assert!(pct("eve_recovered_pct_digits_aes") < 1.0, "{result}");
     assert_eq!(n("mitm_one_path_detected"), 1, "{result}");
     assert!(n("eve_both_paths_hits") > 1000, "{result}");
     assert_eq!(n("pinned_both_paths_refused"), 1, "{result}");

@@ -1,79 +1,32 @@
 //! Key files: one hex key (as `psp-gateway keygen` prints it), in a regular file of mode 0600 or
-//! stricter, owned by root or by the process's effective user. The bytes are zeroized when
-//! dropped and never appear in messages. The daemon (`key_file` in the config) and the tools
+//! stricter, owned by root or by the process's effective user. The rules, their messages and the
+//! zeroizing read are the `psp-keyfile` crate's (shared with `psp-mp --key-file`); this module
+//! adds the user the daemon drops to. The daemon (`key_file` in the config) and the tools
 //! (`scramble`/`inspect --key-file`) read keys through [`read`].
 
-use std::fs::{File, OpenOptions};
-use std::io::Read;
-use std::os::unix::fs::{MetadataExt, OpenOptionsExt, PermissionsExt};
 use std::path::Path;
 
 use zeroize::Zeroizing;
-
-/// The largest key file accepted: a 1024-byte key in hex with a newline is 2049 bytes.
-const MAX_FILE_LEN: u64 = 4096;
 
 /// Reads the key in `path`.
 ///
 /// # Errors
 /// The problem, as the `PROBLEM` part of a config error (it names `path`).
 pub(crate) fn read(path: &Path) -> Result<Zeroizing<Vec<u8>>, String> {
-    let shown = path.display();
-    // O_NONBLOCK: opening a FIFO (refused below as not a regular file) must not hang the daemon.
-    let mut file: File = OpenOptions::new()
-        .read(true)
-        .custom_flags(libc::O_NONBLOCK | libc::O_CLOEXEC)
-        .open(path)
-        .map_err(|e| format!("cannot open {shown}: {e}{}", dropped_hint(path, &e)))?;
-    // The checks use the opened file, so the file checked is the file read.
-    let meta = file
-        .metadata()
-        .map_err(|e| format!("cannot stat {shown}: {e}"))?;
-    if !meta.is_file() {
-        return Err(format!("{shown} is not a regular file"));
-    }
-    let mode = meta.permissions().mode() & 0o7777;
-    if mode & 0o077 != 0 {
-        return Err(format!(
-            "{shown} is mode {mode:04o}; want 0600 or stricter (chmod 600 {shown})"
-        ));
-    }
-    let euid = crate::io::sys::current_uids().1;
     let run_as = RUN_AS.load(core::sync::atomic::Ordering::Relaxed);
-    if !(run_as != NO_USER && meta.uid() == run_as) {
-        check_owner(path, meta.uid(), euid)?;
-    }
-    if meta.len() > MAX_FILE_LEN {
-        return Err(format!(
-            "{shown} is {} bytes; a key file holds one hex key (at most {MAX_FILE_LEN} bytes)",
-            meta.len()
-        ));
-    }
-    let mut text = Zeroizing::new(Vec::with_capacity(MAX_FILE_LEN as usize + 1));
-    // Read one byte past the limit so a file that grew after the stat is still refused.
-    (&mut file)
-        .take(MAX_FILE_LEN + 1)
-        .read_to_end(&mut text)
-        .map_err(|e| format!("cannot read {shown}: {e}"))?;
-    if text.len() as u64 > MAX_FILE_LEN {
-        return Err(format!(
-            "{shown} is over {MAX_FILE_LEN} bytes; a key file holds one hex key"
-        ));
-    }
-    let hex = text.trim_ascii();
-    if hex.is_empty() {
-        return Err(format!(
-            "{shown} is empty; create it with `psp-gateway keygen --suite SUITE > {shown}`"
-        ));
-    }
-    let not_hex =
-        || format!("{shown} does not hold one hex key (as printed by `psp-gateway keygen`)");
-    if hex.len() % 2 != 0 {
-        return Err(not_hex());
-    }
-    let mut key = Zeroizing::new(vec![0u8; hex.len() / 2]);
-    hex::decode_to_slice(hex, &mut key[..]).map_err(|_| not_hex())?;
-    Ok(key)
+    psp_keyfile::read(
+        path,
+        &psp_keyfile::Rules {
+            also_owner: (run_as != NO_USER).then_some(run_as),
+            keygen: "psp-gateway keygen",
+            create: "psp-gateway keygen --suite SUITE",
+        },
+    )
+    .map_err(|msg| match std::fs::File::open(path) {
+        // After the switch to `--user`, say which file the user cannot open and the fix.
+        Err(e) if msg.starts_with("cannot open") => format!("{msg}{}", dropped_hint(path, &e)),
+        _ => msg,
+    })
 }
 
 /// After the switch to `--user` (the effective uid is the one [`allow_owner`] named), a key
@@ -112,153 +65,40 @@ pub(crate) fn run_as() -> Option<u32> {
     (uid != NO_USER).then_some(uid)
 }
 
-/// The owner rule: a key file belongs to root or to the effective user `euid` of the process.
-/// A file another user owns could be rewritten by them (mode aside, they may `chmod` it back),
-/// so its key is not ours to trust.
-///
-/// # Errors
-/// One line naming the path, the owner and what is expected.
-fn check_owner(path: &Path, owner: u32, euid: u32) -> Result<(), String> {
-    if owner == 0 || owner == euid {
-        return Ok(());
-    }
-    let shown = path.display();
-    let want = if euid == 0 {
-        "root (uid 0)".to_owned()
-    } else {
-        format!("root (uid 0) or uid {euid}, the user this runs as")
-    };
-    Err(format!(
-        "{shown} is owned by uid {owner}; want {want} (chown {euid} {shown})"
-    ))
-}
-
 #[cfg(test)]
 mod tests {
-    use core::sync::atomic::{AtomicU32, Ordering};
     use std::os::unix::fs::PermissionsExt;
-    use std::path::PathBuf;
 
     use super::*;
 
-    /// A temp file removed on drop.
-    struct Temp(PathBuf);
-
-    impl Temp {
-        fn new(content: &[u8], mode: u32) -> Self {
-            static N: AtomicU32 = AtomicU32::new(0);
-            let path = std::env::temp_dir().join(format!(
-                "psp-keyfile-unit-{}-{}.key",
-                std::process::id(),
-                N.fetch_add(1, Ordering::Relaxed)
-            ));
-            std::fs::write(&path, content).unwrap();
-            std::fs::set_permissions(&path, std::fs::Permissions::from_mode(mode)).unwrap();
-            Self(path)
-        }
-    }
-
-    impl Drop for Temp {
-        fn drop(&mut self) {
-            let _ = std::fs::remove_file(&self.0);
-        }
-    }
-
-    #[test]
-    fn reads_keygen_output() {
-        let t = Temp::new(b"  00112233445566778899aabbccddeeff\n\n", 0o600);
-        assert_eq!(
-            &read(&t.0).unwrap()[..],
-            &hex::decode("00112233445566778899aabbccddeeff").unwrap()[..]
-        );
-        let t = Temp::new(b"00112233445566778899AABBCCDDEEFF", 0o400);
-        assert_eq!(read(&t.0).unwrap().len(), 16);
-    }
-
-    #[test]
-    fn refuses_group_or_other_bits() {
-        for mode in [0o644, 0o640, 0o604, 0o660, 0o601] {
-            let t = Temp::new(b"0011", mode);
-            let e = read(&t.0).unwrap_err();
-            assert_eq!(
-                e,
-                format!(
-                    "{} is mode {mode:04o}; want 0600 or stricter (chmod 600 {})",
-                    t.0.display(),
-                    t.0.display()
-                )
-            );
-        }
-    }
-
-    #[test]
-    fn refuses_bad_content_without_echoing_it() {
-        for content in [&b"zz112233"[..], b"0011 2233", b"001", b"secret-words"] {
-            let t = Temp::new(content, 0o600);
-            let e = read(&t.0).unwrap_err();
-            assert!(e.contains("does not hold one hex key"), "{e}");
-            assert!(!e.contains("secret") && !e.contains("0011"), "{e}");
-        }
-        let t = Temp::new(b" \n", 0o600);
-        assert!(read(&t.0).unwrap_err().contains("is empty"));
-        let t = Temp::new(&[b'0'; 5000], 0o600);
-        assert!(read(&t.0).unwrap_err().contains("is 5000 bytes"));
-    }
-
-    #[test]
-    fn owner_must_be_root_or_us() {
-        let p = Path::new("/etc/psp/a.key");
-        assert_eq!(check_owner(p, 0, 0), Ok(()));
-        assert_eq!(check_owner(p, 0, 1000), Ok(()));
-        assert_eq!(check_owner(p, 1000, 1000), Ok(()));
-        assert_eq!(
-            check_owner(p, 12345, 0).unwrap_err(),
-            "/etc/psp/a.key is owned by uid 12345; want root (uid 0) (chown 0 /etc/psp/a.key)"
-        );
-        assert_eq!(
-            check_owner(p, 12345, 1000).unwrap_err(),
-            "/etc/psp/a.key is owned by uid 12345; want root (uid 0) or uid 1000, the user this \
-             runs as (chown 1000 /etc/psp/a.key)"
-        );
-    }
-
-    /// The rule applied by [`read`] (root-only: CI runs as root; it fails, never skips).
-    #[test]
-    fn refuses_a_file_of_another_user() {
-        assert_eq!(
-            crate::io::sys::current_uids().1,
-            0,
-            "this test chowns a file: run it as root"
-        );
-        let t = Temp::new(b"00112233445566778899aabbccddeeff", 0o600);
-        std::os::unix::fs::chown(&t.0, Some(12345), None).unwrap();
-        let e = read(&t.0).unwrap_err();
-        assert!(
-            e.contains("is owned by uid 12345; want root (uid 0)"),
-            "{e}"
-        );
-        assert!(!e.contains("0011"), "{e}");
-        std::os::unix::fs::chown(&t.0, Some(0), None).unwrap();
-        assert_eq!(read(&t.0).unwrap().len(), 16);
-    }
-
-    /// A root daemon that drops to `--user` accepts that user's key files (and only those).
+    /// A root daemon that drops to `--user` accepts that user's key files (and only those), and
+    /// its messages name `psp-gateway keygen` (the rules themselves are tested in the
+    /// `psp-keyfile` crate).
     #[test]
     fn accepts_the_run_as_users_files() {
-        let t = Temp::new(b"00112233445566778899aabbccddeeff", 0o600);
-        std::os::unix::fs::chown(&t.0, Some(23456), None).unwrap();
-        assert!(read(&t.0).is_err());
+        let path =
+            std::env::temp_dir().join(format!("psp-keyfile-unit-{}.key", std::process::id()));
+        std::fs::write(&path, b"00112233445566778899aabbccddeeff").unwrap();
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o600)).unwrap();
+        std::os::unix::fs::chown(&path, Some(23456), None).unwrap();
+        assert!(read(&path).is_err());
         allow_owner(23456);
-        assert_eq!(read(&t.0).unwrap().len(), 16);
-        std::os::unix::fs::chown(&t.0, Some(23457), None).unwrap();
-        assert!(read(&t.0).is_err());
-    }
-
-    #[test]
-    fn refuses_missing_files_and_directories() {
-        let e = read(Path::new("/nonexistent/psp.key")).unwrap_err();
-        assert!(e.starts_with("cannot open /nonexistent/psp.key: "), "{e}");
-        let e = read(&std::env::temp_dir()).unwrap_err();
-        assert!(e.ends_with("is not a regular file"), "{e}");
+        assert_eq!(read(&path).unwrap().len(), 16);
+        std::os::unix::fs::chown(&path, Some(23457), None).unwrap();
+        assert!(read(&path).is_err());
+        std::fs::write(&path, b"secret-words").unwrap();
+        std::os::unix::fs::chown(&path, Some(23456), None).unwrap();
+        let e = read(&path).unwrap_err();
+        assert!(
+            e.ends_with("does not hold one hex key (as printed by `psp-gateway keygen`)"),
+            "{e}"
+        );
+        std::fs::write(&path, b" \n").unwrap();
+        let e = read(&path).unwrap_err();
+        assert!(
+            e.contains("is empty; create it with `psp-gateway keygen --suite SUITE > "),
+            "{e}"
+        );
+        let _ = std::fs::remove_file(&path);
     }
 }

@@ -111,6 +111,17 @@ impl SuiteId {
         !matches!(self, Self::None | Self::NullHmacSha1)
     }
 
+    /// Whether the suite keeps the section confidential. `false` for [`SuiteId::None`],
+    /// [`SuiteId::NullHmacSha1`] and [`SuiteId::ScrambleHmacSha1`]: the scrambler is linear and
+    /// keyless after 64 bytes, and a ciphertext-only analyst recovers scrambled text
+    /// (docs/SCRAMBLER.md); those suites give integrity (the HMAC) at most.
+    pub fn is_confidential(self) -> bool {
+        !matches!(
+            self,
+            Self::None | Self::NullHmacSha1 | Self::ScrambleHmacSha1
+        )
+    }
+
     /// Whether the suite is an AEAD (ring) suite.
     pub fn is_aead(self) -> bool {
         matches!(

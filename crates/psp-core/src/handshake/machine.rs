@@ -353,6 +353,16 @@ impl Handshake {
         self.ids
     }
 
+    /// Whether the peer has answered since the handshake began: as initiator, an Accept (or
+    /// Reject) arrived; as responder, a Share or Nonce. A responder that never hears from its
+    /// initiator again may be answering a replayed Request.
+    pub fn progressed(&self) -> bool {
+        match self.role {
+            Role::Initiator => self.ids.responder != HandshakeId::default(),
+            Role::Responder => self.parts[SHARE].is_some() || self.parts[NONCE].is_some(),
+        }
+    }
+
     /// Whether the handshake is over and may be dropped (established or failed, nothing left to
     /// send, and a responder's linger time is up).
     pub fn is_closed(&self) -> bool {

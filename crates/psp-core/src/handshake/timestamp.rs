@@ -58,6 +58,16 @@ impl Tai64n {
         }
     }
 
+    /// This label plus `d` (a monotonic clock's progress since the label's instant).
+    pub fn plus(self, d: crate::time::Duration) -> Self {
+        let (s, n) = self.to_unix();
+        let total = u64::from(n) + (d.total_micros() % 1_000_000) * 1000;
+        Self::from_unix(
+            s.saturating_add(d.total_micros() / 1_000_000 + total / 1_000_000_000),
+            (total % 1_000_000_000) as u32,
+        )
+    }
+
     /// This label plus `secs` seconds.
     pub fn plus_secs(self, secs: u64) -> Self {
         let (s, n) = self.to_unix();

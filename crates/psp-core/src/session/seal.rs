@@ -122,6 +122,11 @@ impl Sealer {
         self.signer = signer;
     }
 
+    /// Takes the signer out (frames are no longer signed).
+    pub fn take_signer(&mut self) -> Option<SigningKey> {
+        self.signer.take()
+    }
+
     /// The limit set by [`set_seq_limit`](Self::set_seq_limit).
     pub fn seq_limit(&self) -> Option<Seq> {
         self.seq_limit.map(Seq)

@@ -21,7 +21,7 @@ use tokio::net::{TcpListener, TcpStream};
 #[command(
     name = "psp-mp",
     version,
-    about = "A byte stream scrambled over a trusted and an untrusted path (netcat-like)"
+    about = "A byte stream dispersed over a trusted and an untrusted path, sealed (or scrambled as in the papers), keyed by SMKEX (netcat-like)"
 )]
 struct Cli {
     #[command(subcommand)]
@@ -73,6 +73,25 @@ enum Command {
         #[arg(long)]
         known_file: std::path::PathBuf,
     },
+    /// Ciphertext-only attack (docs/SCRAMBLER.md): from the client → server bytes of one path
+    /// (`proxy --record`, or a TCP stream reassembled from a capture), with no key and no known
+    /// plaintext, guess every stream byte the path carried. Prints one line: `cipher=… runs=…
+    /// bytes=… models=…`, and with `--truth` also `recovered=… pct=…`.
+    Analyze {
+        /// The recorded client → server bytes of one path.
+        #[arg(long)]
+        stream: std::path::PathBuf,
+        /// The stream that was really sent, only to score the guesses (the attack never reads
+        /// it).
+        #[arg(long)]
+        truth: Option<std::path::PathBuf>,
+        /// Write the guessed bytes, run after run, to this file.
+        #[arg(long)]
+        write: Option<std::path::PathBuf>,
+    },
+    /// Print a new long-term secret (64 hex digits from the OS RNG) for `--key-file`; write it
+    /// to a file only this user can read: `(umask 077; psp-mp keygen > server.key)`.
+    Keygen,
     /// Print the public key of a `--key-file` secret (for the peer's `--pin`).
     Pubkey {
         /// The secret: 64 hex digits.
@@ -98,15 +117,19 @@ struct Common {
     /// append `,dev=IFNAME` to bind to an interface. Give two, one of each role.
     #[arg(long = "path", required = true, num_args = 1)]
     paths: Vec<String>,
-    /// Stream protection.
-    #[arg(long, value_enum, default_value_t = CipherArg::Scramble)]
+    /// Stream protection, required to match on both sides (a listener refuses a client that
+    /// asks for another): aes128-gcm (default) or chacha20-poly1305 seal each segment;
+    /// scramble is the papers' mode (obfuscation, no integrity: an eavesdropper on one path
+    /// reads scrambled text from the ciphertext alone, `psp-mp analyze`); none is plain.
+    #[arg(long, value_enum, default_value_t = CipherArg::Aes128Gcm)]
     cipher: CipherArg,
     /// dispersal (one TCP connection per path, this tool places the data) or kernel-mptcp (one
     /// MPTCP socket on the trusted path; subflows from `ip mptcp endpoint`; the kernel decides
     /// placement and the key exchange is single-path).
     #[arg(long, value_enum, default_value_t = ModeArg::Dispersal)]
     mode: ModeArg,
-    /// Accept a plain stream if the peer cannot scramble.
+    /// With --cipher scramble: run in clear if one side cannot scramble (the papers'
+    /// fallback). Never turns another cipher into plain.
     #[arg(long)]
     allow_plain: bool,
     /// Per mille of the stream on the untrusted path: the most (adaptive) or exactly (--fixed).
@@ -127,8 +150,9 @@ struct Common {
     /// Discard what arrives instead of writing it to stdout.
     #[arg(long)]
     discard: bool,
-    /// This host's long-term X25519 secret: a file holding 64 hex digits (e.g. from
-    /// `psp-gateway keygen --bytes 32`); mixed into the key exchange (seed 002 §10).
+    /// This host's long-term X25519 secret: a file holding 64 hex digits (`psp-mp keygen`),
+    /// mode 0600 or stricter, owned by root or this user; mixed into the key exchange (seed 002
+    /// §10).
     #[arg(long)]
     key_file: Option<std::path::PathBuf>,
     /// Require the peer's long-term public key (64 hex digits; `-v` prints the peer's, and
@@ -161,9 +185,11 @@ enum ModeArg {
 
 #[derive(Clone, Copy, ValueEnum)]
 enum CipherArg {
-    Scramble,
     #[value(name = "aes128-gcm")]
     Aes128Gcm,
+    #[value(name = "chacha20-poly1305")]
+    ChaCha20Poly1305,
+    Scramble,
     None,
 }
 
@@ -215,12 +241,23 @@ fn hex32(what: &str, text: &str) -> Result<[u8; 32], String> {
     Ok(out)
 }
 
+/// A long-term secret from a key file, under the gateway daemon's rules (the `psp-keyfile`
+/// crate: a regular file of mode 0600 or stricter, owned by root or this user, one hex key).
 fn read_key(path: &std::path::Path) -> Result<LongTermKey, String> {
-    let text = std::fs::read_to_string(path).map_err(|e| format!("{}: {e}", path.display()))?;
-    Ok(LongTermKey::from_bytes(hex32(
-        &path.display().to_string(),
-        &text,
-    )?))
+    let rules = psp_keyfile::Rules {
+        also_owner: None,
+        keygen: "psp-mp keygen",
+        create: "psp-mp keygen",
+    };
+    let bytes = psp_keyfile::read(path, &rules).map_err(|e| format!("--key-file: {e}"))?;
+    let secret: [u8; 32] = bytes.as_slice().try_into().map_err(|_| {
+        format!(
+            "--key-file: {} holds a {}-byte key; want 32 bytes (64 hex digits, `psp-mp keygen`)",
+            path.display(),
+            bytes.len()
+        )
+    })?;
+    Ok(LongTermKey::from_bytes(secret))
 }
 
 fn to_hex(b: &[u8]) -> String {
@@ -246,6 +283,7 @@ impl Common {
             cipher: match self.cipher {
                 CipherArg::Scramble => Cipher::Scramble,
                 CipherArg::Aes128Gcm => Cipher::Aes128Gcm,
+                CipherArg::ChaCha20Poly1305 => Cipher::ChaCha20Poly1305,
                 CipherArg::None => Cipher::None,
             },
             allow_plain: self.allow_plain || matches!(self.cipher, CipherArg::None),
@@ -351,6 +389,13 @@ async fn run(cli: Cli) -> Result<(), String> {
                 .map_err(|e| e.to_string())?;
             pump(s, &common).await
         }
+        Command::Keygen => {
+            let mut secret = zeroize::Zeroizing::new([0u8; 32]);
+            getrandom::fill(&mut secret[..]).map_err(|e| format!("OS RNG: {e}"))?;
+            let text = zeroize::Zeroizing::new(to_hex(&secret[..]));
+            println!("{}", text.as_str());
+            Ok(())
+        }
         Command::Pubkey { key_file } => {
             println!("{}", to_hex(&read_key(&key_file)?.public_key()));
             Ok(())
@@ -359,6 +404,11 @@ async fn run(cli: Cli) -> Result<(), String> {
             capture,
             known_file,
         } => recover(&capture, &known_file),
+        Command::Analyze {
+            stream,
+            truth,
+            write,
+        } => analyze(&stream, truth.as_deref(), write.as_deref()),
         Command::Proxy {
             listen,
             to,
@@ -412,9 +462,60 @@ fn recover(capture: &std::path::Path, known_file: &std::path::Path) -> Result<()
     Ok(())
 }
 
+fn analyze(
+    stream: &std::path::Path,
+    truth: Option<&std::path::Path>,
+    write: Option<&std::path::Path>,
+) -> Result<(), String> {
+    let read = |p: &std::path::Path| std::fs::read(p).map_err(|e| format!("{}: {e}", p.display()));
+    let a = attack::analyze_path(&read(stream)?);
+    let mut line = format!(
+        "cipher={} runs={} bytes={} models={}",
+        a.cipher.map_or("unknown", Cipher::name),
+        a.guesses.len(),
+        a.bytes(),
+        a.models
+            .iter()
+            .map(|(m, n)| format!("{}:{n}", m.name()))
+            .collect::<Vec<_>>()
+            .join(",")
+    );
+    if let Some(t) = truth {
+        let got = a.recovered(&read(t)?);
+        let pct = if a.bytes() == 0 {
+            0.0
+        } else {
+            got as f64 * 100.0 / a.bytes() as f64
+        };
+        line += &format!(" recovered={got} pct={pct:.2}");
+    }
+    if let Some(w) = write {
+        let all: Vec<u8> = a
+            .guesses
+            .iter()
+            .flat_map(|(_, g)| g.iter().copied())
+            .collect();
+        std::fs::write(w, all).map_err(|e| format!("{}: {e}", w.display()))?;
+    }
+    println!("{line}");
+    Ok(())
+}
+
+/// CPU time this process's threads have run so far (`/proc/self/task/*/schedstat`, in ns), or
+/// `None` where the kernel does not say.
+fn cpu_time() -> Option<Duration> {
+    let mut ns = 0u64;
+    for task in std::fs::read_dir("/proc/self/task").ok()? {
+        let stat = std::fs::read_to_string(task.ok()?.path().join("schedstat")).ok()?;
+        ns += stat.split_whitespace().next()?.parse::<u64>().ok()?;
+    }
+    Some(Duration::from_nanos(ns))
+}
+
 /// stdin → stream and stream → stdout until both ends close.
 async fn pump(s: MultipathStream, common: &Common) -> Result<(), String> {
     let (verbose, send_bytes, discard) = (common.verbose, common.send_bytes, common.discard);
+    let cpu_start = cpu_time();
     if verbose {
         eprintln!(
             "psp-mp: connected, cipher {}, set-up {} µs",
@@ -492,6 +593,14 @@ async fn pump(s: MultipathStream, common: &Common) -> Result<(), String> {
     };
     let (w, r) = tokio::try_join!(up, down)?;
     let s = r.unsplit(w);
+    if verbose && let (Some(a), Some(b)) = (cpu_start, cpu_time()) {
+        // For the testbed's CPU cost per byte (client and server of one transfer).
+        eprintln!(
+            "psp-mp: cpu {} us for the stream ({})",
+            b.saturating_sub(a).as_micros(),
+            s.cipher().name()
+        );
+    }
     if verbose {
         for p in s.stats() {
             eprintln!(

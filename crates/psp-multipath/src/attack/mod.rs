@@ -4,6 +4,9 @@
 //!
 //! The relay terminates TCP, as a real man in the middle does; it parses only the hello and the
 //! handshake framing of `crate::wire`, never trusting either.
+//!
+//! [`ciphertext_only`] is the passive analyst: it recovers scrambled runs with no key and no
+//! known plaintext, and [`analyze_path`] applies it to everything one path carried.
 
 use core::net::SocketAddr;
 use std::sync::{Arc, Mutex};
@@ -13,6 +16,8 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 
 use crate::wire::{HELLO_LEN, HandshakeFrame};
+
+pub mod ciphertext_only;
 
 /// What the relay does to the client → server bytes.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -133,8 +138,11 @@ async fn relay_one(client: TcpStream, server: TcpStream, mode: Mode, capture: Ca
                     // clear headers on the path give the next sequence number.
                     let (sealed, next) = {
                         let c = cap.lock();
-                        let sealed = c.server_to_client.get(7).copied()
-                            == Some(crate::Cipher::Aes128Gcm.code());
+                        let sealed = c
+                            .server_to_client
+                            .get(7)
+                            .and_then(|&code| crate::Cipher::from_code(code))
+                            .is_some_and(crate::Cipher::is_aead);
                         (sealed, segments(&c.server_to_client).len())
                     };
                     if cw.write_all(&forged_ack(sealed, next)).await.is_err() {
@@ -261,6 +269,92 @@ pub fn segments_in_capture(bytes: &[u8]) -> Vec<(u64, Vec<u8>)> {
         .collect()
 }
 
+/// What a passive analyst made of one path's bytes ([`analyze_path`]).
+#[derive(Clone, Debug, PartialEq)]
+#[non_exhaustive]
+pub struct PathAnalysis {
+    /// The cipher the client's hello asked for (`None`: no hello in the capture).
+    pub cipher: Option<crate::Cipher>,
+    /// Contiguous runs attacked: `(stream offset, guessed plaintext)`. Scrambled segments that
+    /// follow each other in the stream form one run (the scrambler is one stream); each sealed
+    /// segment is its own run (tag removed); plain segments are read as they are.
+    pub guesses: Vec<(u64, Vec<u8>)>,
+    /// How many runs each [`ciphertext_only::Model`] explained best.
+    pub models: Vec<(ciphertext_only::Model, usize)>,
+}
+
+impl PathAnalysis {
+    /// Stream bytes on the path (payload, tags excluded).
+    pub fn bytes(&self) -> u64 {
+        self.guesses.iter().map(|(_, g)| g.len() as u64).sum()
+    }
+
+    /// How many guessed bytes equal the real stream `truth` (the sent file), byte for byte at
+    /// their offsets. Used only to score the attack, never by it.
+    pub fn recovered(&self, truth: &[u8]) -> u64 {
+        self.guesses
+            .iter()
+            .map(|(off, g)| {
+                let start = usize::try_from(*off).unwrap_or(usize::MAX).min(truth.len());
+                g.iter()
+                    .zip(&truth[start..])
+                    .filter(|(a, b)| a == b)
+                    .count() as u64
+            })
+            .sum()
+    }
+}
+
+/// The ciphertext-only analyst on one path (docs/SCRAMBLER.md, "Security"): from the client →
+/// server bytes of one connection (as [`segments_in_capture`] takes them), with no key and no
+/// known plaintext, guesses every stream byte the path carried. The hello says which cipher
+/// (it is in clear): plain segments are read as they are; scrambled runs and sealed segments
+/// (tag removed) go through [`ciphertext_only::recover`], which finds scrambled text and
+/// recovers about 1/256 of sealed bytes, by chance.
+pub fn analyze_path(bytes: &[u8]) -> PathAnalysis {
+    use crate::Cipher;
+    let cipher = crate::wire::Hello::parse(bytes)
+        .ok()
+        .and_then(|h| Cipher::from_code(h.cipher));
+    let sealed = cipher.is_some_and(Cipher::is_aead);
+    let tag = if sealed {
+        crate::wire::CONTROL_TAG_LEN
+    } else {
+        0
+    };
+    // Runs: (offset, bytes), adjacent scrambled segments merged.
+    let mut runs: Vec<(u64, Vec<u8>)> = Vec::new();
+    for (off, payload) in segments_in_capture(bytes) {
+        let data = &payload[..payload.len().saturating_sub(tag)];
+        match runs.last_mut() {
+            Some((start, run)) if !sealed && start.checked_add(run.len() as u64) == Some(off) => {
+                run.extend_from_slice(data);
+            }
+            _ => runs.push((off, data.to_vec())),
+        }
+    }
+    let mut models: Vec<(ciphertext_only::Model, usize)> = Vec::new();
+    let guesses = runs
+        .into_iter()
+        .map(|(off, run)| {
+            if cipher == Some(Cipher::None) {
+                return (off, run);
+            }
+            let r = ciphertext_only::recover(&run);
+            match models.iter_mut().find(|(m, _)| *m == r.model) {
+                Some((_, n)) => *n += 1,
+                None => models.push((r.model, 1)),
+            }
+            (off, r.plaintext)
+        })
+        .collect();
+    PathAnalysis {
+        cipher,
+        guesses,
+        models,
+    }
+}
+
 /// Every whole segment (data, fin, ack) on one direction of a connection, after its hello and
 /// handshake frames: the parsed header and the segment's bytes.
 fn segments(bytes: &[u8]) -> Vec<(crate::wire::Repr, &[u8])> {
@@ -305,6 +399,45 @@ mod tests {
     use psp_core::scramble::{Scrambler, Seed};
 
     use super::*;
+
+    /// Hostile captures (the fuzz target's job, one case here): segments at the end of the
+    /// offset space do not overflow the run merge.
+    #[test]
+    fn analyze_path_survives_offsets_at_the_end_of_the_space() {
+        use crate::wire::{HELLO_LEN, Hello, Kind, PathRole, Repr as Seg};
+        let mut cap = Hello {
+            role: PathRole::Untrusted,
+            caps: 0,
+            cipher: crate::Cipher::Scramble.code(),
+            group: [0; 8],
+        }
+        .emit()
+        .to_vec();
+        assert_eq!(cap.len(), HELLO_LEN);
+        for (i, offset) in [u64::MAX - 1, 0].into_iter().enumerate() {
+            let start = cap.len();
+            cap.resize(start + crate::wire::HEADER_LEN + 2, b'a');
+            Seg {
+                kind: Kind::Data,
+                len: 2,
+                path_seq: i as u32,
+                offset,
+                seg: i as u32,
+            }
+            .emit(&mut cap[start..]);
+        }
+        let a = analyze_path(&cap);
+        assert_eq!((a.guesses.len(), a.bytes()), (2, 4));
+        assert_eq!(
+            a.recovered(b"xyz"),
+            a.guesses[1]
+                .1
+                .iter()
+                .zip(b"xy")
+                .filter(|(p, q)| p == q)
+                .count() as u64
+        );
+    }
 
     #[test]
     fn known_65_bytes_recover_a_run_without_the_key() {

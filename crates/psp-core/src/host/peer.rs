@@ -1,0 +1,121 @@
+//! One peer's state: how its frames are sealed and opened, its budgets and counters, and its
+//! session if it is a session peer.
+
+use alloc::boxed::Box;
+
+use super::budget::MessageBudget;
+use super::counters::PeerCounters;
+use super::group::GroupOpener;
+use super::keys::{KeyRef, KeySpec, StaticKeys};
+use super::session::SessionPeer;
+use super::{Config, Keying, PeerId, PeerSpec, Pin, SpecError};
+use crate::session::Opener;
+use crate::time::Instant;
+
+/// One configured peer.
+#[derive(Debug)]
+pub(super) struct Peer {
+    pub(super) id: PeerId,
+    pub(super) spec: PeerSpec,
+    /// The sealer of its unicast frames, unless it is a session peer.
+    pub(super) key: KeyRef,
+    /// Opens its unicast frames, unless it is a session peer (its key ring does).
+    pub(super) unicast: Option<Opener>,
+    /// Opens its group-key frames, per path (path 2: session peers only).
+    pub(super) group: [Option<GroupOpener>; 2],
+    /// The handshake messages it may hand the session logic, per path.
+    pub(super) budget: [MessageBudget; 2],
+    /// Its counters.
+    pub(super) counters: PeerCounters,
+    /// Its sessions, if it is a session peer.
+    pub(super) session: Option<Box<SessionPeer>>,
+    /// When a bad signature from it was last reported.
+    pub(super) bad_signature_reported: Option<Instant>,
+    /// Its normalized stream (a session peer: from its first session on).
+    pub(super) stream: Option<super::normalized::Stream>,
+}
+
+impl Peer {
+    pub(super) fn new(
+        id: PeerId,
+        spec: PeerSpec,
+        cfg: &Config,
+        group: &KeySpec,
+        statics: &StaticKeys,
+        now: Instant,
+        key_overhead: impl Fn(KeyRef) -> usize,
+    ) -> Result<Self, SpecError> {
+        let name = spec.name.as_str();
+        let pin = match spec.keying {
+            Keying::Session {
+                pin: Pin::Configured(k) | Pin::Tofu(Some(k)),
+                ..
+            } => Some(k),
+            _ => None,
+        };
+        let group_opener = |path: usize| -> Result<Option<GroupOpener>, SpecError> {
+            let session = matches!(spec.keying, Keying::Session { .. });
+            if path == 1 && !(session && spec.paths >= 2 && cfg.paths >= 2) {
+                return Ok(None);
+            }
+            Ok(Some(GroupOpener::new(
+                group.opener(name, cfg.max_frame)?,
+                pin,
+            )))
+        };
+        let (key, unicast, session) = match &spec.keying {
+            Keying::Static(k) => (
+                statics.find(k, group),
+                Some(k.opener(name, cfg.max_frame)?),
+                None,
+            ),
+            Keying::Group => (
+                KeyRef::Group,
+                Some(group.opener(name, cfg.max_frame)?),
+                None,
+            ),
+            Keying::Session { pin, address } => {
+                let Some(settings) = &cfg.session else {
+                    return Err(SpecError {
+                        peer: spec.name.clone(),
+                        problem: "a session peer needs the host's session settings",
+                    });
+                };
+                (
+                    KeyRef::Group,
+                    None,
+                    Some(Box::new(SessionPeer::new(settings, *pin, *address))),
+                )
+            }
+        };
+        // A static peer's stream starts now; a session peer's with its first session.
+        let stream = match (&spec.normalize, &session) {
+            (Some(n), None) => Some(
+                super::normalized::Stream::new(now, *n, key_overhead(key)).map_err(|problem| {
+                    SpecError {
+                        peer: spec.name.clone(),
+                        problem,
+                    }
+                })?,
+            ),
+            _ => None,
+        };
+        Ok(Self {
+            id,
+            stream,
+            group: [group_opener(0)?, group_opener(1)?],
+            spec,
+            key,
+            unicast,
+            budget: [MessageBudget::new(); 2],
+            counters: PeerCounters::default(),
+            session,
+            bad_signature_reported: None,
+        })
+    }
+
+    /// The peer's pin now (configured, or learnt).
+    pub(super) fn pin(&self) -> Option<[u8; 32]> {
+        self.session.as_ref().and_then(|s| s.pin())
+    }
+}

@@ -1,0 +1,261 @@
+//! Frames from the uplinks: [`Host::handle_uplink`].
+//!
+//! ```text
+//!  frame ─► dst ours or a group? ─► src a peer's? ─► path 2: its path-2 group opener, handshake
+//!                                                    messages only
+//!                                   path 1: session peer + key id ─► key ring ─► data / keepalive
+//!                                           else group (or static) opener ─► handshake message
+//!                                           (budget, freshness) / genuine group payload / data
+//! ```
+
+use rand_core::CryptoRngCore;
+
+use super::{
+    Event, Host, PeerId, REPORT_EVERY, Received, RxDrop, is_group, is_group_payload, is_handshake,
+    mac_at,
+};
+use crate::handshake::{PathId, RingOpenError};
+use crate::session::DropReason;
+use crate::time::Instant;
+use crate::wire::{Frame, Protocol};
+
+/// What a frame turned out to be, once opened (the borrow of the buffer ends here).
+enum Opened {
+    Data(core::ops::Range<usize>, bool),
+    Handshake(core::ops::Range<usize>),
+    Normalized(core::ops::Range<usize>),
+    GroupIgnored,
+    Control,
+    Sub,
+    NotGroupPayload,
+}
+
+impl Host {
+    /// Opens a frame from uplink `path` in place and says what it was: an inner frame to
+    /// deliver (at a range of `frame`), a message the host consumed (a handshake message, a
+    /// keepalive), or a drop (counted; the peer's counters when the sender is known).
+    pub fn handle_uplink(
+        &mut self,
+        now: Instant,
+        path: PathId,
+        frame: &mut [u8],
+        rng: &mut dyn CryptoRngCore,
+    ) -> Received {
+        let r = self.receive(now, path, frame, rng);
+        self.take_clock_event();
+        r
+    }
+
+    fn receive(
+        &mut self,
+        now: Instant,
+        path: PathId,
+        frame: &mut [u8],
+        rng: &mut dyn CryptoRngCore,
+    ) -> Received {
+        let (Some(dst), Some(src)) = (mac_at(frame, 0), mac_at(frame, 6)) else {
+            self.counters.malformed += 1;
+            return Received::Dropped(RxDrop::Malformed);
+        };
+        let group = is_group(&dst);
+        if (path != PathId::FIRST || !group) && dst != self.cfg.mac {
+            self.counters.not_for_us += 1;
+            return Received::Dropped(RxDrop::NotForUs);
+        }
+        let Some(&pid) = self.by_mac.get(&src) else {
+            self.counters.unknown_peer += 1;
+            self.report_unknown(now, src);
+            return Received::Dropped(RxDrop::UnknownPeer(src));
+        };
+        if path != PathId::FIRST {
+            return self.receive_path2(now, pid, frame, rng);
+        }
+        let group_sn = self.group.spec().sealer.security_number();
+        let subnets = &self.cfg.subnets;
+        let p = &mut self.peers[pid.0];
+        let pin = p.pin();
+        let session = p.session.is_some();
+        // A session peer's unicast frames carry their session's key id; its handshake messages
+        // and everyone's group frames come under the group key.
+        let via_ring = !group
+            && session
+            && Frame::new_checked(&*frame, 0)
+                .ok()
+                .and_then(|f| f.security_number())
+                .is_some_and(|sn| Some(sn) != group_sn);
+        let (opened, promoted) = if via_ring {
+            let Some(s) = p.session.as_deref_mut() else {
+                return Received::Consumed;
+            };
+            let trusted = s.suite_has_icv();
+            let waiting = s.ring().next().is_some();
+            match s.ring().open(now, frame) {
+                Ok(o) => {
+                    let kind = match o.protocol() {
+                        Protocol::Control => Opened::Control,
+                        Protocol::Normalized => {
+                            let r = o.range();
+                            Opened::Normalized(r.start + 14..r.end)
+                        }
+                        pr if pr.is_sub_protocol() => Opened::Sub,
+                        _ => Opened::Data(o.range(), trusted),
+                    };
+                    (kind, waiting && s.ring().next().is_none())
+                }
+                Err(RingOpenError::Open(e)) => {
+                    p.counters.drop_frame(e.reason());
+                    return Received::Dropped(RxDrop::Open(pid, e.reason()));
+                }
+                Err(_) => {
+                    self.with_session(pid, now, rng, |s, cx| s.unknown_key(cx));
+                    return Received::Dropped(RxDrop::UnknownKey(pid));
+                }
+            }
+        } else {
+            let opener = match (group || session, p.group[0].as_mut(), p.unicast.as_mut()) {
+                (true, Some(g), _) => g.opener(pin.as_ref()),
+                (_, _, Some(u)) => u,
+                (_, Some(g), None) => g.opener(pin.as_ref()),
+                (_, None, None) => return Received::Dropped(RxDrop::NotForUs),
+            };
+            let trusted = opener.suite().icv_len() > 0;
+            let normalized = p.spec.normalize.is_some();
+            let kind = match opener.open(now, frame) {
+                // A normalized peer's broadcasts come in its stream.
+                Ok(_) if group && normalized => Opened::GroupIgnored,
+                Ok(o) if o.protocol() == Protocol::Normalized && normalized && !group => {
+                    let r = o.range();
+                    Opened::Normalized(r.start + 14..r.end)
+                }
+                Ok(o) => match o.protocol() {
+                    pr if is_handshake(pr) && session && !group => {
+                        let r = o.range();
+                        // The payload follows the rebuilt 14-byte header.
+                        Opened::Handshake(r.start + 14..r.end)
+                    }
+                    pr if pr.is_sub_protocol() => Opened::Sub,
+                    _ if session && (!group || !is_group_payload(o.frame(), subnets)) => {
+                        Opened::NotGroupPayload
+                    }
+                    _ => Opened::Data(o.range(), trusted),
+                },
+                Err(e) => {
+                    let reason = e.reason();
+                    p.counters.drop_frame(reason);
+                    if reason == DropReason::BadSignature {
+                        self.report_bad_signature(now, pid);
+                    }
+                    return Received::Dropped(RxDrop::Open(pid, reason));
+                }
+            };
+            (kind, false)
+        };
+        if promoted {
+            self.with_session(pid, now, rng, |s, cx| s.promoted(cx));
+        }
+        let p = &mut self.peers[pid.0];
+        match opened {
+            Opened::Data(range, trusted) => {
+                p.counters.rx_frames += 1;
+                p.counters.rx_bytes += range.len() as u64;
+                Received::Deliver {
+                    peer: pid,
+                    range,
+                    trusted,
+                }
+            }
+            Opened::Control | Opened::Sub => {
+                p.counters.rx_sub += 1;
+                Received::Consumed
+            }
+            Opened::Normalized(range) => {
+                if let Some(st) = p.stream.as_mut() {
+                    // A malformed payload is counted by the endpoint.
+                    let _ = st.ep.handle_payload(now, &frame[range]);
+                    st.delivering = true;
+                }
+                Received::Consumed
+            }
+            Opened::GroupIgnored => {
+                if let Some(st) = p.stream.as_mut() {
+                    st.counters.group_ignored += 1;
+                }
+                Received::Consumed
+            }
+            Opened::NotGroupPayload => {
+                // Any holder of the group key could have sealed it; the peer's data travels
+                // under its session keys.
+                p.counters.group_unicast += 1;
+                Received::Dropped(RxDrop::GroupUnicast(pid))
+            }
+            Opened::Handshake(range) => {
+                self.handshake_message(now, pid, PathId::FIRST, &frame[range], rng)
+            }
+        }
+    }
+
+    /// Path 2 carries only handshake messages, under the group key, each peer with its own
+    /// opener and window there.
+    fn receive_path2(
+        &mut self,
+        now: Instant,
+        pid: PeerId,
+        frame: &mut [u8],
+        rng: &mut dyn CryptoRngCore,
+    ) -> Received {
+        let p = &mut self.peers[pid.0];
+        let pin = p.pin();
+        let Some(g) = p.group[1].as_mut() else {
+            self.counters.path2_drops += 1;
+            return Received::Dropped(RxDrop::Path2Ignored(pid));
+        };
+        match g.opener(pin.as_ref()).open(now, frame) {
+            Ok(o) if is_handshake(o.protocol()) => {
+                let r = o.range();
+                self.handshake_message(now, pid, PathId::SECOND, &frame[r.start + 14..r.end], rng)
+            }
+            Ok(_) => {
+                self.counters.path2_ignored += 1;
+                Received::Dropped(RxDrop::Path2Ignored(pid))
+            }
+            Err(e) => {
+                self.counters.path2_drops += 1;
+                if e.reason() == DropReason::BadSignature {
+                    self.report_bad_signature(now, pid);
+                }
+                Received::Dropped(RxDrop::Open(pid, e.reason()))
+            }
+        }
+    }
+
+    /// A handshake message from a session peer: the budget first (a flood costs a counter),
+    /// then the session (freshness, the handshake).
+    pub(super) fn handshake_message(
+        &mut self,
+        now: Instant,
+        pid: PeerId,
+        path: PathId,
+        payload: &[u8],
+        rng: &mut dyn CryptoRngCore,
+    ) -> Received {
+        let p = &mut self.peers[pid.0];
+        if !p.budget[usize::from(path.0).min(1)].take(now) {
+            p.counters.messages_limited += 1;
+            return Received::Dropped(RxDrop::Limited(pid));
+        }
+        match self.with_session(pid, now, rng, |s, cx| s.message(cx, path, payload)) {
+            Some(Err(())) => Received::Dropped(RxDrop::StaleRequest(pid)),
+            _ => Received::Consumed,
+        }
+    }
+
+    fn report_bad_signature(&mut self, now: Instant, pid: PeerId) {
+        let p = &mut self.peers[pid.0];
+        if p.bad_signature_reported
+            .is_none_or(|t| now.saturating_since(t) >= REPORT_EVERY)
+        {
+            p.bad_signature_reported = Some(now);
+            self.events.push_back(Event::BadSignature(pid));
+        }
+    }
+}
