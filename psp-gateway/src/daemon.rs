@@ -1,23 +1,22 @@
-//! The daemon: opens the uplink and the TAP, computes the TAP MTU, serves the status socket
-//! (and the Prometheus endpoint when `[metrics]` is set), drops privileges, runs the two dataplane tasks, and handles signals (SIGHUP reloads peers
-//! and keys, SIGINT/SIGTERM stop gracefully). The one place that reads the clock is
-//! [`Shared::now`](crate::dataplane::Shared::now).
+//! The daemon: opens the uplinks and the TAP, builds the host from the configuration, computes
+//! the TAP MTU, serves the status socket (and the Prometheus endpoint when `[metrics]` is set),
+//! drops privileges, runs the driver task, and handles signals (SIGHUP reloads peers and keys,
+//! SIGINT/SIGTERM stop gracefully). The one place that reads the clock is the driver's
+//! [`Clock`].
 
 use std::os::unix::fs::PermissionsExt as _;
 use std::path::PathBuf;
 use std::sync::Arc;
 
+use psp_core::handshake::Tai64n;
+use psp_core::host::Host;
 use tokio::net::UnixListener;
 use tokio::signal::unix::{SignalKind, signal};
-use tokio::sync::watch;
-use tokio::task::JoinHandle;
+use tokio::sync::{mpsc, oneshot};
 
 use crate::checks;
 use crate::config::{Config, ConfigError, LogFormat, UplinkConfig};
-use crate::dataplane::counters::GlobalCounters;
-use crate::dataplane::normalize::NormContext;
-use crate::dataplane::set::{BuildError, PeerSet};
-use crate::dataplane::{Shared, rx_loop, rx2_loop, tx_loop};
+use crate::driver::{Clock, Control, Driver, Parts, build};
 use crate::io::notify::Notifier;
 use crate::io::raw_eth::RawSocket;
 use crate::io::sys::drop_privileges;
@@ -25,7 +24,6 @@ use crate::io::tap::Tap;
 use crate::io::udp::UdpLink;
 use crate::io::{ETHERNET_HEADER_LEN, SLOT_LEN, Uplink};
 use crate::metrics;
-use crate::sessions::{Driver, Link};
 use crate::state::StateDir;
 use crate::status::{self, Info};
 
@@ -144,7 +142,8 @@ fn tap_mtu(max_frame: usize, overhead: usize) -> Option<usize> {
 }
 
 async fn serve(config: Config, opts: &Options) -> Result<(), DaemonError> {
-    let origin = std::time::Instant::now();
+    let clock = Clock::start();
+    let wall_origin = Tai64n::from_system_time(std::time::SystemTime::now());
     let uplink = open_uplink("uplink", &config.uplink)?;
     let uplink2 = config
         .uplink2
@@ -153,24 +152,18 @@ async fn serve(config: Config, opts: &Options) -> Result<(), DaemonError> {
         .transpose()?;
     let uplink_mtu = uplink.mtu().map_err(|e| runtime("uplink MTU", e))?;
     let max_frame = max_frame(&uplink, uplink_mtu);
+    check_frame_sizes(&config, max_frame)?;
     let user = opts.user.clone().or_else(|| config.daemon.user.clone());
     let state = Arc::new(open_state(&config.daemon.state_directory, user.as_deref())?);
+    let tofu = match crate::tofu::Tofu::load(&crate::tofu::known_peers_path(&config)) {
+        Ok(t) => Some(t),
+        Err(e) if config.peers.iter().any(|p| p.tofu) => {
+            return Err(runtime("known_peers", e));
+        }
+        Err(_) => None,
+    };
 
-    let norm_ctx = NormContext {
-        max_frame,
-        udp: matches!(uplink, Uplink::Udp(_)),
-        origin,
-        state: Some(Arc::clone(&state)),
-    };
-    let set = match PeerSet::build(config.clone(), None, &norm_ctx, None) {
-        Ok(staged) => Arc::new(staged.commit()),
-        Err(BuildError::Normalize(e)) => return Err(e.into()),
-        Err(e) => return Err(runtime("peers", e)),
-    };
-    let (Some(tx_peers), Some(rx_peers)) = (set.take_tx(), set.take_rx()) else {
-        return Err(runtime("peers", "the new set has no dataplane halves"));
-    };
-    let overhead = set.max_overhead();
+    let overhead = build::max_overhead(&config, max_frame);
     let fit = tap_mtu(max_frame, overhead).ok_or_else(|| {
         runtime(
             "uplink MTU",
@@ -194,14 +187,6 @@ async fn serve(config: Config, opts: &Options) -> Result<(), DaemonError> {
         Some(m) => m,
         None => fit,
     };
-    // Faithful packing carries one inner frame per outer frame: the paper's smaller MTU.
-    let mtu = match set.mtu_limit() {
-        Some(limit) if limit < mtu => {
-            tracing::info!(mtu = limit, "TAP MTU lowered to fit normalized frames");
-            limit
-        }
-        _ => mtu,
-    };
 
     let name = &config.interface.name;
     let tap = Tap::open_with(name, config.interface.offload).map_err(|e| {
@@ -212,13 +197,44 @@ async fn serve(config: Config, opts: &Options) -> Result<(), DaemonError> {
         tap.set_mac(mac)
             .map_err(|e| runtime(format_args!("TAP {name} MAC"), e))?;
     }
+    let mac = tap
+        .mac()
+        .map_err(|e| runtime(format_args!("TAP {name} MAC"), e))?;
+
+    let udp = matches!(uplink, Uplink::Udp(_));
+    let (specs, endpoints) = build::peers(&config, max_frame, udp, |n| {
+        tofu.as_ref().and_then(|t| t.get(n))
+    });
+    let names = specs.iter().map(|s| s.name.clone()).collect();
+    let clock_floor = state
+        .read("request-clock")
+        .ok()
+        .flatten()
+        .and_then(|t| hex::decode(t.trim()).ok())
+        .and_then(|b| <[u8; 12]>::try_from(b).ok())
+        .map(Tai64n);
+    let host = Host::new(
+        clock.now(),
+        build::host_config(&config, mac, max_frame, wall_origin),
+        build::key_spec(&config.group, max_frame),
+        build::signer(&config),
+        specs,
+        clock_floor,
+    )
+    .map_err(|e| runtime("peers", e))?;
+    // Faithful packing carries one inner frame per outer frame: the paper's smaller MTU.
+    let mtu = match host.norm_max_inner_len() {
+        Some(inner) if inner.saturating_sub(ETHERNET_HEADER_LEN) < mtu => {
+            let limit = inner.saturating_sub(ETHERNET_HEADER_LEN);
+            tracing::info!(mtu = limit, "TAP MTU lowered to fit normalized frames");
+            limit
+        }
+        _ => mtu,
+    };
     tap.set_mtu(mtu)
         .map_err(|e| runtime(format_args!("TAP {name} MTU"), e))?;
     tap.set_up()
         .map_err(|e| runtime(format_args!("TAP {name} up"), e))?;
-    let mac = tap
-        .mac()
-        .map_err(|e| runtime(format_args!("TAP {name} MAC"), e))?;
     for addr in &config.interface.addresses {
         add_address(tap.name(), addr)?;
     }
@@ -235,39 +251,11 @@ async fn serve(config: Config, opts: &Options) -> Result<(), DaemonError> {
         ),
         None => None,
     };
-    // Before the privilege drop: it asks for real-time priority as it starts.
-    let pacing = crate::dataplane::pacing::Pacing::spawn(origin, mac)
-        .map_err(|e| runtime("pacer thread", e))?;
-    if let Some(user) = &user {
-        crate::io::sys::chown_path(&sock_path, user)
-            .map_err(|e| runtime(format_args!("status socket {}", sock_path.display()), e))?;
-        drop_privileges(user).map_err(|e| runtime(format_args!("--user {user}"), e))?;
-    }
-
-    let (link, link_rx) = match config.session {
-        Some(_) => {
-            let (l, r) = Link::new();
-            (Some(l), Some(r))
-        }
-        None => (None, None),
-    };
-    let shared = Arc::new(Shared {
-        global: GlobalCounters::default(),
-        mac,
-        origin,
-        sessions: link,
-        pacing,
-        subnets: config
-            .interface
-            .addresses
-            .iter()
-            .filter_map(|a| crate::config::parse_prefix(a))
-            .collect(),
-    });
     let info = Info {
         interface: tap.name().to_owned(),
         uplink: uplink.describe(),
         mtu,
+        mac,
         paths: core::iter::once(&config.uplink)
             .chain(config.uplink2.as_ref())
             .map(status::PathInfo::of)
@@ -278,81 +266,37 @@ async fn serve(config: Config, opts: &Options) -> Result<(), DaemonError> {
             .and_then(|s| s.identity.as_ref())
             .map(|id| id.public_key),
     };
-    let tap = Arc::new(tap);
-    let uplink = Arc::new(uplink);
-    let uplink2 = uplink2.map(Arc::new);
-    let (set_tx, set_rx) = watch::channel(Arc::clone(&set));
-    // Sessions: the driver, and the receive task of the second path.
-    let mut session_tasks: Vec<JoinHandle<()>> = Vec::new();
-    if let (Some(sc), Some(rx)) = (config.session.clone(), link_rx) {
-        let mut paths = vec![Arc::clone(&uplink)];
-        paths.extend(uplink2.clone());
-        let driver = Driver::new(
-            sc,
-            config.uplink2.as_ref(),
-            paths,
-            Arc::clone(&shared),
-            set_rx.clone(),
-            Arc::clone(&state),
-        );
-        // Its own thread: X25519 and the handling of a request flood never hold up a worker of
-        // the dataplane tasks. It ends when the daemon drops the peer-set channel.
-        let rt = tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()
-            .map_err(|e| runtime("session driver runtime", e))?;
-        std::thread::Builder::new()
-            .name("psp-sessions".into())
-            .spawn(move || rt.block_on(driver.run(rx)))
-            .map_err(|e| runtime("session driver thread", e))?;
+    let (ctl_tx, ctl_rx) = mpsc::channel(16);
+    let mut uplinks = vec![Arc::new(uplink)];
+    uplinks.extend(uplink2.map(Arc::new));
+    // Before the privilege drop: the pacer thread (normalized peers) asks for real-time
+    // priority as it starts.
+    let driver = Driver::new(Parts {
+        host,
+        tap: Arc::new(tap),
+        uplinks,
+        endpoints,
+        names,
+        clock,
+        state: Some(Arc::clone(&state)),
+        tofu,
+        pacer_thread: true,
+        ctl: ctl_rx,
+        rng: Box::new(rand_core::OsRng),
+        max_frame,
+    })
+    .map_err(|e| runtime("pacer thread", e))?;
+    if let Some(user) = &user {
+        crate::io::sys::chown_path(&sock_path, user)
+            .map_err(|e| runtime(format_args!("status socket {}", sock_path.display()), e))?;
+        drop_privileges(user).map_err(|e| runtime(format_args!("--user {user}"), e))?;
     }
-    if let Some(u2) = &uplink2 {
-        let r = rx2_loop(
-            Arc::clone(u2),
-            Arc::clone(&shared),
-            set_rx.clone(),
-            max_frame,
-        );
-        session_tasks.push(tokio::spawn(async move {
-            if let Err(e) = r.await {
-                tracing::error!(error = %e, "path 2 receive stopped");
-            }
-        }));
-    }
-    let tasks: [JoinHandle<std::io::Result<()>>; 2] = [
-        tokio::spawn(tx_loop(
-            Arc::clone(&tap),
-            Arc::clone(&uplink),
-            Arc::clone(&shared),
-            set_rx.clone(),
-            tx_peers,
-        )),
-        tokio::spawn(rx_loop(
-            Arc::clone(&tap),
-            Arc::clone(&uplink),
-            Arc::clone(&shared),
-            set_rx.clone(),
-            rx_peers,
-        )),
-    ];
-    let status_task = tokio::spawn(status::serve(
-        listener,
-        info.clone(),
-        Arc::clone(&shared),
-        set_rx.clone(),
-    ));
+    let mut driver_task = tokio::spawn(driver.run());
+    let status_task = tokio::spawn(status::serve(listener, info.clone(), ctl_tx.clone()));
     let metrics_task = metrics_listener.map(|l| {
-        let source = metrics::Source::new(Arc::clone(&shared), set_rx.clone());
-        tokio::spawn(metrics::serve(
-            l,
-            metrics::renderer(source),
-            metrics::Limits::DEFAULT,
-        ))
+        let source = Arc::new(metrics::Source::new(ctl_tx.clone()));
+        tokio::spawn(metrics::serve(l, source, metrics::Limits::DEFAULT))
     });
-    set.spawn_pacers(&uplink, &shared);
-    let pacing = (norm_ctx, Arc::clone(&uplink), Arc::clone(&shared));
-    drop(tap);
-    drop(uplink);
 
     let mut hup = signal(SignalKind::hangup()).map_err(|e| runtime("SIGHUP handler", e))?;
     let mut term = signal(SignalKind::terminate()).map_err(|e| runtime("SIGTERM handler", e))?;
@@ -377,53 +321,62 @@ async fn serve(config: Config, opts: &Options) -> Result<(), DaemonError> {
     warn_no_confidentiality(&config);
     let _ = notifier.notify("READY=1");
 
-    let [mut tx_task, mut rx_task] = tasks;
-    // A JoinHandle polled to completion must not be awaited again (tokio panics).
-    let (mut tx_done, mut rx_done) = (false, false);
+    let limit = overhead_limit(mtu, max_frame);
+    let mut done = false;
     let result = loop {
         tokio::select! {
-            _ = hup.recv() => reload(&config, &set_tx, overhead_limit(mtu, max_frame), &notifier, &pacing),
+            _ = hup.recv() => reload(&config, &ctl_tx, limit, max_frame, &notifier).await,
             _ = term.recv() => break Ok(()),
             _ = int.recv() => break Ok(()),
-            r = &mut tx_task => {
-                tx_done = true;
-                break Err(task_error("transmit", r));
-            }
-            r = &mut rx_task => {
-                rx_done = true;
-                break Err(task_error("receive", r));
+            r = &mut driver_task => {
+                done = true;
+                break Err(task_error("dataplane", r));
             }
         }
     };
     let _ = notifier.notify("STOPPING=1");
-    for t in [&tx_task, &rx_task] {
-        t.abort();
-    }
+    let (tx, rx) = oneshot::channel();
+    let last = if ctl_tx.send(Control::Snapshot(tx)).await.is_ok() {
+        rx.await.ok()
+    } else {
+        None
+    };
     status_task.abort();
-    for t in &session_tasks {
-        t.abort();
-    }
     if let Some(t) = &metrics_task {
         t.abort();
     }
-    // Wait for the tasks to drop their handles on the TAP, so it is gone when we return.
-    if !tx_done {
-        let _ = tx_task.await;
-    }
-    if !rx_done {
-        let _ = rx_task.await;
+    drop(ctl_tx);
+    // The driver ends once every sender of its channel is gone; wait for it to drop its
+    // handles on the TAP, so the TAP is gone when we return.
+    if !done {
+        let _ = driver_task.await;
     }
     let _ = status_task.await;
-    for t in session_tasks {
-        let _ = t.await;
-    }
     if let Some(t) = metrics_task {
         let _ = t.await;
     }
     let _ = std::fs::remove_file(&sock_path);
-    let doc = status::document(&info, &shared, &set_rx.borrow());
-    tracing::info!(counters = %doc, "stopped");
+    if let Some(snap) = last {
+        tracing::info!(counters = %status::document(&info, &snap), "stopped");
+    }
     result
+}
+
+/// A normalized peer's `frame_size` must fit the uplink.
+fn check_frame_sizes(config: &Config, max_frame: usize) -> Result<(), DaemonError> {
+    for (i, p) in config.peers.iter().enumerate() {
+        if let Some(size) = p.normalize.and_then(|n| n.frame_size)
+            && size > max_frame
+        {
+            return Err(ConfigError {
+                file: config.path.clone(),
+                key: format!("peer[{i}].normalize.frame_size"),
+                problem: format!("{size} does not fit the uplink: at most {max_frame}"),
+            }
+            .into());
+        }
+    }
+    Ok(())
 }
 
 /// Some peers normalized, some not: broadcast and multicast frames for the others leave under
@@ -476,16 +429,16 @@ fn task_error(which: &str, r: Result<std::io::Result<()>, tokio::task::JoinError
     }
 }
 
-/// SIGHUP: reread the file; build the new peer set in one fallible step and, only if that
-/// succeeds, commit and publish it (the tasks keep the state of unchanged peers). A failure
-/// anywhere leaves the running set untouched. Anything else that changed is reported and
+/// SIGHUP: reread the file and hand the driver the new peers and keys; it applies them in one
+/// step that changes nothing on error, and a peer whose settings did not change keeps its
+/// sessions, windows, sequence numbers and counters. Anything else that changed is reported and
 /// ignored until a restart.
-fn reload(
+async fn reload(
     current: &Config,
-    set_tx: &watch::Sender<Arc<PeerSet>>,
+    ctl: &mpsc::Sender<Control>,
     max_overhead: usize,
+    max_frame: usize,
     notifier: &Notifier,
-    (norm_ctx, uplink, shared): &(NormContext, Arc<Uplink>, Arc<Shared>),
 ) {
     let _ = notifier.notify("RELOADING=1");
     match Config::load(&current.path) {
@@ -502,17 +455,26 @@ fn reload(
                     "reload: [interface], [uplink], [session], [daemon] and [metrics] changes need a restart; applying peers and keys only"
                 );
             }
-            let previous = set_tx.borrow().clone();
-            match PeerSet::build(new, Some(&previous), norm_ctx, Some(max_overhead)) {
-                Err(e) => {
-                    tracing::error!(error = %e, "reload failed; keeping the running configuration");
-                }
-                Ok(staged) => {
-                    let set = Arc::new(staged.commit());
-                    let changed = set.changed_since(&previous);
-                    tracing::info!(peers = set.config.peers.len(), changed, "reloaded");
-                    set.spawn_pacers(uplink, shared);
-                    set_tx.send_replace(set);
+            let overhead = build::max_overhead(&new, max_frame);
+            let peers = new.peers.len();
+            if overhead > max_overhead {
+                tracing::error!(
+                    overhead,
+                    max = max_overhead,
+                    "reload failed: the new suites need more PSP overhead than the TAP MTU leaves; restart instead"
+                );
+            } else if let Err(e) = check_frame_sizes(&new, max_frame) {
+                tracing::error!(error = %e, "reload failed; keeping the running configuration");
+            } else {
+                let (tx, rx) = oneshot::channel();
+                if ctl.send(Control::Reload(Box::new(new), tx)).await.is_ok() {
+                    match rx.await {
+                        Ok(Ok(changed)) => tracing::info!(peers, changed, "reloaded"),
+                        Ok(Err(e)) => {
+                            tracing::error!(error = %e, "reload failed; keeping the running configuration")
+                        }
+                        Err(_) => {}
+                    }
                 }
             }
         }
@@ -555,15 +517,20 @@ fn add_address(dev: &str, addr: &str) -> Result<(), DaemonError> {
 /// first ([`checks::prepare_raw_uplink`]: IPv6 off, then up; warnings).
 fn open_uplink(which: &str, config: &UplinkConfig) -> Result<Uplink, DaemonError> {
     match config {
-        UplinkConfig::Raw { interface } => {
+        UplinkConfig::Raw {
+            interface,
+            rx_ring,
+            qdisc_bypass,
+        } => {
             checks::prepare_raw_uplink(which, interface).map_err(DaemonError::Runtime)?;
-            let socket = RawSocket::open(interface).map_err(|e| {
-                let hint = checks::hint(checks::Step::RawUplink, &e);
-                runtime(
-                    format_args!("{which} {interface}"),
-                    format_args!("{e}{hint}"),
-                )
-            })?;
+            let socket =
+                RawSocket::open_configured(interface, *rx_ring, *qdisc_bypass).map_err(|e| {
+                    let hint = checks::hint(checks::Step::RawUplink, &e);
+                    runtime(
+                        format_args!("{which} {interface}"),
+                        format_args!("{e}{hint}"),
+                    )
+                })?;
             Ok(Uplink::Raw(socket))
         }
         UplinkConfig::Udp { listen } => UdpLink::bind(*listen).map(Uplink::Udp).map_err(|e| {

@@ -12,26 +12,28 @@ pub(crate) mod checks;
 pub mod cli;
 pub mod config;
 pub(crate) mod daemon;
-pub(crate) mod dataplane;
+pub(crate) mod driver;
 pub mod io;
 pub(crate) mod kernels;
 pub(crate) mod metrics;
 pub(crate) mod offload;
-pub(crate) mod sessions;
 pub(crate) mod state;
 pub(crate) mod status;
+#[doc(hidden)]
+pub mod testing;
+pub(crate) mod tofu;
 
 /// Entry points for the fuzz targets into parsers that are otherwise private (not an API).
 #[doc(hidden)]
 pub mod fuzzing {
     /// The session driver's known-peers (trust on first use) file parser: pins and bad lines.
     pub fn known_peers(text: &str) -> (usize, Vec<usize>) {
-        let (pins, bad) = crate::sessions::tofu_parse(text);
+        let (pins, bad) = crate::tofu::parse(text);
         (pins.len(), bad)
     }
 
     /// The address a session is started for, from the first frame waiting for it.
     pub fn peer_addr_from_frame(frame: &[u8]) -> Option<core::net::IpAddr> {
-        crate::sessions::peer_addr_from_frame(frame)
+        psp_core::host::addr_from_frame(frame)
     }
 }

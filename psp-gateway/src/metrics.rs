@@ -16,6 +16,7 @@
 //! It does not do TLS, authentication, keep-alive or request bodies; see docs/GATEWAY.md.
 
 use core::fmt::{self, Write as _};
+use core::future::Future;
 use core::time::Duration;
 use std::sync::Arc;
 
@@ -23,13 +24,15 @@ use prometheus_client::collector::Collector;
 use prometheus_client::encoding::{DescriptorEncoder, MetricEncoder, NoLabelSet};
 use prometheus_client::metrics::MetricType;
 use prometheus_client::registry::Registry;
-use serde_json::Value;
 use tokio::io::{AsyncRead, AsyncReadExt as _, AsyncWrite, AsyncWriteExt as _};
 use tokio::net::TcpListener;
-use tokio::sync::{Semaphore, watch};
+use tokio::sync::Semaphore;
 
-use crate::dataplane::Shared;
-use crate::dataplane::set::PeerSet;
+use psp_core::host::{Counter, Counters};
+use tokio::sync::{mpsc, oneshot};
+
+use crate::driver::Control;
+use crate::driver::snapshot::Snapshot;
 
 /// The content type of the OpenMetrics answer.
 const OPENMETRICS: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";
@@ -84,17 +87,17 @@ struct Sample {
 
 /// One metric family: `name` is the base name (without `_total` or `_info`).
 #[derive(Debug, Clone, PartialEq)]
-struct Family {
-    name: &'static str,
+pub(crate) struct Family {
+    name: String,
     help: &'static str,
     kind: Kind,
     samples: Vec<Sample>,
 }
 
 impl Family {
-    fn new(name: &'static str, kind: Kind, help: &'static str) -> Self {
+    fn new(name: impl Into<String>, kind: Kind, help: &'static str) -> Self {
         Self {
-            name,
+            name: name.into(),
             help,
             kind,
             samples: Vec::new(),
@@ -111,31 +114,56 @@ impl Family {
     }
 }
 
-/// What a scrape reads: the daemon's shared counters and the current peer set.
-#[derive(Debug)]
+/// What a scrape reads: a snapshot the driver takes for it.
+#[derive(Debug, Clone)]
 pub(crate) struct Source {
-    shared: Arc<Shared>,
-    set: watch::Receiver<Arc<PeerSet>>,
+    ctl: mpsc::Sender<Control>,
 }
 
 impl Source {
-    /// A source reading `shared` and the peer set published on `set`.
-    pub(crate) fn new(shared: Arc<Shared>, set: watch::Receiver<Arc<PeerSet>>) -> Self {
-        Self { shared, set }
+    /// A source asking the driver on `ctl`.
+    pub(crate) fn new(ctl: mpsc::Sender<Control>) -> Self {
+        Self { ctl }
     }
 
-    /// Every family, read now.
-    fn families(&self) -> Vec<Family> {
-        let set = Arc::clone(&self.set.borrow());
-        snapshot(&self.shared, &set)
+    /// Every family, now (none if the driver is gone).
+    async fn families(&self) -> Vec<Family> {
+        let (tx, rx) = oneshot::channel();
+        if self.ctl.send(Control::Snapshot(tx)).await.is_err() {
+            return Vec::new();
+        }
+        rx.await.map(|s| families(&s)).unwrap_or_default()
     }
 }
 
-/// Reads the counters into families. Names are documented in docs/GATEWAY.md ("Metrics").
-fn snapshot(shared: &Shared, set: &PeerSet) -> Vec<Family> {
-    use Kind::{Counter, Gauge, Info};
+/// A family per counter `c` visits, named `prefix` + its name (a labelled counter: one
+/// sample per label, as `reason`), with `labels` on every sample.
+fn counter_families(
+    out: &mut Vec<Family>,
+    prefix: &str,
+    c: &dyn Counters,
+    labels: &[(&'static str, String)],
+) {
+    c.visit(&mut |k: Counter| {
+        let name = format!("{prefix}{}", k.name);
+        let mut l = labels.to_vec();
+        if let Some(r) = k.label {
+            l.push(("reason", r.into()));
+        }
+        match out.iter_mut().find(|f| f.name == name) {
+            Some(f) => f.push(l, Num::Int(k.value)),
+            None => out.push(Family::new(name, Kind::Counter, k.help).with(l, Num::Int(k.value))),
+        }
+    });
+}
+
+/// Reads the snapshot into families. Every counter is declared once (psp-core's
+/// `host::counters`, the driver's I/O counters) and named here after its declaration:
+/// `psp_<name>` for the host's and the driver's, `psp_peer_<name>{peer}` for a peer's (with
+/// `reason` for one split by reason). docs/GATEWAY.md ("Metrics") lists them.
+fn families(snap: &Snapshot) -> Vec<Family> {
+    use Kind::{Gauge, Info};
     let int = Num::Int;
-    let g = &shared.global;
     let mut out = vec![
         Family::new("psp_build", Info, "Build of the running psp-gateway.")
             .with(vec![("version", env!("CARGO_PKG_VERSION").into())], int(1)),
@@ -144,119 +172,51 @@ fn snapshot(shared: &Shared, set: &PeerSet) -> Vec<Family> {
             Gauge,
             "Seconds since the daemon started.",
         )
-        .with(
-            Vec::new(),
-            Num::Float(shared.origin.elapsed().as_secs_f64()),
-        ),
+        .with(Vec::new(), Num::Float(snap.uptime_ms as f64 / 1000.0)),
         Family::new("psp_peers", Gauge, "Configured peers.")
-            .with(Vec::new(), int(set.config.peers.len() as u64)),
-        Family::new(
-            "psp_group_tx_frames",
-            Counter,
-            "Broadcast and multicast frames sealed under the group key (UDP: once per copy).",
-        )
-        .with(Vec::new(), int(g.group_tx_frames.get())),
-        Family::new(
-            "psp_group_tx_bytes",
-            Counter,
-            "Inner bytes of the group-key frames.",
-        )
-        .with(Vec::new(), int(g.group_tx_bytes.get())),
+            .with(Vec::new(), int(snap.peers.len() as u64)),
     ];
-    let mut drops = Family::new(
-        "psp_drops",
-        Counter,
-        "Frames dropped that belong to no configured peer, by reason.",
-    );
-    for (reason, c) in [
-        ("unknown_peer", &g.unknown_peer),
-        ("malformed", &g.malformed),
-        ("no_route", &g.no_route),
-        ("tx_unsupported", &g.tx_unsupported),
-        ("tx_unreserved", &g.tx_unreserved),
-        ("tx_error", &g.tx_error),
-        ("spoofed_src", &g.spoofed_src),
-        ("rx_tap_error", &g.rx_tap_error),
-    ] {
-        drops.push(vec![("reason", reason.into())], int(c.get()));
-    }
-    out.push(drops);
-    out.push(
-        Family::new(
-            "psp_ignored_frames",
-            Counter,
-            "Frames ignored, by reason (not_for_us: a PSP frame for another MAC on the segment).",
-        )
-        .with(
-            vec![("reason", "not_for_us".into())],
-            int(g.not_for_us.get()),
-        ),
-    );
-
-    let mut tx_frames = Family::new(
-        "psp_peer_tx_frames",
-        Counter,
-        "Frames sealed and queued for the peer.",
-    );
-    let mut tx_bytes = Family::new(
-        "psp_peer_tx_bytes",
-        Counter,
-        "Inner bytes of the frames sealed for the peer.",
-    );
-    let mut rx_frames = Family::new(
-        "psp_peer_rx_frames",
-        Counter,
-        "Frames from the peer delivered to the TAP.",
-    );
-    let mut rx_bytes = Family::new(
-        "psp_peer_rx_bytes",
-        Counter,
-        "Inner bytes of the frames from the peer delivered to the TAP.",
-    );
-    let mut rx_sub = Family::new(
-        "psp_peer_rx_sub_frames",
-        Counter,
-        "Authentic PSP sub-protocol frames (dummy, control) from the peer, consumed.",
-    );
-    let mut peer_drops = Family::new(
-        "psp_peer_drops",
-        Counter,
-        "Frames from the peer dropped by the opener, by reason.",
-    );
-    for (p, c) in set.config.peers.iter().zip(&set.counters) {
-        let peer = || vec![("peer", p.name.clone())];
-        tx_frames.push(peer(), int(c.tx_frames.get()));
-        tx_bytes.push(peer(), int(c.tx_bytes.get()));
-        rx_frames.push(peer(), int(c.rx_frames.get()));
-        rx_bytes.push(peer(), int(c.rx_bytes.get()));
-        rx_sub.push(peer(), int(c.rx_sub.get()));
-        // The drop slots are private to the dataplane; its JSON view lists every reason.
-        if let Some(Value::Object(d)) = c.to_json().remove("drops") {
-            for (reason, v) in d {
-                let mut labels = peer();
-                labels.push(("reason", reason));
-                peer_drops.push(labels, int(v.as_u64().unwrap_or(0)));
+    crate::status::host_counters(snap, &mut |section, k| {
+        use crate::status::Section;
+        let (name, help, label) = match section {
+            Section::Drops => (
+                "psp_drops".into(),
+                "Frames dropped, by reason.",
+                Some(k.name),
+            ),
+            Section::Ignored => (
+                "psp_ignored_frames".into(),
+                "Frames ignored as not for this host, by reason.",
+                Some(k.name),
+            ),
+            Section::Group => (format!("psp_group_{}", k.name), k.help, None),
+        };
+        let labels = label
+            .map(|r| vec![("reason", r.to_string())])
+            .unwrap_or_default();
+        match out.iter_mut().find(|f| f.name == name) {
+            Some(f) => f.push(labels, Num::Int(k.value)),
+            None => {
+                out.push(Family::new(name, Kind::Counter, help).with(labels, Num::Int(k.value)))
             }
         }
+    });
+    for p in &snap.peers {
+        counter_families(
+            &mut out,
+            "psp_peer_",
+            &p.counters,
+            &[("peer", p.name.clone())],
+        );
     }
-    out.extend([tx_frames, tx_bytes, rx_frames, rx_bytes, rx_sub, peer_drops]);
-    out.extend(normalizer(set));
-    out.extend(sessions(shared, set));
+    out.extend(sessions(snap));
+    out.extend(normalizer(snap));
     out
 }
 
-/// The families of session peers (left out without `[session]`).
-fn sessions(shared: &Shared, set: &PeerSet) -> Vec<Family> {
-    use Kind::{Counter, Gauge};
-    use core::sync::atomic::Ordering::Relaxed;
-    if set.config.session.is_none() {
-        return Vec::new();
-    }
-    let int = Num::Int;
-    let now_us = shared
-        .now()
-        .saturating_since(psp_core::time::Instant::ZERO)
-        .total_micros();
+/// The gauges of session peers (left out without any).
+fn sessions(snap: &Snapshot) -> Vec<Family> {
+    use Kind::Gauge;
     let mut up = Family::new(
         "psp_peer_session_up",
         Gauge,
@@ -275,70 +235,29 @@ fn sessions(shared: &Shared, set: &PeerSet) -> Vec<Family> {
     let mut hs = Family::new(
         "psp_peer_handshake_seconds",
         Gauge,
-        "Duration of the newest completed handshake.",
+        "Duration of the newest handshake.",
     );
-    let mut sessions = Family::new("psp_peer_sessions", Counter, "Sessions established.");
-    let mut rekeys = Family::new("psp_peer_rekeys", Counter, "Completed re-keys.");
-    let mut fails = Family::new(
-        "psp_peer_handshake_failures",
-        Counter,
-        "Failed or refused handshakes with the peer, by reason.",
-    );
-    let mut no_session = Family::new(
-        "psp_peer_no_session_drops",
-        Counter,
-        "Frames to the peer dropped for want of a session (queue full, or the handshake failed).",
-    );
-    let mut unknown_key = Family::new(
-        "psp_peer_unknown_key_drops",
-        Counter,
-        "Frames from the peer under a key id of no live session.",
-    );
-    for (p, sp) in set.config.peers.iter().zip(&set.sessions) {
-        let Some(sp) = sp else { continue };
+    for p in &snap.peers {
+        let Some(st) = &p.session else {
+            continue;
+        };
         let peer = || vec![("peer", p.name.clone())];
-        let st = &sp.stats;
-        up.push(peer(), int(u64::from(sp.ring().current().is_some())));
-        let est = st.established_us.load(Relaxed);
-        if est > 0 {
-            age.push(
-                peer(),
-                Num::Float(now_us.saturating_sub(est - 1) as f64 / 1e6),
-            );
-            two.push(peer(), int(u64::from(st.two_path.load(Relaxed))));
-            hs.push(
-                peer(),
-                Num::Float(st.handshake_us.load(Relaxed) as f64 / 1e6),
-            );
+        up.push(peer(), Num::Int(u64::from(st.up)));
+        if let Some((at, info)) = st.last {
+            let secs = snap.now.saturating_since(at).total_micros() as f64 / 1e6;
+            age.push(peer(), Num::Float(secs));
+            two.push(peer(), Num::Int(u64::from(info.two_path)));
+            hs.push(peer(), Num::Float(info.handshake_us as f64 / 1e6));
         }
-        sessions.push(peer(), int(st.sessions.get()));
-        rekeys.push(peer(), int(st.rekeys.get()));
-        for (reason, c) in crate::sessions::FAIL_REASONS.iter().zip(&st.failures) {
-            let mut labels = peer();
-            labels.push(("reason", (*reason).to_string()));
-            fails.push(labels, int(c.get()));
-        }
-        no_session.push(peer(), int(st.no_session.get()));
-        unknown_key.push(peer(), int(st.unknown_key.get()));
     }
-    let mut out = vec![up];
-    out.extend([age, two, hs].into_iter().filter(|f| !f.samples.is_empty()));
-    out.extend([sessions, rekeys, fails, no_session, unknown_key]);
-    if let Some(l) = &shared.sessions {
-        out.push(
-            Family::new(
-                "psp_handshake_messages_dropped",
-                Counter,
-                "Handshake messages and kicks dropped because the session driver was behind.",
-            )
-            .with(Vec::new(), int(l.dropped.get())),
-        );
-    }
-    out
+    [up, age, two, hs]
+        .into_iter()
+        .filter(|f| !f.samples.is_empty())
+        .collect()
 }
 
 /// The families of normalized peers (empty families are left out).
-fn normalizer(set: &PeerSet) -> Vec<Family> {
+fn normalizer(snap: &Snapshot) -> Vec<Family> {
     use Kind::{Counter, Gauge};
     // (name, kind, help, status key, scale into the metric's unit: kbit/s to bytes/s is 125,
     // as promtool wants base units)
@@ -426,11 +345,11 @@ fn normalizer(set: &PeerSet) -> Vec<Family> {
     ];
     let mut gauges: Vec<Family> = GAUGES
         .iter()
-        .map(|(n, k, h, _, _)| Family::new(n, *k, h))
+        .map(|(n, k, h, _, _)| Family::new(*n, *k, h))
         .collect();
     let mut counters: Vec<Family> = COUNTERS
         .iter()
-        .map(|(n, k, h, _)| Family::new(n, *k, h))
+        .map(|(n, k, h, _)| Family::new(*n, *k, h))
         .collect();
     let mut sent = Family::new(
         "psp_peer_norm_frames_sent",
@@ -442,9 +361,13 @@ fn normalizer(set: &PeerSet) -> Vec<Family> {
         Counter,
         "Reassembled inner frames from the peer dropped before the TAP, by reason.",
     );
-    for np in set.norm.iter().flatten() {
-        let j = np.to_json();
-        let peer = || vec![("peer", np.name.clone())];
+    for (p, (stats, c, frame)) in snap
+        .peers
+        .iter()
+        .filter_map(|p| p.norm.as_ref().map(|n| (p, n)))
+    {
+        let j = crate::status::normalize_json(stats, c, *frame);
+        let peer = || vec![("peer", p.name.clone())];
         for (fam, (_, _, _, key, scale)) in gauges.iter_mut().zip(&GAUGES) {
             if let Some(v) = j[*key].as_u64() {
                 fam.push(peer(), Num::Float(v as f64 * scale));
@@ -458,12 +381,7 @@ fn normalizer(set: &PeerSet) -> Vec<Family> {
         if let Some(v) = j["frames_sent"].as_u64() {
             sent.push(peer(), Num::Int(v));
         }
-        for reason in [
-            "rx_short",
-            "rx_not_for_us",
-            "rx_foreign_src",
-            "rx_tap_error",
-        ] {
+        for reason in ["rx_short", "rx_not_for_us", "rx_foreign_src"] {
             if let Some(v) = j[reason].as_u64() {
                 let mut labels = peer();
                 labels.push(("reason", reason.trim_start_matches("rx_").into()));
@@ -479,9 +397,42 @@ fn normalizer(set: &PeerSet) -> Vec<Family> {
         .collect()
 }
 
-impl Collector for Source {
+/// Where a scrape's families come from: the driver ([`Source`]), or fixed ones in tests.
+pub(crate) trait Provide: Send + Sync + 'static {
+    /// The families, now.
+    fn families(&self) -> impl Future<Output = Vec<Family>> + Send;
+}
+
+impl Provide for Source {
+    fn families(&self) -> impl Future<Output = Vec<Family>> + Send {
+        Self::families(self)
+    }
+}
+
+/// Families as a `prometheus-client` collector.
+#[derive(Debug)]
+struct Fams(Vec<Family>);
+
+impl Collector for Fams {
     fn encode(&self, encoder: DescriptorEncoder<'_>) -> Result<(), fmt::Error> {
-        encode_openmetrics(&self.families(), encoder)
+        encode_openmetrics(&self.0, encoder)
+    }
+}
+
+/// `families` in `format`.
+fn encode(format: Format, families: Vec<Family>) -> String {
+    match format {
+        Format::OpenMetrics => {
+            let mut registry = Registry::default();
+            registry.register_collector(Box::new(Fams(families)));
+            let mut s = String::new();
+            // Writing into a String only fails if a collector fails, and ours do not.
+            if let Err(e) = prometheus_client::encoding::text::encode(&mut s, &registry) {
+                tracing::warn!(error = %e, "metrics encoding failed");
+            }
+            s
+        }
+        Format::Text => encode_text(&families),
     }
 }
 
@@ -496,7 +447,7 @@ fn encode_openmetrics(
             Kind::Gauge => MetricType::Gauge,
             Kind::Info => MetricType::Info,
         };
-        let mut m = encoder.encode_descriptor(f.name, f.help, None, ty)?;
+        let mut m = encoder.encode_descriptor(&f.name, f.help, None, ty)?;
         for s in &f.samples {
             let labels: Vec<(&str, &str)> =
                 s.labels.iter().map(|(k, v)| (*k, v.as_str())).collect();
@@ -535,7 +486,7 @@ fn encode_text(families: &[Family]) -> String {
         let _ = writeln!(s, "# HELP {}{suffix} {}", f.name, f.help);
         let _ = writeln!(s, "# TYPE {}{suffix} {ty}", f.name);
         for sample in &f.samples {
-            s.push_str(f.name);
+            s.push_str(&f.name);
             s.push_str(suffix);
             if !sample.labels.is_empty() {
                 s.push('{');
@@ -563,27 +514,6 @@ fn encode_text(families: &[Family]) -> String {
     s
 }
 
-/// The scrape answer in `format`: what the HTTP handler calls.
-pub(crate) type Render = Arc<dyn Fn(Format) -> String + Send + Sync>;
-
-/// The renderer of a daemon: a registry holding `source` as its one collector.
-pub(crate) fn renderer(source: Source) -> Render {
-    let source = Arc::new(source);
-    let mut registry = Registry::default();
-    registry.register_collector(Box::new(Arc::clone(&source)));
-    Arc::new(move |format| match format {
-        Format::OpenMetrics => {
-            let mut s = String::new();
-            // Writing into a String only fails if a collector fails, and ours do not.
-            if let Err(e) = prometheus_client::encoding::text::encode(&mut s, &registry) {
-                tracing::warn!(error = %e, "metrics encoding failed");
-            }
-            s
-        }
-        Format::Text => encode_text(&source.families()),
-    })
-}
-
 /// The server's bounds.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct Limits {
@@ -608,7 +538,7 @@ impl Limits {
 }
 
 /// Serves `listener` until the task is aborted.
-pub(crate) async fn serve(listener: TcpListener, render: Render, limits: Limits) {
+pub(crate) async fn serve<P: Provide>(listener: TcpListener, provider: Arc<P>, limits: Limits) {
     let slots = Arc::new(Semaphore::new(limits.max_connections));
     loop {
         let conn = match listener.accept().await {
@@ -624,9 +554,9 @@ pub(crate) async fn serve(listener: TcpListener, render: Render, limits: Limits)
             tracing::debug!("metrics: connection limit reached; closing a new connection");
             continue;
         };
-        let render = Arc::clone(&render);
+        let provider = Arc::clone(&provider);
         tokio::spawn(async move {
-            handle(conn, &render, &limits).await;
+            handle(conn, &*provider, &limits).await;
             drop(slot);
         });
     }
@@ -642,14 +572,21 @@ enum HeadError {
 }
 
 /// Answers one request on `conn` and closes it.
-async fn handle<S: AsyncRead + AsyncWrite + Unpin>(mut conn: S, render: &Render, limits: &Limits) {
+async fn handle<S: AsyncRead + AsyncWrite + Unpin, P: Provide>(
+    mut conn: S,
+    provider: &P,
+    limits: &Limits,
+) {
     let answer = match tokio::time::timeout(
         limits.read_timeout,
         read_head(&mut conn, limits.max_request),
     )
     .await
     {
-        Ok(Ok(head)) => answer(&head, render),
+        Ok(Ok(head)) => {
+            let families = provider.families().await;
+            answer(&head, move |f| encode(f, families))
+        }
         Ok(Err(HeadError::TooLarge)) => plain(431, "Request Header Fields Too Large"),
         Ok(Err(HeadError::Closed)) => return,
         Err(_) => plain(408, "Request Timeout"),
@@ -698,7 +635,7 @@ fn find_end(buf: &[u8]) -> Option<usize> {
 }
 
 /// The full HTTP answer to the request head `head`.
-fn answer(head: &[u8], render: &Render) -> Vec<u8> {
+fn answer(head: &[u8], render: impl FnOnce(Format) -> String) -> Vec<u8> {
     let Ok(text) = core::str::from_utf8(head) else {
         return plain(400, "Bad Request");
     };
@@ -773,27 +710,17 @@ mod tests {
         ]
     }
 
-    /// A fixed collector, encoded as the daemon's is.
-    #[derive(Debug)]
+    /// Fixed families, served as the daemon's are.
     struct Fixed;
 
-    impl Collector for Fixed {
-        fn encode(&self, encoder: DescriptorEncoder<'_>) -> Result<(), fmt::Error> {
-            encode_openmetrics(&families(), encoder)
+    impl Provide for Fixed {
+        async fn families(&self) -> Vec<Family> {
+            families()
         }
     }
 
-    fn render() -> Render {
-        let mut registry = Registry::default();
-        registry.register_collector(Box::new(Fixed));
-        Arc::new(move |format| match format {
-            Format::Text => encode_text(&families()),
-            Format::OpenMetrics => {
-                let mut s = String::new();
-                prometheus_client::encoding::text::encode(&mut s, &registry).unwrap();
-                s
-            }
-        })
+    fn render() -> impl Fn(Format) -> String {
+        |format| encode(format, families())
     }
 
     #[test]
@@ -819,8 +746,7 @@ mod tests {
     /// Sends `request` (then keeps the connection open unless `close`) and returns the answer.
     async fn exchange(request: &[u8], close: bool) -> String {
         let (mut client, server) = tokio::io::duplex(64 * 1024);
-        let render = render();
-        let server = tokio::spawn(async move { handle(server, &render, &TEST_LIMITS).await });
+        let server = tokio::spawn(async move { handle(server, &Fixed, &TEST_LIMITS).await });
         client.write_all(request).await.unwrap();
         if close {
             client.shutdown().await.unwrap();
@@ -907,8 +833,7 @@ mod tests {
         let mut big = b"GET /metrics HTTP/1.1\r\nX: ".to_vec();
         big.resize(1 << 20, b'a');
         let (mut client, server) = tokio::io::duplex(4096);
-        let render = render();
-        let server = tokio::spawn(async move { handle(server, &render, &TEST_LIMITS).await });
+        let server = tokio::spawn(async move { handle(server, &Fixed, &TEST_LIMITS).await });
         // The writer blocks once the handler stops reading: write what fits, then read.
         let _ = tokio::time::timeout(Duration::from_millis(300), client.write_all(&big)).await;
         let mut out = Vec::new();
@@ -941,7 +866,7 @@ mod tests {
             read_timeout: Duration::from_secs(3),
             ..TEST_LIMITS
         };
-        let server = tokio::spawn(serve(listener, render(), limits));
+        let server = tokio::spawn(serve(listener, Arc::new(Fixed), limits));
         let connect = || tokio::net::TcpStream::connect(addr);
         // Two silent clients take both slots until the read timeout answers them (408).
         let mut idle = [connect().await.unwrap(), connect().await.unwrap()];

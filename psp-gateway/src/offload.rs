@@ -510,16 +510,6 @@ impl Gro {
         self.items = 0;
     }
 
-    /// The number of frames pushed.
-    pub(crate) fn len(&self) -> usize {
-        self.items
-    }
-
-    /// True when nothing was pushed.
-    pub(crate) fn is_empty(&self) -> bool {
-        self.items == 0
-    }
-
     /// True when [`GRO_MAX`] frames were pushed.
     pub(crate) fn is_full(&self) -> bool {
         self.items == GRO_MAX

@@ -6,16 +6,18 @@ use core::fmt::Write as _;
 use std::io::Read as _;
 use std::os::unix::net::UnixStream;
 use std::path::Path;
-use std::sync::Arc;
 
 use serde_json::{Map, Value, json};
 use tokio::io::AsyncWriteExt as _;
 use tokio::net::UnixListener;
-use tokio::sync::watch;
+
+use psp_core::host::{Counter, Counters, NormCounters, SessionStatus};
+use psp_core::time::Instant;
+use tokio::sync::{mpsc, oneshot};
 
 use crate::config::{UplinkConfig, format_mac};
-use crate::dataplane::Shared;
-use crate::dataplane::set::PeerSet;
+use crate::driver::Control;
+use crate::driver::snapshot::Snapshot;
 
 /// Static facts about the running daemon, for the status document.
 #[derive(Debug, Clone)]
@@ -26,6 +28,8 @@ pub(crate) struct Info {
     pub(crate) uplink: String,
     /// TAP MTU.
     pub(crate) mtu: usize,
+    /// The TAP's MAC.
+    pub(crate) mac: [u8; 6],
     /// The uplinks, path 1 first.
     pub(crate) paths: Vec<PathInfo>,
     /// This host's identity (its Ed25519 public key), with `[session] identity_file`.
@@ -101,89 +105,258 @@ pub(crate) fn protection_gap(suite: psp_core::SuiteId) -> Option<&'static str> {
     }
 }
 
+/// The counters of a peer that belong in its `session` object (the rest are at the peer's
+/// level). Every counter is declared once, in psp-core's `host::counters`.
+const SESSION_COUNTERS: [&str; 9] = [
+    "sessions",
+    "rekeys",
+    "initiated",
+    "no_session",
+    "unknown_key",
+    "group_unicast",
+    "messages_limited",
+    "stale_requests",
+    "handshake_failures",
+];
+
+/// Where a counter not tied to a peer is shown: `status`' `drops`, `ignored` or `group`
+/// objects, the metrics' `psp_drops_total{reason}`, `psp_ignored_frames_total{reason}` and
+/// `psp_group_*` families.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Section {
+    /// A frame dropped (counted in `drops_total`).
+    Drops,
+    /// A frame ignored as not ours (not an attack signal).
+    Ignored,
+    /// Traffic under the group key.
+    Group,
+}
+
+/// Every counter of the host and the driver not tied to a peer, with where it is shown and its
+/// name there (the one placement `status` and the metrics share).
+pub(crate) fn host_counters(snap: &Snapshot, f: &mut dyn FnMut(Section, Counter)) {
+    snap.host.visit(&mut |mut k: Counter| {
+        let section = match k.name {
+            "group_tx_frames" | "group_tx_bytes" => {
+                k.name = &k.name["group_".len()..];
+                Section::Group
+            }
+            "not_for_us" => Section::Ignored,
+            "path2_ignored" => {
+                k.name = "path2_not_handshake";
+                Section::Ignored
+            }
+            "path2_drops" => {
+                k.name = "path2";
+                Section::Drops
+            }
+            _ => Section::Drops,
+        };
+        f(section, k);
+    });
+    snap.io.visit(&mut |k: Counter| f(Section::Drops, k));
+}
+
+/// Puts every counter `c` visits into `peer` (by name, a labelled one into an object of its
+/// labels), the session ones into `session`.
+fn put_counters(
+    c: &dyn Counters,
+    top: &mut Map<String, Value>,
+    session: Option<&mut Map<String, Value>>,
+) {
+    let mut session = session;
+    c.visit(&mut |k: Counter| {
+        let m: &mut Map<String, Value> = match (&mut session, SESSION_COUNTERS.contains(&k.name)) {
+            (Some(s), true) => s,
+            _ => top,
+        };
+        match k.label {
+            None => {
+                m.insert(k.name.into(), k.value.into());
+            }
+            Some(l) => {
+                let e = m.entry(k.name).or_insert_with(|| Value::Object(Map::new()));
+                if let Some(o) = e.as_object_mut() {
+                    o.insert(l.into(), k.value.into());
+                }
+            }
+        }
+    });
+}
+
+/// A session peer's state.
+fn session_json(st: &SessionStatus, now: Instant) -> Map<String, Value> {
+    let mut m = Map::new();
+    m.insert("state".into(), if st.up { "up" } else { "down" }.into());
+    if let Some((at, info)) = st.last {
+        m.insert(
+            "age_s".into(),
+            (now.saturating_since(at).total_micros() / 1_000_000).into(),
+        );
+        m.insert("suite".into(), info.suite.name().into());
+        m.insert(
+            "confidentiality".into(),
+            info.suite.is_confidential().into(),
+        );
+        let paths = if info.two_path {
+            "two-path"
+        } else {
+            "single-path"
+        };
+        m.insert("paths".into(), paths.into());
+        m.insert(
+            "handshake_ms".into(),
+            (info.handshake_us as f64 / 1000.0).into(),
+        );
+    }
+    if let Some((key_id, next_seq)) = st.current {
+        m.insert("key_id".into(), key_id.into());
+        m.insert("next_seq".into(), next_seq.into());
+    }
+    if st.handshaking {
+        m.insert("handshaking".into(), true.into());
+    }
+    if let Some(pin) = st.pin {
+        m.insert("identity".into(), hex::encode(pin).into());
+    }
+    m
+}
+
+/// A normalized peer's stream.
+pub(crate) fn normalize_json(
+    s: &psp_core::normalize::Stats,
+    c: &NormCounters,
+    frame: usize,
+) -> Value {
+    json!({
+        "frame_bytes": frame,
+        "s_current_kbps": s.s_current.kbps(),
+        "s_goal_kbps": s.s_goal.kbps(),
+        "peer_suggested_kbps": s.peer_suggested.kbps(),
+        "s_suggested_kbps": s.s_suggested.kbps(),
+        "round": s.round,
+        "r_recent": s.r_recent,
+        "last_loss_ppm": s.last_loss.ppm(),
+        "rtt_estimate_us": s.rtt_estimate.total_micros(),
+        "last_rtt_sample_us": s.last_rtt_sample.total_micros(),
+        "rate_decisions": s.rate_decisions,
+        "frames_sent": s.frames_sent,
+        "real_frames_sent": s.frames_sent - s.dummy_frames_sent,
+        "dummy_frames_sent": s.dummy_frames_sent,
+        "frames_received": s.frames_received,
+        "inner_queued": s.inner_queued,
+        "inner_queue_frames": s.inner_queue_frames,
+        "inner_queue_bytes": s.inner_queue_bytes,
+        "inner_drops": s.inner_drops,
+        "aqm_drops": s.aqm_drops,
+        "aqm_marks": s.aqm_marks,
+        "inner_delivered": s.inner_delivered,
+        "delivery_drops": s.delivery_drops,
+        "reassembly_drops": s.reassembly_drops,
+        "malformed": s.malformed,
+        "pacer_skipped": s.pacer_skipped,
+        "seal_error": c.seal_error,
+        "group_ignored": c.group_ignored,
+        "rx_short": c.rx_short,
+        "rx_not_for_us": c.rx_not_for_us,
+        "rx_foreign_src": c.rx_foreign_src,
+    })
+}
+
 /// The status document.
-pub(crate) fn document(info: &Info, shared: &Shared, set: &PeerSet) -> Value {
-    let cfg = &set.config;
-    let mut total = shared.global.drops_total();
-    let peers: Vec<Value> = cfg
+pub(crate) fn document(info: &Info, snap: &Snapshot) -> Value {
+    let mut total = snap.host.drops_total() + snap.io.drops_total();
+    let session_host = snap.peers.iter().any(|p| p.keying == "session");
+    let peers: Vec<Value> = snap
         .peers
         .iter()
-        .zip(&set.counters)
-        .enumerate()
-        .map(|(i, (p, c))| {
-            total += c.drops_total();
+        .map(|p| {
+            let c = &p.counters;
+            total += c.drops_total() + c.no_session + c.group_unicast;
             let mut m = Map::new();
             m.insert("name".into(), p.name.clone().into());
             m.insert(
                 "macs".into(),
                 p.macs.iter().map(|m| format_mac(*m)).collect(),
             );
-            m.insert("suite".into(), p.security.suite.name().into());
-            m.insert(
-                "confidentiality".into(),
-                p.security.suite.is_confidential().into(),
-            );
+            m.insert("suite".into(), p.suite.name().into());
+            if p.keying != "session" {
+                m.insert("confidentiality".into(), p.suite.is_confidential().into());
+            }
             if let Some(ep) = p.endpoint {
                 m.insert("endpoint".into(), ep.to_string().into());
             }
-            m.extend(c.to_json());
-            if let Some(sp) = set.sessions.get(i).and_then(Option::as_deref) {
-                let now_us = shared
-                    .now()
-                    .saturating_since(psp_core::time::Instant::ZERO)
-                    .total_micros();
-                total += sp.stats.no_session.get() + sp.stats.group_unicast.get();
-                m.insert("session".into(), Value::Object(sp.to_json(now_us)));
-            } else if set.config.session.is_some() {
-                m.insert("session".into(), json!({ "state": "static-key" }));
+            m.insert("drops_total".into(), c.drops_total().into());
+            match &p.session {
+                Some(st) => {
+                    let mut sm = session_json(st, snap.now);
+                    put_counters(c, &mut m, Some(&mut sm));
+                    m.insert("session".into(), Value::Object(sm));
+                }
+                None => {
+                    put_counters(c, &mut m, None);
+                    if session_host {
+                        m.insert("session".into(), json!({ "state": p.keying }));
+                    }
+                }
             }
-            if let Some(np) = set.norm.get(i).and_then(Option::as_deref) {
-                total += np.counters.rx_drops_total();
-                m.insert("normalize".into(), np.to_json());
+            if let Some((s, nc, frame)) = &p.norm {
+                total += nc.rx_short + nc.rx_not_for_us + nc.rx_foreign_src;
+                m.insert("normalize".into(), normalize_json(s, nc, *frame));
             }
             Value::Object(m)
         })
         .collect();
-    let (drops, ignored) = shared.global.to_json();
-    json!({
+    let (mut drops, mut ignored) = (Map::new(), Map::new());
+    host_counters(snap, &mut |section, k| {
+        let m = match section {
+            Section::Drops => &mut drops,
+            Section::Ignored => &mut ignored,
+            Section::Group => return,
+        };
+        m.insert(k.name.into(), k.value.into());
+    });
+    let h = &snap.host;
+    let mut doc = json!({
         "interface": info.interface,
-        "mac": format_mac(shared.mac),
+        "mac": format_mac(info.mac),
         "uplink": info.uplink,
         "mtu": info.mtu,
         "paths": paths_json(&info.paths),
         "public_key": info.public_key.map(hex::encode),
-        "uptime_ms": u64::try_from(shared.origin.elapsed().as_millis()).unwrap_or(u64::MAX),
+        "uptime_ms": snap.uptime_ms,
         "group": {
-            "suite": cfg.group.suite.name(),
-            "confidentiality": cfg.group.suite.is_confidential(),
-            "tx_frames": shared.global.group_tx_frames.get(),
-            "tx_bytes": shared.global.group_tx_bytes.get(),
+            "suite": snap.group_suite.name(),
+            "confidentiality": snap.group_suite.is_confidential(),
+            "tx_frames": h.group_tx_frames,
+            "tx_bytes": h.group_tx_bytes,
         },
         "peers": peers,
-        "sessions": shared.sessions.as_ref().map(|l| json!({ "driver_dropped": l.dropped.get() })),
-        "pacer_realtime": shared.pacing.is_realtime(),
         "drops": drops,
         "ignored": ignored,
         "drops_total": total,
-    })
+    });
+    if let Some(rt) = snap.pacer_realtime {
+        doc["pacer_realtime"] = rt.into();
+    }
+    doc
 }
 
-/// Serves the status socket until the task is aborted: one JSON document per connection.
-pub(crate) async fn serve(
-    listener: UnixListener,
-    info: Info,
-    shared: Arc<Shared>,
-    set: watch::Receiver<Arc<PeerSet>>,
-) {
+/// Serves the status socket until the task is aborted: one JSON document per connection, from
+/// a snapshot the driver takes for it.
+pub(crate) async fn serve(listener: UnixListener, info: Info, ctl: mpsc::Sender<Control>) {
     loop {
         let Ok((mut conn, _)) = listener.accept().await else {
             continue;
         };
-        let doc = {
-            let set = Arc::clone(&set.borrow());
-            document(&info, &shared, &set)
+        let (tx, rx) = oneshot::channel();
+        if ctl.send(Control::Snapshot(tx)).await.is_err() {
+            return;
+        }
+        let Ok(snap) = rx.await else {
+            return;
         };
-        let mut text = doc.to_string();
+        let mut text = document(&info, &snap).to_string();
         text.push('\n');
         // A client that goes away early is its own problem; the daemon carries on.
         let _ = conn.write_all(text.as_bytes()).await;

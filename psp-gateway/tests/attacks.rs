@@ -674,7 +674,7 @@ fn normalized_inner_frames_are_checked_before_the_tap() {
     assert_eq!(d("peer:vm2.normalize.rx_short"), 2, "{moved:?}");
     assert_eq!(d("peer:vm2.normalize.rx_foreign_src"), 1, "{moved:?}");
     assert_eq!(d("peer:vm2.normalize.rx_not_for_us"), 1, "{moved:?}");
-    assert_eq!(d("peer:vm2.normalize.rx_tap_error"), 0, "{moved:?}");
+    assert_eq!(d("drops.rx_tap_error"), 0, "{moved:?}");
     assert_eq!(
         d("peer:vm2.rx_frames"),
         1,
@@ -693,7 +693,7 @@ fn normalized_inner_frames_are_checked_before_the_tap() {
         d("peer:vm2.normalize.rx_short"),
         d("peer:vm2.normalize.rx_foreign_src"),
         d("peer:vm2.normalize.rx_not_for_us"),
-        d("peer:vm2.normalize.rx_tap_error"),
+        d("drops.rx_tap_error"),
         d("peer:vm2.rx_frames")
     );
 }

@@ -120,7 +120,9 @@ fn two_host_config_parses_to_the_expected_values() {
     assert_eq!(
         c.uplink,
         UplinkConfig::Raw {
-            interface: "eth1".into()
+            interface: "eth1".into(),
+            rx_ring: false,
+            qdisc_bypass: false,
         }
     );
     // Relative paths start at the config file's directory.

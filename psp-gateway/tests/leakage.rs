@@ -679,7 +679,9 @@ fn reload_keeps_the_tunnel(tb: &Testbed, vm1: &common::Gateway, vm2: &common::Ga
     while counter(&vm1.status_json(), "peer:vm2.normalize.s_current_kbps") != 3000 {
         assert!(
             Instant::now() < deadline,
-            "vm1 did not apply S_goal 3000 after SIGHUP"
+            "vm1 did not apply S_goal 3000 after SIGHUP: {}\n{}",
+            vm1.status_json(),
+            vm1.log()
         );
         sleep(Duration::from_millis(100));
     }

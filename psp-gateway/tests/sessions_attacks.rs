@@ -803,6 +803,9 @@ fn root_an_insider_mints_fresh_requests_unless_identities_are_pinned() {
         let vm1 = tb.start(1);
         let _vm2 = tb.start(2);
         tb.ping_until_up(1, 2, Duration::from_secs(10));
+        // A Request within 50 ms of the genuine one would meet the responder's rate limit (a
+        // new source's bucket holds one token, refilled at 20 per second): wait it out.
+        std::thread::sleep(Duration::from_millis(200));
         let eve = PacketSocket::open(&tb.ns("eve"), "up0", ETH_P_PSP);
         eve.drain();
         let before = vm1.status_json();
@@ -840,7 +843,8 @@ fn root_an_insider_mints_fresh_requests_unless_identities_are_pinned() {
         } else {
             assert!(
                 answered,
-                "without identities an insider's fresh Request is answered: {s}"
+                "without identities an insider's fresh Request is answered: {s}\n{}",
+                vm1.log()
             );
         }
     }

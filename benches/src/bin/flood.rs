@@ -9,7 +9,8 @@
 //! ```
 //! Prints `sent=N seconds=S rate=R`. Root (an AF_PACKET socket).
 
-use std::time::{Duration, Instant};
+use core::time::Duration;
+use std::time::Instant;
 
 use psp_gateway::io::sys::PacketSocket;
 

@@ -77,6 +77,13 @@ pub enum UplinkConfig {
     Raw {
         /// The Ethernet interface.
         interface: String,
+        /// Receive through a `PACKET_MMAP` ring (`rx_ring`, default off: end to end through
+        /// veth it measured 0.93-0.98x `recvmmsg`, BENCHMARKS.md).
+        rx_ring: bool,
+        /// Send straight to the driver, skipping the qdisc (`qdisc_bypass`, default off:
+        /// 0.87-1.09x, noise; and tbf/htb on the uplink no longer apply, and packet taps on
+        /// this host do not see the frames).
+        qdisc_bypass: bool,
     },
     /// `kind = "udp"`, `listen = "0.0.0.0:5198"`.
     Udp {

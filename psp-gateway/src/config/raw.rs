@@ -54,6 +54,8 @@ pub(super) struct RawUplink {
     pub(super) kind: Option<String>,
     pub(super) interface: Option<String>,
     pub(super) listen: Option<String>,
+    pub(super) rx_ring: Option<bool>,
+    pub(super) qdisc_bypass: Option<bool>,
 }
 
 /// `[uplink]` (one path), or `[[uplink]]` once or twice (two paths: SMKEX).

@@ -296,11 +296,20 @@ fn uplink(ctx: &Ctx<'_>, scope: &str, raw: RawUplink) -> Result<UplinkConfig, Co
                 ));
             };
             check_ifname(&interface).map_err(|p| ctx.err(key("interface"), p))?;
-            Ok(UplinkConfig::Raw { interface })
+            Ok(UplinkConfig::Raw {
+                interface,
+                rx_ring: raw.rx_ring.unwrap_or(false),
+                qdisc_bypass: raw.qdisc_bypass.unwrap_or(false),
+            })
         }
         Some("udp") => {
             if raw.interface.is_some() {
                 return Err(ctx.err(key("interface"), "only for kind = \"raw\""));
+            }
+            for (k, v) in [("rx_ring", raw.rx_ring), ("qdisc_bypass", raw.qdisc_bypass)] {
+                if v.is_some() {
+                    return Err(ctx.err(key(k), "only for kind = \"raw\""));
+                }
             }
             let Some(listen) = raw.listen else {
                 return Err(ctx.err(
@@ -603,12 +612,6 @@ fn peer(
     let norm_scope = format!("{scope}.normalize");
     norm.apply(ctx.file, &norm_scope, &raw.normalize)?;
     let normalize = norm.finish(ctx.file, &norm_scope)?;
-    if sessions && normalize.is_some() {
-        return Err(ctx.err(
-            norm_scope,
-            "a normalized peer needs its own key_file; sessions do not drive normalized peers yet",
-        ));
-    }
     Ok(PeerConfig {
         name,
         macs,

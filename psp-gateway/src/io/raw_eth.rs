@@ -52,29 +52,31 @@ impl RawSocket {
 
     /// Like [`open`](Self::open), for another EtherType (tests, tools).
     ///
-    /// `PSP_RAW_RX_RING=1` in the environment asks for a receive ring (see
-    /// [`open_with_rx_ring`](Self::open_with_rx_ring)); `PSP_QDISC_BYPASS=1` turns on
-    /// [`set_qdisc_bypass`](Self::set_qdisc_bypass) (a refusal is logged, not an error).
-    ///
     /// # Errors
     /// See [`open`](Self::open).
     pub fn open_ethertype(interface: &str, ethertype: u16) -> io::Result<Self> {
-        let on = |var: &str| std::env::var(var).is_ok_and(|v| v == "1");
-        let sock = Self::open_inner(interface, ethertype, on("PSP_RAW_RX_RING"))?;
-        // Opt-in (issue 11, to weigh against plain sendmmsg): bypassing the qdisc saves the
-        // queueing layer per frame, but tbf/htb on the uplink no longer apply and a full
-        // driver queue drops instead of queueing.
-        if on("PSP_QDISC_BYPASS") {
+        Self::open_inner(interface, ethertype, false)
+    }
+
+    /// Like [`open`](Self::open), with the `[[uplink]]` options `rx_ring` (see
+    /// [`open_with_rx_ring`](Self::open_with_rx_ring)) and `qdisc_bypass` (see
+    /// [`set_qdisc_bypass`](Self::set_qdisc_bypass); a refusal is logged, not an error).
+    ///
+    /// # Errors
+    /// See [`open`](Self::open).
+    pub fn open_configured(interface: &str, rx_ring: bool, qdisc_bypass: bool) -> io::Result<Self> {
+        let sock = Self::open_inner(interface, sys::ETH_P_PSP, rx_ring)?;
+        if qdisc_bypass {
             match sock.set_qdisc_bypass(true) {
-                Ok(()) => tracing::info!(interface, "PSP_QDISC_BYPASS: sends skip the qdisc"),
-                Err(e) => tracing::warn!(interface, error = %e, "PSP_QDISC_BYPASS refused"),
+                Ok(()) => tracing::info!(interface, "qdisc_bypass: sends skip the qdisc"),
+                Err(e) => tracing::warn!(interface, error = %e, "qdisc_bypass refused"),
             }
         }
         Ok(sock)
     }
 
     /// Like [`open`](Self::open), receiving through a `PACKET_MMAP` ring where the kernel gives
-    /// one (`open` does so only with `PSP_RAW_RX_RING=1` in the environment).
+    /// one (the `[[uplink]]` option `rx_ring`).
     ///
     /// # Errors
     /// See [`open`](Self::open).
@@ -102,9 +104,12 @@ impl RawSocket {
         // look at packet types.
         let ring = if want_ring && recv_mode == RecvMode::Plain {
             match sys::RxRing::new(fd.as_fd(), RING_FRAMES) {
-                Ok(r) => Some(std::sync::Mutex::new(r)),
+                Ok(r) => {
+                    tracing::info!(interface, "rx_ring: receiving through a PACKET_MMAP ring");
+                    Some(std::sync::Mutex::new(r))
+                }
                 Err(e) => {
-                    tracing::debug!(interface, error = %e, "no receive ring; recvmmsg");
+                    tracing::warn!(interface, error = %e, "rx_ring refused; receiving with recvmmsg");
                     None
                 }
             }
@@ -174,17 +179,10 @@ impl RawSocket {
             if drain(batch) > 0 {
                 return Ok(batch.len());
             }
-            if super::busy::spinning() {
-                super::busy::pause().await;
-                continue;
-            }
             // ERROR too: the ring makes the kernel signal a device going down as EPOLLERR
             // alone, which readability never sees.
             let interest = tokio::io::Interest::READABLE | tokio::io::Interest::ERROR;
-            let mut guard = tokio::select! {
-                g = self.fd.ready(interest) => g?,
-                () = super::busy::kicked() => continue,
-            };
+            let mut guard = self.fd.ready(interest).await?;
             guard.clear_ready();
             drop(guard);
             if drain(batch) > 0 {
@@ -244,25 +242,7 @@ pub(super) async fn recv_batch(
 ) -> io::Result<usize> {
     batch.clear();
     loop {
-        if super::busy::spinning() {
-            // Read without waiting for readiness; park only once the window has passed.
-            match sys::recv_mmsg(fd.get_ref().as_fd(), batch, mode) {
-                Ok(_) if !batch.is_empty() => return Ok(batch.len()),
-                Ok(_) => {}
-                Err(e)
-                    if matches!(
-                        e.kind(),
-                        io::ErrorKind::WouldBlock | io::ErrorKind::Interrupted
-                    ) => {}
-                Err(e) => return batch.partial(e),
-            }
-            super::busy::pause().await;
-            continue;
-        }
-        let mut guard = tokio::select! {
-            g = fd.readable() => g?,
-            () = super::busy::kicked() => continue,
-        };
+        let mut guard = fd.readable().await?;
         while !batch.is_full() {
             let asked = batch.capacity() - batch.len();
             match guard.try_io(|fd| sys::recv_mmsg(fd.get_ref().as_fd(), batch, mode)) {

@@ -10,6 +10,7 @@
 //! `Tap::recv_batch_with` cuts into MTU-sized frames (`crate::offload`); on the way back
 //! `Tap::send_gro` writes coalesced TCP super-frames and marks verified checksums.
 
+use core::future::Future;
 use std::fs::File;
 use std::io::{self, IoSlice, IoSliceMut, Read, Write};
 use std::os::fd::AsFd;
@@ -94,11 +95,6 @@ impl Tap {
             fd: sys::register_file(file)?,
             offloads,
         })
-    }
-
-    /// The offloads in use (`None`: plain frames, no virtio-net header).
-    pub(crate) fn offloads(&self) -> Option<Offloads> {
-        self.offloads
     }
 
     /// The interface name the kernel gave.
@@ -251,14 +247,7 @@ impl Tap {
                     if !batch.is_empty() {
                         return Ok(batch.len());
                     }
-                    if super::busy::spinning() {
-                        super::busy::pause().await;
-                        continue;
-                    }
-                    let mut guard = tokio::select! {
-                        g = self.fd.readable() => g?,
-                        () = super::busy::kicked() => continue,
-                    };
+                    let mut guard = self.fd.readable().await?;
                     // Clear, then retry the read: an edge after this point sets it again.
                     guard.clear_ready();
                 }
@@ -417,7 +406,7 @@ fn negotiate(file: &File) -> Offloads {
 
 /// Receive state of a TAP with offloads (see `Tap::recv_batch_with`): one per reading task.
 #[derive(Debug)]
-pub(crate) struct TapReader {
+pub struct TapReader {
     /// `[SLOT_LEN bytes | MAX_GSO_FRAME bytes]`: a read fills a batch slot, then the second
     /// part; a super-frame is made contiguous at the start.
     buf: Box<[u8]>,
@@ -496,4 +485,61 @@ fn push_slot(batch: &mut Batch, i: usize, len: usize) {
     batch.set_frame_len(i, len);
     batch.set_addr(i, None);
     batch.set_len(i + 1);
+}
+
+/// A TAP's write state: the coalescing tables (with offloads).
+#[derive(Debug)]
+pub struct TapWriter(Gro);
+
+impl super::TapIo for Tap {
+    type Reader = TapReader;
+    type Writer = TapWriter;
+
+    fn reader(&self) -> TapReader {
+        Self::reader(self)
+    }
+
+    fn writer(&self) -> TapWriter {
+        TapWriter(Gro::new())
+    }
+
+    fn recv_batch(
+        &self,
+        batch: &mut Batch,
+        reader: &mut TapReader,
+    ) -> impl Future<Output = io::Result<usize>> + Send {
+        self.recv_batch_with(batch, reader)
+    }
+
+    fn take_dropped(reader: &mut TapReader) -> u64 {
+        reader.take_dropped()
+    }
+
+    async fn write(&self, TapWriter(gro): &mut TapWriter, frames: &[(&[u8], bool)]) -> u64 {
+        let mut refused = 0u64;
+        if self.offloads.is_none() {
+            for (f, _) in frames {
+                if let Err(e) = self.send(f).await {
+                    refused += 1;
+                    tracing::debug!(error = %e, len = f.len(), "TAP write failed");
+                }
+            }
+            return refused;
+        }
+        // With offloads: consecutive segments of a TCP flow go as one super-frame.
+        for chunk in frames.chunks(GRO_MAX) {
+            gro.clear();
+            for (f, trusted) in chunk {
+                gro.push(f, *trusted);
+            }
+            match self.send_gro(gro, |i| chunk[i].0).await {
+                Ok(_) => {}
+                Err(e) => {
+                    refused += chunk.len() as u64;
+                    tracing::debug!(error = %e, "TAP write failed");
+                }
+            }
+        }
+        refused
+    }
 }

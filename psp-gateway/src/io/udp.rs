@@ -199,19 +199,8 @@ impl UdpLink {
                 return Ok(batch.len());
             }
             // With frames in hand, only take what is already queued: never wait.
-            let got = if batch.is_empty() && super::busy::spinning() {
-                // Read without waiting for readiness; park only once the window has passed.
-                let r = self.recv_gro(self.fd.get_ref());
-                if matches!(&r, Err(e) if e.kind() == io::ErrorKind::WouldBlock) {
-                    super::busy::pause().await;
-                    continue;
-                }
-                r
-            } else if batch.is_empty() {
-                let mut guard = tokio::select! {
-                    g = self.fd.readable() => g?,
-                    () = super::busy::kicked() => continue,
-                };
+            let got = if batch.is_empty() {
+                let mut guard = self.fd.readable().await?;
                 match guard.try_io(|fd| self.recv_gro(fd.get_ref())) {
                     Ok(r) => r,
                     Err(_would_block) => continue,

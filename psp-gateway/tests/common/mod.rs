@@ -556,7 +556,16 @@ impl Testbed {
                 return;
             }
         }
-        panic!("vm{from} cannot ping vm{to} within {timeout:?}");
+        let logs: String = [from, to]
+            .iter()
+            .map(|n| {
+                let log = fs::read_to_string(self.log_path(*n)).unwrap_or_default();
+                let tail: Vec<&str> = log.lines().rev().take(20).collect();
+                let tail: Vec<&str> = tail.into_iter().rev().collect();
+                format!("--- vm{n} log (last 20 lines):\n{}\n", tail.join("\n"))
+            })
+            .collect();
+        panic!("vm{from} cannot ping vm{to} within {timeout:?}\n{logs}");
     }
 
     /// iperf3 TCP for `secs` seconds from vmA to vmB (`reverse`: vmB sends); returns the

@@ -226,7 +226,15 @@ impl KeyRing {
             retire_at: None,
         };
         match keys.role() {
-            Role::Initiator => self.promote(now, slot),
+            Role::Initiator => {
+                // A waiting *next* is older than this session: it becomes *previous* (the peer
+                // may still seal under it) and can no longer be promoted over the new one
+                // (WireGuard's keypair rotation).
+                if let Some(next) = self.next.take() {
+                    self.promote(now, next);
+                }
+                self.promote(now, slot);
+            }
             Role::Responder => self.next = Some(slot),
         }
         Ok(())
@@ -337,6 +345,20 @@ impl KeyRing {
             at(self.rekey_at(cur));
         }
         t
+    }
+
+    /// The next retirement or expiry (what [`handle_timeout`](Self::handle_timeout) acts on),
+    /// without the rekey time.
+    pub fn expiry_timeout(&self) -> Option<Instant> {
+        self.slots()
+            .flat_map(|s| [Some(s.expires_at), s.retire_at])
+            .flatten()
+            .min()
+    }
+
+    /// When the current session should be replaced (by time: expiry is near), if there is one.
+    pub fn rekey_time(&self) -> Option<Instant> {
+        self.current.as_ref().map(|c| self.rekey_at(c))
     }
 
     /// Whether a frame of the peer has opened under the current session: it has the keys and

@@ -418,7 +418,11 @@ impl Handshake {
 
     fn initiator_message(&mut self, now: Instant, repr: Repr) -> Result<(), Ignored> {
         match (&self.state, repr.body) {
-            (State::SentRequest { .. } | State::SentCompact { .. }, Body::Reject(code)) => {
+            // A Reject answers the Request, or (lifetime refused) the Share.
+            (
+                State::SentRequest { .. } | State::SentCompact { .. } | State::SentShare { .. },
+                Body::Reject(code),
+            ) => {
                 self.ids.responder = repr.responder_id;
                 self.fail(match code {
                     RejectCode::NoCommonSuite => FailReason::NoCommonSuite,

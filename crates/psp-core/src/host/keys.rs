@@ -321,7 +321,7 @@ impl StaticKeys {
 }
 
 /// The largest overhead of a session suite (frames carry the key id as security number).
-pub(super) fn session_overhead(hs: &handshake::Config) -> usize {
+pub fn session_overhead(hs: &handshake::Config) -> usize {
     hs.suites
         .suites()
         .filter_map(|suite| {

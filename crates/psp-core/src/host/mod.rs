@@ -59,7 +59,7 @@ use rand_core::CryptoRngCore;
 pub use budget::MessageBudget;
 pub use counters::{Counter, Counters, DROP_REASONS, FAIL_REASONS, HostCounters, PeerCounters};
 pub use group::{GroupOpener, is_group_payload};
-pub use keys::{Claim, Fingerprint, KeySpec};
+pub use keys::{Claim, Fingerprint, KeySpec, session_overhead};
 pub use normalized::{Departure, NormCounters, NormSpec};
 pub use session::{SessionInfo, Status as SessionStatus, addr_from_frame};
 
@@ -331,6 +331,15 @@ pub enum Event {
         /// About the session.
         info: SessionInfo,
     },
+    /// This host started a handshake with the peer, and why: `"first frame"` (frames wait
+    /// for a session), `"keys lost"` (the peer seals under keys we lack), `"keys wear out"`
+    /// (expiry or the sequence-number limit near), `"rekey time"` (`rekey_after`).
+    HandshakeStarted {
+        /// The peer.
+        peer: PeerId,
+        /// Why.
+        why: &'static str,
+    },
     /// A handshake failed.
     HandshakeFailed {
         /// The peer.
@@ -443,7 +452,11 @@ impl Host {
         let statics = self.statics.rebuild(&specs, group_ref.spec())?;
         let mut fresh = Vec::with_capacity(specs.len());
         for (i, spec) in specs.iter().enumerate() {
-            let keep = !group_changed && self.peers.iter().any(|p| p.spec == *spec);
+            let keep = !group_changed
+                && self
+                    .peers
+                    .iter()
+                    .any(|p| p.spec == *spec || only_s_goal_differs(&p.spec, spec));
             fresh.push(if keep {
                 None
             } else {
@@ -481,7 +494,16 @@ impl Host {
                     p
                 }
                 None => match old.remove(&spec.name) {
-                    Some(p) => p,
+                    Some(mut p) => {
+                        // Same peer, or only its S_goal changed: the stream keeps its
+                        // numbers, rounds and queue (the peer's view of it stays valid).
+                        if let (Some(st), Some(n)) = (p.stream.as_mut(), &spec.normalize) {
+                            st.ep.set_s_goal(n.cfg.s_goal);
+                            st.spec = *n;
+                        }
+                        p.spec = spec.clone();
+                        p
+                    }
                     // `keep` found it above; nothing else removes it.
                     None => continue,
                 },
@@ -543,7 +565,7 @@ impl Host {
     pub fn max_overhead(&self) -> usize {
         let mut m = self.group.overhead().max(self.statics.max_overhead());
         if let Some(s) = &self.cfg.session {
-            m = m.max(keys::session_overhead(&s.handshake));
+            m = m.max(session_overhead(&s.handshake));
         }
         m
     }
@@ -696,3 +718,16 @@ fn mac_at(frame: &[u8], at: usize) -> Option<Mac> {
 
 #[cfg(test)]
 mod tests;
+
+/// Whether `a` and `b` are the same peer settings but for the normalized stream's S_goal (a
+/// reload then changes the running stream's rate instead of replacing it).
+fn only_s_goal_differs(a: &PeerSpec, b: &PeerSpec) -> bool {
+    let (Some(x), Some(y)) = (&a.normalize, &b.normalize) else {
+        return false;
+    };
+    let mut same = a.clone();
+    let mut n = *x;
+    n.cfg.s_goal = y.cfg.s_goal;
+    same.normalize = Some(n);
+    same == *b
+}

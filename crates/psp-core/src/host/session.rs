@@ -104,6 +104,9 @@ pub(super) struct Cx<'a> {
     pub(super) timestamp: &'a mut dyn FnMut(Tai64n) -> Tai64n,
     /// The wall clock now, as the caller gave it.
     pub(super) wall: Tai64n,
+    /// The security number the group key's frames carry, if any (a session key id equal to it
+    /// would send the session's frames to the group opener).
+    pub(super) group_sn: Option<crate::wire::SecurityNumber>,
 }
 
 /// One session peer.
@@ -131,7 +134,14 @@ pub(super) struct SessionPeer {
     /// The peer sent under a key we lack: it has a session we lost.
     want: bool,
     rekey_after: Duration,
+    /// The last [`handle_timeout`](Self::handle_timeout): a deadline not after it that is still
+    /// pending did not act, and is looked at again [`RECHECK`] later rather than at once.
+    checked: Instant,
 }
+
+/// How long a timer that did not act waits before it is looked at again (a safety net: every
+/// timer [`SessionPeer::poll_timeout`] returns should act).
+const RECHECK: Duration = Duration::from_secs(1);
 
 impl SessionPeer {
     pub(super) fn new(settings: &SessionSettings, pin: Pin, address: Option<IpAddr>) -> Self {
@@ -152,6 +162,7 @@ impl SessionPeer {
             queue: settings.queue,
             want: false,
             rekey_after: settings.rekey_after,
+            checked: Instant::ZERO,
         }
     }
 
@@ -187,28 +198,51 @@ impl SessionPeer {
         }
     }
 
-    /// The next instant something changes by time alone.
+    /// The next instant [`handle_timeout`](Self::handle_timeout) acts at. Only times at which
+    /// something happens count: the ring's expiries, the handshake's timers, a stalled
+    /// responder's deadline, and the times [`consider`](Self::consider) would start a handshake
+    /// at (never one it would refuse, or the host would wake for nothing, again and again).
     pub(super) fn poll_timeout(&self) -> Option<Instant> {
-        let mut t = self.ring.poll_timeout();
+        let mut t = self.ring.expiry_timeout();
         let mut at = |x: Option<Instant>| {
             if let Some(x) = x {
                 t = Some(t.map_or(x, |t| t.min(x)));
             }
         };
-        at(self.hs.as_ref().and_then(Handshake::poll_timeout));
-        if self.want || !self.pending.is_empty() {
-            match (&self.hs, self.started) {
-                (None, _) => at(self.holdoff),
-                (Some(hs), Some(t)) if stallable(hs) => at(Some(t + STALL)),
-                _ => {}
+        let wanted = self.want || !self.pending.is_empty();
+        match &self.hs {
+            Some(hs) => {
+                at(hs.poll_timeout());
+                if let (true, true, Some(s)) = (wanted, stallable(hs), self.started) {
+                    at(Some(s + STALL));
+                }
             }
+            None if self.pin_wait.is_none() && self.addr.is_some() => {
+                // Nothing starts before the backoff ends.
+                let gate = |x: Instant| Some(self.holdoff.map_or(x, |h| h.max(x)));
+                if wanted {
+                    at(self.holdoff);
+                }
+                if self.ring.next().is_none() {
+                    if let Some(r) = self.ring.rekey_time() {
+                        at(gate(r));
+                    }
+                    if let Some((est, role)) = self.established
+                        && self.ring.current_heard()
+                    {
+                        at(gate(self.aged_at(est, role)));
+                    }
+                }
+            }
+            None => {}
         }
-        if let Some((est, role)) = self.established
-            && self.hs.is_none()
-        {
-            at(Some(self.aged_at(est, role)));
-        }
-        t
+        t.map(|t| {
+            if t <= self.checked {
+                self.checked + RECHECK
+            } else {
+                t
+            }
+        })
     }
 
     /// When the current session is old enough for a rekey: `rekey_after` for its initiator,
@@ -259,6 +293,7 @@ impl SessionPeer {
     }
 
     pub(super) fn handle_timeout(&mut self, cx: &mut Cx<'_>) {
+        self.checked = cx.now;
         self.ring.handle_timeout(cx.now);
         if let Some(hs) = self.hs.as_mut()
             && hs.poll_timeout().is_some_and(|t| t <= cx.now)
@@ -291,21 +326,30 @@ impl SessionPeer {
             .established
             .is_some_and(|(at, role)| now >= self.aged_at(at, role));
         let asked = self.want && !has_current;
-        let wanted = asked
-            || !self.pending.is_empty()
-            || (has_current && (due || (aged && heard)))
-            || (due && self.established.is_some());
-        if wanted {
-            self.initiate(cx);
+        let why = if asked {
+            "keys lost"
+        } else if !self.pending.is_empty() {
+            "first frame"
+        } else if due && (has_current || self.established.is_some()) {
+            "keys wear out"
+        } else if has_current && aged && heard {
+            "rekey time"
+        } else {
+            return;
+        };
+        if self.initiate(cx) {
+            cx.events
+                .push_back(Event::HandshakeStarted { peer: cx.peer, why });
             self.drive(cx);
         }
     }
 
-    fn initiate(&mut self, cx: &mut Cx<'_>) {
+    /// Starts a handshake as initiator (`false`: the peer's address is not known yet).
+    fn initiate(&mut self, cx: &mut Cx<'_>) -> bool {
         let Some(addr) = self.addr else {
             // Nothing names the peer's address yet; the frames wait (or are dropped when the
             // queue is full) until one does, e.g. an IP packet after ARP.
-            return;
+            return false;
         };
         self.want = false;
         let cfg = hs_config(cx, cx.spec);
@@ -318,6 +362,7 @@ impl SessionPeer {
         self.hs = Some(Handshake::initiate(cx.now, cfg, peer, ts, cx.rng));
         self.started = Some(cx.now);
         cx.counters.initiated += 1;
+        true
     }
 
     fn pinned_x25519(&self) -> Option<[u8; 32]> {
@@ -459,7 +504,9 @@ impl SessionPeer {
     fn install(&mut self, cx: &mut Cx<'_>, keys: &SessionKeys) {
         let now = cx.now;
         let rekey = self.ring.current().is_some();
-        if self.ring.install(now, keys).is_err() {
+        // A key id equal to the group's security number clashes like one of a live session
+        // (2^-24 per session, and only with `security_number` set): another handshake.
+        if Some(keys.key_id()) == cx.group_sn || self.ring.install(now, keys).is_err() {
             self.abandon(cx, "install");
             return;
         }
@@ -589,8 +636,10 @@ impl Host {
             clock,
             transmits,
             events,
+            group,
             ..
         } = self;
+        let group_sn = group.spec().sealer.security_number();
         let settings = cfg.session.as_ref()?;
         let p = peers.get_mut(peer.0)?;
         let s = p.session.as_deref_mut()?;
@@ -609,6 +658,7 @@ impl Host {
             events,
             timestamp: &mut stamp,
             wall,
+            group_sn,
         };
         let r = f(s, &mut cx);
         // A normalized session peer's stream starts with its first session.

@@ -702,7 +702,7 @@ fn unknown_sources_are_reported_once_a_minute() {
             Received::Dropped(RxDrop::UnknownPeer([2, 9, 9, 9, 9, 9]))
         );
     }
-    n.now = n.now + Duration::from_secs(61);
+    n.now += Duration::from_secs(61);
     let _ = n.deliver(Wire {
         from: 2,
         path: PathId::FIRST,
@@ -781,4 +781,47 @@ fn normalized_peers_with_sessions_rekey_inside_their_streams() {
         .collect();
     assert_eq!(sizes.len(), 1, "path 1 frame sizes {sizes:?}");
     assert_eq!(*sizes.iter().next().unwrap(), 600);
+}
+
+/// Every deadline [`Host::poll_timeout`] returns makes [`Host::handle_timeout`] act: after it
+/// runs, the next deadline lies ahead. One-way traffic past `rekey_after` (the peer is never
+/// heard, so no rekey may start), two-way traffic, a handshake lost on the wire: no instant
+/// comes back again (a host that wakes for nothing spins its driver).
+#[test]
+fn no_deadline_comes_back_after_it_was_handled() {
+    let check = |n: &mut Net| {
+        for i in 0..2 {
+            if let Some(t) = n.hosts[i].poll_timeout().filter(|t| *t <= n.now) {
+                n.hosts[i].handle_timeout(n.now, &mut n.rng);
+                n.drain(i);
+                let again = n.hosts[i].poll_timeout();
+                assert!(
+                    again.is_none_or(|a| a > n.now),
+                    "host {i}: deadline {t:?} handled at {:?}, next {again:?}",
+                    n.now
+                );
+            }
+        }
+    };
+    let mut n = Net::new(Opts {
+        rekey_after_s: 2,
+        ..Opts::default()
+    });
+    up(&mut n);
+    // One way only, for 10 s: host 2 never sends, host 1 never hears it.
+    for k in 0..1000u16 {
+        let _ = n.send(0, &ping(1, k));
+        n.settle();
+        n.now += Duration::from_millis(10);
+        check(&mut n);
+        n.settle();
+    }
+    // A handshake whose messages are all lost, for 20 s.
+    n.now += Duration::from_secs(5);
+    let _ = n.send(1, &ping(2, 1));
+    for _ in 0..2000 {
+        n.wire.clear();
+        n.now += Duration::from_millis(10);
+        check(&mut n);
+    }
 }

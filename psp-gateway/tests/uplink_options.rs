@@ -1,10 +1,8 @@
-//! Opt-in dataplane variants end to end (root-only; CI runs it): both gateways with
-//! `PSP_SPLIT=1` (the send and the TAP write of each direction on a pipeline thread of their
-//! own), on the raw uplink with TAP offloads (the writer stage coalesces through GRO) and over
-//! UDP without them (the writer stage writes frame by frame), and both gateways on the raw
-//! uplink with `PSP_QDISC_BYPASS=1`. Each way: the option took effect (threads, log), ping
-//! both ways, a TCP transfer of a few MB each way whose bytes arrive intact and in order, and
-//! no drop counted.
+//! The raw uplink's options end to end (root-only; CI runs it): both gateways with
+//! `[uplink] qdisc_bypass` and `rx_ring` on the raw uplink with TAP offloads, and the plain
+//! driver over UDP without offloads (frame by frame TAP writes). Each way: the option took
+//! effect (log), ping both ways, a TCP transfer of a few MB each way whose bytes arrive intact
+//! and in order, and no drop counted.
 
 mod common;
 
@@ -97,27 +95,27 @@ fn tcp_both_ways(tb: &Testbed, what: &str) {
     }
 }
 
-/// The names of the gateway's threads (`/proc/PID/task/*/comm`).
-fn threads(g: &Gateway) -> Vec<String> {
-    let dir = format!("/proc/{}/task", g.pid());
-    std::fs::read_dir(&dir)
-        .unwrap_or_else(|e| panic!("{dir}: {e}"))
-        .filter_map(|t| std::fs::read_to_string(t.ok()?.path().join("comm")).ok())
-        .map(|c| c.trim().to_owned())
-        .collect()
-}
-
-/// Two gateways on `uplink` with `[interface] offload = offload` and `env`; `check` looks at
-/// each started gateway (its threads, its log).
-fn run(uplink: Uplink, offload: bool, env: &[(&str, &str)], check: impl Fn(&Gateway)) {
-    let what = format!("{uplink:?}, offload {offload}, {env:?}");
+/// Two gateways on `uplink` with `[interface] offload = offload` and `lines` added to their
+/// `[uplink]`; `check` looks at each started gateway (its log).
+fn run(uplink: Uplink, offload: bool, lines: &str, check: impl Fn(&Gateway)) {
+    let what = format!("{uplink:?}, offload {offload}, {lines:?}");
     let tb = Testbed::up(TestbedOptions {
         uplink,
         suite: "aes128-gcm".into(),
         ..TestbedOptions::default()
     });
     tb.set_offload(offload);
-    let gws = [tb.start_with(1, &[], env), tb.start_with(2, &[], env)];
+    for n in 1..=2 {
+        let path = tb.config_path(n);
+        let text = std::fs::read_to_string(&path).expect("read config");
+        let text = text.replacen(
+            "interface = \"up0\"\n",
+            &format!("interface = \"up0\"\n{lines}"),
+            1,
+        );
+        std::fs::write(&path, text).expect("write config");
+    }
+    let gws = [tb.start(1), tb.start(2)];
     for g in &gws {
         check(g);
     }
@@ -149,46 +147,25 @@ fn run(uplink: Uplink, offload: bool, env: &[(&str, &str)], check: impl Fn(&Gate
     }
 }
 
-/// The split is on in `g`: its two stage threads run, and it said so.
-fn split_on(g: &Gateway) {
-    let names = threads(g);
-    for stage in ["psp-send", "psp-tap-write"] {
-        assert!(
-            names.iter().any(|n| n == stage),
-            "vm{}: no {stage} thread in {names:?}",
-            g.host()
-        );
-    }
-    let log = common::strip_ansi(&g.log());
-    assert!(
-        log.contains("PSP_SPLIT: pipeline stage started"),
-        "vm{}: {log}",
-        g.host()
+#[test]
+fn root_qdisc_bypass_and_rx_ring_raw_with_offloads() {
+    run(
+        Uplink::Raw,
+        true,
+        "qdisc_bypass = true\nrx_ring = true\n",
+        |g| {
+            let log = common::strip_ansi(&g.log());
+            for line in [
+                "qdisc_bypass: sends skip the qdisc",
+                "rx_ring: receiving through a PACKET_MMAP ring",
+            ] {
+                assert!(log.contains(line), "vm{}: no {line:?} in {log}", g.host());
+            }
+        },
     );
 }
 
 #[test]
-fn split_raw_with_offloads() {
-    run(Uplink::Raw, true, &[("PSP_SPLIT", "1")], split_on);
-}
-
-#[test]
-fn split_udp_without_offloads() {
-    run(Uplink::Udp, false, &[("PSP_SPLIT", "1")], split_on);
-}
-
-#[test]
-fn qdisc_bypass_raw() {
-    // PSP_SPLIT=0 explicitly: the check below holds whatever the test's environment says.
-    let env = [("PSP_QDISC_BYPASS", "1"), ("PSP_SPLIT", "0")];
-    run(Uplink::Raw, true, &env, |g| {
-        let log = common::strip_ansi(&g.log());
-        assert!(
-            log.contains("PSP_QDISC_BYPASS: sends skip the qdisc"),
-            "vm{}: {log}",
-            g.host()
-        );
-        // The split is off unless asked: no stage threads.
-        assert!(!threads(g).iter().any(|n| n.starts_with("psp-send")));
-    });
+fn root_udp_without_offloads() {
+    run(Uplink::Udp, false, "", |_| {});
 }

@@ -1,0 +1,573 @@
+//! The driver: one task that owns the [`Host`] (every sealer, opener, session and counter) and
+//! moves frames between it and the I/O. It waits on the TAP, the uplinks, the host's next timer
+//! and its control channel; handles a batch (at most [`BATCH`] frames) per wake-up; and after
+//! each drains what the host has to send and to say. Nothing else touches the host, so no lock
+//! is taken per frame. The clock is read here only ([`Clock`]).
+//!
+//! ```text
+//!  TAP ─► handle_tap ─► sealed ─► uplink (path 1)            (with normalized peers: the pacer
+//!  uplink 1/2 ─► handle_uplink ─► inner frames ─► TAP          thread is path 1's one writer)
+//!  timer ─► handle_timeout;  after each: poll_transmit ─► uplinks, poll_departure ─► pacer,
+//!  poll_event ─► state directory (reservations, pins, clock), logs
+//! ```
+//!
+//! | file | what it holds |
+//! |---|---|
+//! | `mod.rs` | [`Driver`]: the loop, sending, receiving |
+//! | `build.rs` | the configuration as the host takes it |
+//! | `events.rs` | what the host asks the driver to persist and log |
+//! | `pacer.rs` | the pacer thread (normalized streams' departures) |
+//! | `snapshot.rs` | the counters and states `status` and the metrics render |
+
+pub(crate) mod build;
+mod events;
+pub(crate) mod pacer;
+pub(crate) mod snapshot;
+
+use core::net::SocketAddr;
+use std::collections::VecDeque;
+use std::io;
+use std::sync::Arc;
+
+use psp_core::handshake::PathId;
+use psp_core::host::{Dest, Fingerprint, Host, PeerId, Received, TapJob, TapResult};
+use psp_core::time::{Duration, Instant};
+use psp_core::wire::Seq;
+use rand_core::CryptoRngCore;
+use tokio::sync::{mpsc, oneshot};
+
+use self::build::Endpoints;
+use self::pacer::{Departure, Pacer};
+use crate::io::{BATCH, Batch, SLOT_LEN, TapIo, UplinkIo};
+use crate::state::StateDir;
+use crate::tofu::Tofu;
+
+/// How far ahead of its slot a normalized stream's frame is sealed and handed to the pacer.
+/// The driver is an ordinary task on tokio's timer (1 ms granularity) and may be busy with a
+/// batch; a frame handed over late would leave late, and lateness that follows the load is
+/// the timing channel normalization closes. The price: an inner frame waits up to this long
+/// more before its slot (docs/NORMALIZATION.md, "Latency").
+const LEAD: Duration = Duration::from_millis(6);
+
+/// The driver's clock: core time is microseconds since `origin` (tokio's clock, so a test's
+/// paused time moves it), and `std_origin` is the same instant on the pacer thread's clock.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Clock {
+    origin: tokio::time::Instant,
+    std_origin: std::time::Instant,
+}
+
+impl Clock {
+    /// A clock starting now.
+    pub(crate) fn start() -> Self {
+        Self {
+            origin: tokio::time::Instant::now(),
+            std_origin: std::time::Instant::now(),
+        }
+    }
+
+    /// The current core time.
+    pub(crate) fn now(&self) -> Instant {
+        Instant::from_micros(u64::try_from(self.origin.elapsed().as_micros()).unwrap_or(u64::MAX))
+    }
+
+    fn tokio_at(&self, t: Instant) -> tokio::time::Instant {
+        self.origin + core::time::Duration::from_micros(t.total_micros())
+    }
+
+    fn std_at(&self, t: Instant) -> std::time::Instant {
+        self.std_origin + core::time::Duration::from_micros(t.total_micros())
+    }
+
+    /// Milliseconds since the start.
+    pub(crate) fn uptime_ms(&self) -> u64 {
+        u64::try_from(self.origin.elapsed().as_millis()).unwrap_or(u64::MAX)
+    }
+}
+
+/// What the daemon asks of the driver.
+#[derive(Debug)]
+pub(crate) enum Control {
+    /// Apply a reloaded configuration (peers and keys); the reply is the number of peers that
+    /// are new or changed, or why nothing changed.
+    Reload(
+        Box<crate::config::Config>,
+        oneshot::Sender<Result<usize, String>>,
+    ),
+    /// A snapshot of the counters and states.
+    Snapshot(oneshot::Sender<snapshot::Snapshot>),
+}
+
+/// Counters of the driver's own I/O (the host counts everything else).
+#[derive(Debug, Default, Clone)]
+pub(crate) struct IoCounters {
+    /// Sealed frames the uplink refused to send.
+    pub(crate) tx_error: u64,
+    /// Opened frames the TAP refused (each loses one frame, or one coalesced group).
+    pub(crate) rx_tap_error: u64,
+    /// Frames the TAP reader or an uplink dropped before the host saw them (bad offload
+    /// headers, datagrams longer than a slot).
+    pub(crate) io_dropped: u64,
+    /// Frames the pacer thread's queue had no room for.
+    pub(crate) pacer_dropped: u64,
+}
+
+/// Where departures go: the pacer thread (the daemon), or this task itself at their time
+/// (tests under paused time).
+#[derive(Debug)]
+enum Departures {
+    Thread(Pacer),
+    Inline(VecDeque<(Instant, Vec<u8>, Option<SocketAddr>)>),
+}
+
+/// The driver of one host.
+pub(crate) struct Driver<T: TapIo, U: UplinkIo> {
+    host: Host,
+    tap: Arc<T>,
+    uplinks: Vec<Arc<U>>,
+    endpoints: Vec<Endpoints>,
+    /// Peers that get broadcasts in their normalized stream (no group-key copy over UDP).
+    normalized: Vec<bool>,
+    names: Vec<String>,
+    clock: Clock,
+    state: Option<Arc<StateDir>>,
+    tofu: Option<Tofu>,
+    departures: Option<Departures>,
+    ctl: mpsc::Receiver<Control>,
+    rng: Box<dyn CryptoRngCore + Send>,
+    io: IoCounters,
+    /// Reservations the state directory refused, tried again at `retry_at`.
+    unreserved: Vec<(Fingerprint, bool, Option<Seq>)>,
+    retry_at: Instant,
+    max_frame: usize,
+    udp: bool,
+}
+
+impl<T: TapIo, U: UplinkIo> core::fmt::Debug for Driver<T, U> {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.debug_struct("Driver")
+            .field("peers", &self.names)
+            .finish_non_exhaustive()
+    }
+}
+
+/// What a [`Driver`] is made of (the daemon builds it from the configuration and real I/O;
+/// tests from memory).
+pub(crate) struct Parts<T, U> {
+    pub(crate) host: Host,
+    pub(crate) tap: Arc<T>,
+    pub(crate) uplinks: Vec<Arc<U>>,
+    pub(crate) endpoints: Vec<Endpoints>,
+    pub(crate) names: Vec<String>,
+    pub(crate) clock: Clock,
+    pub(crate) state: Option<Arc<StateDir>>,
+    pub(crate) tofu: Option<Tofu>,
+    /// Start the pacer thread (the daemon) or send departures from the task (tests).
+    pub(crate) pacer_thread: bool,
+    pub(crate) ctl: mpsc::Receiver<Control>,
+    pub(crate) rng: Box<dyn CryptoRngCore + Send>,
+    pub(crate) max_frame: usize,
+}
+
+impl<T: TapIo, U: UplinkIo> Driver<T, U> {
+    /// A driver; with normalized peers and `pacer_thread`, starts the pacer thread (call before
+    /// dropping privileges: it asks for real-time priority).
+    ///
+    /// # Errors
+    /// The pacer thread cannot be spawned.
+    pub(crate) fn new(p: Parts<T, U>) -> io::Result<Self> {
+        let normalized: Vec<bool> = p.host.peers().map(|(_, s)| s.normalize.is_some()).collect();
+        let departures = match (normalized.iter().any(|n| *n), p.pacer_thread) {
+            (false, _) => None,
+            (true, true) => Some(Departures::Thread(Pacer::spawn(Arc::clone(&p.uplinks[0]))?)),
+            (true, false) => Some(Departures::Inline(VecDeque::new())),
+        };
+        let udp = p.uplinks[0].is_addressed();
+        Ok(Self {
+            host: p.host,
+            tap: p.tap,
+            uplinks: p.uplinks,
+            endpoints: p.endpoints,
+            normalized,
+            names: p.names,
+            clock: p.clock,
+            state: p.state,
+            tofu: p.tofu,
+            departures,
+            ctl: p.ctl,
+            rng: p.rng,
+            io: IoCounters::default(),
+            unreserved: Vec::new(),
+            retry_at: Instant::ZERO,
+            max_frame: p.max_frame,
+            udp,
+        })
+    }
+
+    /// Whether the pacer thread runs at real-time priority (`None`: no pacer thread).
+    pub(crate) fn pacer_realtime(&self) -> Option<bool> {
+        match &self.departures {
+            Some(Departures::Thread(p)) => Some(p.is_realtime()),
+            _ => None,
+        }
+    }
+
+    /// Runs until the control channel closes (`Ok`) or an I/O error stops a direction.
+    ///
+    /// # Errors
+    /// A TAP or uplink read error (send errors are counted drops).
+    pub(crate) async fn run(mut self) -> io::Result<()> {
+        let tap = Arc::clone(&self.tap);
+        let up1 = Arc::clone(&self.uplinks[0]);
+        let up2 = self.uplinks.get(1).cloned();
+        let mut reader = tap.reader();
+        let mut writer = tap.writer();
+        let mut tap_in = Batch::new(BATCH);
+        let mut rx1 = Batch::new(BATCH);
+        let mut rx2 = Batch::new(BATCH);
+        let mut out = Batch::new(BATCH * 2);
+        let mut delivered = Batch::new(BATCH);
+        self.after(&mut out).await;
+        loop {
+            let wake = self.clock.tokio_at(self.next_deadline());
+            tokio::select! {
+                c = self.ctl.recv() => match c {
+                    None => return Ok(()),
+                    Some(c) => self.control(c),
+                },
+                r = tap.recv_batch(&mut tap_in, &mut reader) => {
+                    r?;
+                    self.io.io_dropped += T::take_dropped(&mut reader);
+                    self.seal_tap_batch(&tap_in, &mut out).await;
+                }
+                r = up1.recv_batch(&mut rx1) => {
+                    r?;
+                    self.io.io_dropped += up1.take_dropped();
+                    self.open_uplink_batch(PathId::FIRST, &mut rx1, &mut delivered, &mut writer).await;
+                }
+                r = recv_opt(up2.as_deref(), &mut rx2) => {
+                    r?;
+                    self.open_uplink_batch(PathId::SECOND, &mut rx2, &mut delivered, &mut writer).await;
+                }
+                () = tokio::time::sleep_until(wake) => {
+                    let now = self.clock.now();
+                    self.host.handle_timeout(now, &mut *self.rng);
+                }
+            }
+            self.after(&mut out).await;
+        }
+    }
+
+    /// The next instant something is due: a host timer, a normalized frame to prepare, an
+    /// inline departure.
+    fn next_deadline(&self) -> Instant {
+        let now = self.clock.now();
+        let far = now + Duration::from_secs(3600);
+        let mut t = self.host.poll_timeout().unwrap_or(far);
+        if self.departures.is_some()
+            && let Some(slot) = self.host.poll_departure_timeout()
+        {
+            t = t.min(Instant::from_micros(
+                slot.total_micros().saturating_sub(LEAD.total_micros()),
+            ));
+        }
+        if let Some(Departures::Inline(q)) = &self.departures
+            && let Some((at, ..)) = q.front()
+        {
+            t = t.min(*at);
+        }
+        if !self.unreserved.is_empty() {
+            t = t.min(self.retry_at);
+        }
+        t
+    }
+
+    fn control(&mut self, c: Control) {
+        match c {
+            Control::Snapshot(reply) => {
+                let _ = reply.send(self.snapshot());
+            }
+            Control::Reload(config, reply) => {
+                let _ = reply.send(self.reload(&config));
+            }
+        }
+    }
+
+    fn reload(&mut self, config: &crate::config::Config) -> Result<usize, String> {
+        let now = self.clock.now();
+        let tofu = self.tofu.as_ref();
+        let (specs, endpoints) = build::peers(config, self.max_frame, self.udp, |name| {
+            tofu.and_then(|t| t.get(name))
+        });
+        let group = build::key_spec(&config.group, self.max_frame);
+        let before: Vec<_> = self.host.peers().map(|(_, s)| s.clone()).collect();
+        let changed = specs.iter().filter(|s| !before.contains(s)).count();
+        self.host
+            .reconfigure(now, group, specs)
+            .map_err(|e| e.to_string())?;
+        self.normalized = self
+            .host
+            .peers()
+            .map(|(_, s)| s.normalize.is_some())
+            .collect();
+        self.names = self.host.peers().map(|(_, s)| s.name.clone()).collect();
+        self.endpoints = endpoints;
+        Ok(changed)
+    }
+
+    /// Seals a batch from the TAP and sends it.
+    async fn seal_tap_batch(&mut self, inb: &Batch, out: &mut Batch) {
+        let now = self.clock.now();
+        let n = inb.len();
+        out.clear();
+        let mut results = [TapResult::Queued; BATCH];
+        {
+            let mut jobs: [TapJob<'_>; BATCH] = core::array::from_fn(|_| TapJob::new(&[], &mut []));
+            for ((job, i), slot) in jobs.iter_mut().zip(0..n).zip(out.slots_mut()) {
+                *job = TapJob::new(inb.frame(i), slot);
+            }
+            self.host.handle_tap(now, &mut jobs[..n], &mut *self.rng);
+            for (r, j) in results.iter_mut().zip(&jobs[..n]) {
+                *r = j.result;
+            }
+        }
+        // Commit the sealed frames in order (each was written into slot i of `out`).
+        let mut copies: Vec<(usize, SocketAddr)> = Vec::new();
+        for (i, r) in results[..n].iter().enumerate() {
+            if let TapResult::Sealed { len, dest } = *r {
+                let at = out.len();
+                match dest {
+                    Dest::Peer(p) => out.commit_slot(i, len, self.endpoint(p, PathId::FIRST)),
+                    Dest::Group if self.udp => {
+                        // One copy per peer endpoint that is not normalized.
+                        let mut eps = self.group_endpoints();
+                        let first = eps.next();
+                        out.commit_slot(i, len, first);
+                        copies.extend(eps.map(|e| (at, e)));
+                    }
+                    Dest::Group => out.commit_slot(i, len, None),
+                }
+            }
+        }
+        for (from, addr) in copies {
+            if out.is_full() {
+                self.send(PathId::FIRST, out).await;
+            }
+            let (f, len) = (out.frame(from).to_vec(), out.frame(from).len());
+            out.push_with(Some(addr), |slot| {
+                slot[..len].copy_from_slice(&f);
+                Some(len)
+            });
+        }
+        self.send(PathId::FIRST, out).await;
+    }
+
+    /// Opens a batch from an uplink and writes the inner frames to the TAP.
+    async fn open_uplink_batch(
+        &mut self,
+        path: PathId,
+        rx: &mut Batch,
+        delivered: &mut Batch,
+        writer: &mut T::Writer,
+    ) {
+        let now = self.clock.now();
+        let n = rx.len();
+        let mut spans = [(0usize, 0usize, 0usize, false); BATCH];
+        let mut k = 0;
+        for i in 0..n {
+            match self
+                .host
+                .handle_uplink(now, path, rx.frame_mut(i), &mut *self.rng)
+            {
+                Received::Deliver { range, trusted, .. } => {
+                    spans[k] = (i, range.start, range.end, trusted);
+                    k += 1;
+                }
+                Received::Consumed | Received::Dropped(_) => {}
+            }
+        }
+        delivered.clear();
+        while !delivered.is_full() {
+            let mut got = None;
+            delivered.push_with(None, |slot| {
+                let r = self.host.poll_delivery(now, slot, &mut *self.rng);
+                got = r;
+                r.map(|(_, len)| len)
+            });
+            if got.is_none() {
+                break;
+            }
+        }
+        let mut frames: [(&[u8], bool); 2 * BATCH] = [(&[], false); 2 * BATCH];
+        let mut m = 0;
+        for &(i, s, e, trusted) in &spans[..k] {
+            frames[m] = (&rx.frame(i)[s..e], trusted);
+            m += 1;
+        }
+        for j in 0..delivered.len() {
+            frames[m] = (delivered.frame(j), true);
+            m += 1;
+        }
+        if m > 0 {
+            self.io.rx_tap_error += self.tap.write(writer, &frames[..m]).await;
+        }
+    }
+
+    /// After every wake-up: what the host has to send, departures for the pacer, events.
+    async fn after(&mut self, out: &mut Batch) {
+        for _ in 0..64 {
+            let now = self.clock.now();
+            if !self.unreserved.is_empty() && now >= self.retry_at {
+                self.retry_at = now + events::RESERVE_RETRY;
+                for (key, group, next) in core::mem::take(&mut self.unreserved) {
+                    self.reserve(key, group, next);
+                }
+            }
+            // Events first: a sealer's first reservation comes before its first frame.
+            let mut busy = self.events(now);
+            // Messages (handshakes, keepalives, frames that waited), per path.
+            for path in [PathId::FIRST, PathId::SECOND] {
+                out.clear();
+                let mut others = Vec::new();
+                let mut slot = vec![0u8; SLOT_LEN];
+                while let Some(t) = self.host.poll_transmit(now, &mut slot) {
+                    busy = true;
+                    let addr = match t.dest {
+                        Dest::Peer(p) => self.endpoint(p, t.path),
+                        Dest::Group => None,
+                    };
+                    if t.path == path {
+                        let f = &slot[..t.len];
+                        out.push_with(addr, |s| {
+                            s[..f.len()].copy_from_slice(f);
+                            Some(f.len())
+                        });
+                        if out.is_full() {
+                            self.send(path, out).await;
+                            out.clear();
+                        }
+                    } else {
+                        others.push((t, addr, slot[..t.len].to_vec()));
+                    }
+                }
+                self.send(path, out).await;
+                // The other path's, in order, through the same code.
+                for (t, addr, f) in others {
+                    out.clear();
+                    out.push_with(addr, |s| {
+                        s[..f.len()].copy_from_slice(&f);
+                        Some(f.len())
+                    });
+                    self.send(t.path, out).await;
+                }
+            }
+            busy |= self.departures(now).await;
+            if !busy {
+                return;
+            }
+        }
+    }
+
+    /// Normalized frames due within [`LEAD`], sealed and handed to the pacer (or, inline,
+    /// kept until their time); inline departures whose time has come are sent.
+    async fn departures(&mut self, now: Instant) -> bool {
+        let Some(d) = self.departures.as_mut() else {
+            return false;
+        };
+        let mut any = false;
+        let mut buf = [0u8; SLOT_LEN];
+        while let Some(dep) = self.host.poll_departure(now, LEAD, &mut buf) {
+            any = true;
+            let addr = self.endpoints.get(dep.peer.0).and_then(|e| e.path1);
+            match d {
+                Departures::Thread(p) => {
+                    let mut frame = p.buffer();
+                    frame.extend_from_slice(&buf[..dep.len]);
+                    let at = Some(self.clock.std_at(dep.at));
+                    if !p.send(Departure { at, frame, addr }) {
+                        self.io.pacer_dropped += 1;
+                    }
+                }
+                Departures::Inline(q) => q.push_back((dep.at, buf[..dep.len].to_vec(), addr)),
+            }
+        }
+        if let Some(Departures::Inline(q)) = &mut self.departures {
+            let mut out = Batch::new(1);
+            while q.front().is_some_and(|(at, ..)| *at <= now) {
+                let Some((_, f, addr)) = q.pop_front() else {
+                    break;
+                };
+                out.clear();
+                out.push_with(addr, |s| {
+                    s[..f.len()].copy_from_slice(&f);
+                    Some(f.len())
+                });
+                if let Err(e) = self.uplinks[0].send_batch(&out).await {
+                    self.io.tx_error += 1;
+                    tracing::debug!(error = %e, "normalized frame not sent");
+                }
+            }
+        }
+        any
+    }
+
+    /// Sends `out` on `path` (with a pacer thread, path 1's frames go through it: one writer).
+    async fn send(&mut self, path: PathId, out: &Batch) {
+        if out.is_empty() {
+            return;
+        }
+        if path == PathId::FIRST
+            && let Some(Departures::Thread(p)) = &self.departures
+        {
+            for i in 0..out.len() {
+                let mut frame = p.buffer();
+                frame.extend_from_slice(out.frame(i));
+                if !p.send(Departure {
+                    at: None,
+                    frame,
+                    addr: out.addr(i),
+                }) {
+                    self.io.pacer_dropped += 1;
+                }
+            }
+            return;
+        }
+        let Some(up) = self.uplinks.get(usize::from(path.0)) else {
+            return;
+        };
+        match up.send_batch(out).await {
+            Ok(sent) => self.io.tx_error += out.len().saturating_sub(sent) as u64,
+            Err(e) => {
+                self.io.tx_error += out.len() as u64;
+                tracing::debug!(error = %e, path = path.0 + 1, "uplink send failed");
+            }
+        }
+    }
+
+    /// A peer's UDP endpoint on `path`, if any.
+    fn endpoint(&self, p: PeerId, path: PathId) -> Option<SocketAddr> {
+        let e = self.endpoints.get(p.0)?;
+        if path == PathId::FIRST {
+            e.path1
+        } else {
+            e.path2
+        }
+    }
+
+    /// The endpoints a broadcast goes to over UDP: every peer that is not normalized.
+    fn group_endpoints(&self) -> impl Iterator<Item = SocketAddr> + '_ {
+        self.endpoints
+            .iter()
+            .zip(&self.normalized)
+            .filter(|(_, n)| !**n)
+            .filter_map(|(e, _)| e.path1)
+    }
+}
+
+/// Receives on the second uplink, if there is one (never ready otherwise).
+async fn recv_opt<U: UplinkIo>(up: Option<&U>, batch: &mut Batch) -> io::Result<usize> {
+    match up {
+        Some(u) => u.recv_batch(batch).await,
+        None => core::future::pending().await,
+    }
+}

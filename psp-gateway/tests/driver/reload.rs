@@ -1,0 +1,1 @@
+//! SIGHUP: what a reload changes, and what it must not touch.
