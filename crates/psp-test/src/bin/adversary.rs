@@ -1,0 +1,166 @@
+//! The adversary harness's long run: random walks over the scenario matrix (with and without a
+//! replay flood) until `--states N` states were checked, or an exhaustive search to
+//! `--exhaustive DEPTH`; prints the states explored per second. Exits 1 on a violation, with
+//! its seed and a shrunk trace.
+//!
+//! ```text
+//! adversary [--states N] [--seed S] [--filter TEXT] [--rule hybrid|on-take|on-establish]
+//!           [--steps N] [--exhaustive DEPTH]
+//! ```
+
+use std::process::ExitCode;
+use std::time::Instant;
+
+use psp_test::adversary::{Alphabet, EnvBudget, Explorer, FreshnessRule, Scenario};
+
+struct Args {
+    states: u64,
+    seed: u64,
+    filter: String,
+    rule: FreshnessRule,
+    steps: usize,
+    exhaustive: Option<usize>,
+}
+
+fn parse() -> Result<Args, String> {
+    let mut a = Args {
+        states: 200_000,
+        seed: 0,
+        filter: String::new(),
+        rule: FreshnessRule::Hybrid,
+        steps: 60,
+        exhaustive: None,
+    };
+    let mut it = std::env::args().skip(1);
+    while let Some(k) = it.next() {
+        let mut v = || it.next().ok_or(format!("{k} needs a value"));
+        match k.as_str() {
+            "--states" => a.states = v()?.parse().map_err(|e| format!("--states: {e}"))?,
+            "--seed" => a.seed = v()?.parse().map_err(|e| format!("--seed: {e}"))?,
+            "--steps" => a.steps = v()?.parse().map_err(|e| format!("--steps: {e}"))?,
+            "--filter" => a.filter = v()?,
+            "--exhaustive" => {
+                a.exhaustive = Some(v()?.parse().map_err(|e| format!("--exhaustive: {e}"))?);
+            }
+            "--rule" => {
+                a.rule = match v()?.as_str() {
+                    "hybrid" => FreshnessRule::Hybrid,
+                    "on-take" => FreshnessRule::OnTake,
+                    "on-establish" => FreshnessRule::OnEstablish,
+                    r => return Err(format!("unknown rule {r}")),
+                }
+            }
+            "-h" | "--help" => {
+                return Err("usage: adversary [--states N] [--seed S] [--filter TEXT] \
+                            [--rule hybrid|on-take|on-establish] [--steps N] [--exhaustive DEPTH]"
+                    .into());
+            }
+            _ => return Err(format!("unknown argument {k}")),
+        }
+    }
+    Ok(a)
+}
+
+fn scenarios(a: &Args) -> Vec<Scenario> {
+    let mut all = Scenario::matrix();
+    let flooded: Vec<Scenario> = all
+        .iter()
+        .filter(|s| s.position.caps().inject.iter().any(|x| *x))
+        .cloned()
+        .map(|mut s| {
+            s.flood = 2;
+            s.name = format!("{} flood", s.name);
+            s
+        })
+        .collect();
+    all.extend(flooded);
+    for s in &mut all {
+        s.rules.freshness = a.rule;
+    }
+    all.retain(|s| s.name.contains(&a.filter));
+    all
+}
+
+fn main() -> ExitCode {
+    let a = match parse() {
+        Ok(a) => a,
+        Err(e) => {
+            eprintln!("{e}");
+            return ExitCode::from(2);
+        }
+    };
+    let list = scenarios(&a);
+    if list.is_empty() {
+        eprintln!("no scenario matches {:?}", a.filter);
+        return ExitCode::from(2);
+    }
+    let t0 = Instant::now();
+    let mut states = 0u64;
+    if let Some(depth) = a.exhaustive {
+        for mut sc in list {
+            sc.env = EnvBudget {
+                kicks: 0,
+                traffic: 0,
+            };
+            sc.alphabet = Alphabet::network();
+            let ex = Explorer::new(sc);
+            match ex.exhaustive(a.seed, depth, a.states) {
+                Ok(s) => {
+                    states += s.states;
+                    println!(
+                        "{:<48} depth {depth}: {} states, {} deduplicated, {} leaves{}",
+                        ex.scenario.name,
+                        s.states,
+                        s.deduplicated,
+                        s.leaves,
+                        if s.truncated { " (truncated)" } else { "" }
+                    );
+                }
+                Err(v) => {
+                    println!("{v}");
+                    return ExitCode::FAILURE;
+                }
+            }
+        }
+    } else {
+        let explorers: Vec<Explorer> = list.into_iter().map(Explorer::new).collect();
+        let mut per = vec![(0u64, 0u64, 0u64); explorers.len()];
+        let mut seed = a.seed;
+        'outer: loop {
+            for (i, ex) in explorers.iter().enumerate() {
+                match ex.random_run(seed, a.steps) {
+                    Ok(o) => {
+                        states += o.steps;
+                        per[i].0 += 1;
+                        per[i].1 += u64::from(o.live);
+                        per[i].2 += u64::from(o.compromised);
+                    }
+                    Err(v) => {
+                        println!("{v}");
+                        let t = ex.shrink(&v);
+                        println!("shrunk to {} actions: {t:?}", t.len());
+                        return ExitCode::FAILURE;
+                    }
+                }
+                if states >= a.states {
+                    break 'outer;
+                }
+            }
+            seed += 1;
+        }
+        for (ex, (runs, live, comp)) in explorers.iter().zip(per) {
+            println!(
+                "{:<48} runs {runs:>6}  live {live:>6}  compromised (permitted) {comp:>5}",
+                ex.scenario.name
+            );
+        }
+    }
+    let secs = t0.elapsed().as_secs_f64();
+    println!(
+        "states explored: {states} in {secs:.1} s = {:.0} states/s (rule {:?}, seed {})",
+        states as f64 / secs,
+        a.rule,
+        a.seed
+    );
+    ExitCode::SUCCESS
+}
