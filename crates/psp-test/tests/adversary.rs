@@ -563,3 +563,51 @@ fn long_sweep() {
     }));
     sweep(&s, 500);
 }
+
+/// FOUND (psp-core `KeyRing`, fixed with tests/keyring_rotation.rs): host 0's keepalive of
+/// session 1 is lost, so host 1 keeps it waiting as *next*; host 1 then starts session 2 and
+/// host 0 answers. The late frames promoted each host's older waiting session over the newer
+/// one: the two sealed under different sessions, opened each other's only during the grace
+/// period, then nothing until a rekey. Random sweep with the network alphabet, shrunk.
+#[test]
+fn a_late_frame_under_an_older_session_does_not_swap_the_hosts() {
+    use Action::*;
+    let mut sc = Scenario::new("waiting next");
+    sc.alphabet = Alphabet::network();
+    sc.env.kicks = 2;
+    let trace = [
+        Deliver(0),
+        Want {
+            p: 1,
+            q: 0,
+            rekey: false,
+        },
+        Deliver(0),
+        Drop(0),
+        Deliver(0),
+        Tick,
+        Deliver(1),
+        Deliver(0),
+        Deliver(0),
+        Replay { log: 4, to: 0 },
+        Deliver(0),
+        Deliver(1),
+        Deliver(1),
+        Drop(1),
+        Drop(0),
+        Tick,
+        Deliver(0),
+        Deliver(0),
+        Deliver(1),
+        Dup(0),
+        Drop(0),
+        Deliver(0),
+        Deliver(0),
+        Traffic { p: 0, q: 1 },
+        Deliver(0),
+        Deliver(1),
+        Deliver(1),
+    ];
+    let mut w = Explorer::new(sc).replay(504, &trace).unwrap();
+    assert!(w.finish().unwrap());
+}

@@ -226,7 +226,15 @@ impl KeyRing {
             retire_at: None,
         };
         match keys.role() {
-            Role::Initiator => self.promote(now, slot),
+            Role::Initiator => {
+                // A waiting *next* is older than this session: it becomes *previous* (the peer
+                // may still seal under it) and can no longer be promoted over the new one
+                // (WireGuard's keypair rotation).
+                if let Some(next) = self.next.take() {
+                    self.promote(now, next);
+                }
+                self.promote(now, slot);
+            }
             Role::Responder => self.next = Some(slot),
         }
         Ok(())
