@@ -87,6 +87,28 @@ fn sweep_three_hosts_and_rekeys() {
     sweep(&s, SEEDS);
 }
 
+/// The network's misbehaviour only (drop, copy, reorder, delay, replay), with rekeys, crossings
+/// and data: cheap runs, so many of them.
+#[test]
+fn sweep_network_with_rekeys_and_crossings() {
+    let mut s = Vec::new();
+    for flow in [Flow::Thesis, Flow::Compact] {
+        for position in [Position::Path1 { path2_seen: true }, Position::BothPaths] {
+            let mut sc = Scenario::new("");
+            sc.flow = flow;
+            sc.position = position;
+            sc.alphabet = Alphabet::network();
+            sc.env = EnvBudget {
+                kicks: 2,
+                traffic: 4,
+            };
+            sc.name = format!("{} network", sc.describe());
+            s.push(sc);
+        }
+    }
+    sweep(&s, 4 * SEEDS);
+}
+
 /// Issue 18's defect 1 as a property: however the run went, an attacker that keeps replaying
 /// every handshake frame the hosts sent does not stop the next genuine handshake.
 #[test]

@@ -427,6 +427,9 @@ impl GatewayParty {
         }
         p.records.push(record);
         if keys.role() == Role::Initiator {
+            // Keys still waiting for confirmation are older than these: a late confirmation
+            // must not put them in front (the key ring retires its waiting *next* the same way).
+            p.unconfirmed = None;
             // WireGuard's keepalive: the responder switches when it opens it. A compact
             // initiator also sends one on path 2: the responder's key confirmation.
             self.keepalive(now, i, PathId::FIRST);

@@ -491,6 +491,8 @@ pub struct World {
     net: Vec<InFlight>,
     attacker: Attacker,
     hist: Vec<u64>,
+    /// Frames each host sent since the last invariant check.
+    sent: Vec<usize>,
     held: Vec<BTreeSet<SessionId>>,
     attacks: usize,
     kicks: usize,
@@ -507,6 +509,10 @@ pub struct World {
 }
 
 const WALL_BASE: u64 = 1_700_000_000;
+
+/// The most frames a host may send per peer in answer to one input (a flight of three, or a
+/// flight and a compact initiator's two keepalives): more would be amplification.
+const MAX_SENT_PER_PEER: usize = 5;
 
 impl World {
     /// A world for `scenario`, every random choice of its hosts drawn from `seed`.
@@ -571,6 +577,7 @@ impl World {
             parties,
             net: Vec::new(),
             hist: vec![0; n],
+            sent: vec![0; n],
             held: vec![BTreeSet::new(); n],
             attacks: 0,
             kicks: 0,
@@ -587,6 +594,7 @@ impl World {
             w.want(p, q, false);
         }
         w.pump();
+        w.sent.fill(0);
         w
     }
 
@@ -929,6 +937,7 @@ impl World {
             for i in 0..self.parties.len() {
                 while let Some(f) = self.parties[i].poll_transmit() {
                     any = true;
+                    self.sent[i] += 1;
                     let path = usize::from(f.path.0);
                     if (!self.stopped || self.flooding)
                         && self.attacker.caps().see[path]
@@ -973,15 +982,22 @@ impl World {
     /// The invariants.
     fn check(&mut self) -> Result<(), Violation> {
         let obs: Vec<Observation> = self.parties.iter().map(|p| p.observe()).collect();
+        let sent = core::mem::replace(&mut self.sent, vec![0; obs.len()]);
         for (i, o) in obs.iter().enumerate() {
-            if o.handshakes > o.peers || o.sessions.len() > 4 * o.peers || o.queued > 0 {
+            if o.handshakes > o.peers
+                || o.sessions.len() > 4 * o.peers
+                || o.queued > 0
+                || sent[i] > MAX_SENT_PER_PEER * o.peers
+            {
                 return Err(self.fail(
                     ViolationKind::Bound,
                     format!(
-                        "host {i}: {} handshakes, {} sessions, {} queued for {} peers",
+                        "host {i}: {} handshakes, {} sessions, {} queued, {} frames sent in one \
+                         step, for {} peers",
                         o.handshakes,
                         o.sessions.len(),
                         o.queued,
+                        sent[i],
                         o.peers
                     ),
                 ));

@@ -1,5 +1,6 @@
-//! The adversary harness's long run: random walks over the scenario matrix (with and without a
-//! replay flood) until `--states N` states were checked, or an exhaustive search to
+//! The adversary harness's long run: random walks over the scenario matrix (the full attacker,
+//! the full attacker then a replay flood, and the network's misbehaviour only with rekeys and
+//! crossings) until `--states N` states were checked, or an exhaustive search to
 //! `--exhaustive DEPTH`; prints the states explored per second. Exits 1 on a violation, with
 //! its seed and a shrunk trace.
 //!
@@ -11,7 +12,7 @@
 use std::process::ExitCode;
 use std::time::Instant;
 
-use psp_test::adversary::{Alphabet, EnvBudget, Explorer, FreshnessRule, Scenario};
+use psp_test::adversary::{Alphabet, EnvBudget, Explorer, FreshnessRule, Position, Scenario};
 
 struct Args {
     states: u64,
@@ -73,7 +74,22 @@ fn scenarios(a: &Args) -> Vec<Scenario> {
             s
         })
         .collect();
+    let network: Vec<Scenario> = all
+        .iter()
+        .filter(|s| s.position != Position::None)
+        .cloned()
+        .map(|mut s| {
+            s.alphabet = Alphabet::network();
+            s.env = EnvBudget {
+                kicks: 2,
+                traffic: 4,
+            };
+            s.name = format!("{} network", s.name);
+            s
+        })
+        .collect();
     all.extend(flooded);
+    all.extend(network);
     for s in &mut all {
         s.rules.freshness = a.rule;
     }
