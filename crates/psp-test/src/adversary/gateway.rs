@@ -16,7 +16,8 @@
 //! - **The key ring**: the initiator seals under new keys at once and sends a keepalive under
 //!   them; the responder installs them as *next* and seals under them only after a frame under
 //!   them opened. A compact responder holds its keys unconfirmed until a frame under them
-//!   arrives on path 2 (the caller's key confirmation that `Config::compact` asks for).
+//!   arrives on path 2 (the caller's key confirmation that `Config::compact` asks for), for at
+//!   most one handshake timeout; meanwhile they count as a handshake in progress.
 //! - **Timestamps**: Requests are stamped by a [`TimestampClock`] over the host's wall clock.
 //!
 //! One handshake per peer at most; a closed one is dropped at once.
@@ -70,6 +71,12 @@ pub struct Rules {
     pub backoff: Duration,
     /// The longest backoff.
     pub max_backoff: Duration,
+    /// A new handshake when the peer never used this host's current session although it sends
+    /// under other keys, or although this host has sealed traffic under it for a handshake
+    /// timeout (WireGuard's "no reply" rule). The gateway starts one only when it has no
+    /// session: a host whose keepalive (or compact confirmation) got lost seals under keys the
+    /// peer does not hold until they expire.
+    pub rehandshake_unheard: bool,
     /// A compact responder takes its keys as confirmed only by a frame under them on path 2
     /// (`false`: on any path, which lets an attacker that knows them confirm them on path 1;
     /// only for showing what the harness catches).
@@ -77,13 +84,15 @@ pub struct Rules {
 }
 
 impl Default for Rules {
-    /// The gateway's backoff (1 s doubling to 32 s), [`FreshnessRule::Hybrid`], compact keys
+    /// The gateway's backoff (1 s doubling to 32 s), [`FreshnessRule::Hybrid`], a new
+    /// handshake when the peer never used the current keys and sends under others, compact keys
     /// confirmed on path 2.
     fn default() -> Self {
         Self {
             freshness: FreshnessRule::Hybrid,
             backoff: Duration::from_secs(1),
             max_backoff: Duration::from_secs(32),
+            rehandshake_unheard: true,
             compact_confirm_on_path2: true,
         }
     }
@@ -128,6 +137,7 @@ struct KeyRecord {
     recv: [u8; 20],
     two_path: bool,
     peer_static: Option<[u8; 32]>,
+    established_at: Instant,
 }
 
 impl KeyRecord {
@@ -141,6 +151,7 @@ impl KeyRecord {
             recv: fp(keys.recv_key()),
             two_path: keys.two_path(),
             peer_static: keys.peer_static(),
+            established_at: keys.established_at(),
         }
     }
 }
@@ -150,6 +161,8 @@ struct Unconfirmed {
     keys: SessionKeys,
     record: KeyRecord,
     request_ts: Option<Tai64n>,
+    /// Dropped then, unconfirmed (the initiator confirms within its handshake timeout).
+    until: Instant,
 }
 
 struct PeerState {
@@ -302,8 +315,14 @@ impl GatewayParty {
             return;
         }
         // Freshness first: a replay must not even spend the peer's tokens.
-        let running_newer = p.hs.as_ref().is_some_and(|h| h.role() == Role::Responder)
-            && p.hs_ts.is_some_and(|t| t >= ts);
+        // A compact responder's unconfirmed keys are a handshake still in progress too: a replay
+        // of the Request they answer must not replace them.
+        let running_newer = (p.hs.as_ref().is_some_and(|h| h.role() == Role::Responder)
+            && p.hs_ts.is_some_and(|t| t >= ts))
+            || p.unconfirmed
+                .as_ref()
+                .and_then(|u| u.request_ts)
+                .is_some_and(|t| t >= ts);
         let rule = self.rules.freshness;
         let recently_taken = rule == FreshnessRule::Hybrid
             && !p.taken.is_fresh(ts)
@@ -410,6 +429,7 @@ impl GatewayParty {
                 keys,
                 record,
                 request_ts: p.hs_ts,
+                until: now + self.cfg.timeout,
             });
             return;
         }
@@ -521,9 +541,13 @@ impl GatewayParty {
         match p.ring.open(now, &mut copy) {
             Ok(_) => p.opened += 1,
             Err(psp_core::handshake::RingOpenError::UnknownKey) => {
-                // The peer has keys we lack (we restarted, or its rekey got ahead).
+                // The peer has keys we lack (we restarted, or its rekey got ahead). With no
+                // session, start one (the gateway's rule); with one the peer never used, it
+                // probably never got it either (a lost confirmation): start a new one too.
                 if p.ring.current().is_none() {
                     p.want = true;
+                } else if self.rules.rehandshake_unheard && !p.ring.current_heard() {
+                    p.rekey = true;
                 }
             }
             Err(_) => {}
@@ -561,7 +585,19 @@ impl Party for GatewayParty {
         inner[6..12].copy_from_slice(&self.me.mac);
         inner[12..14].copy_from_slice(&[0x08, 0x00]);
         let mut out = [0u8; 256];
+        let timeout = self.cfg.timeout;
         let p = &mut self.peers[i];
+        // WireGuard's "no reply": traffic goes out under keys the peer has not used for a whole
+        // handshake timeout, so it probably does not hold them. Start a new handshake.
+        let unheard = p.ring.current().is_some_and(|c| {
+            !p.ring.current_heard()
+                && p.records
+                    .iter()
+                    .any(|r| r.id == c.session_id() && now >= r.established_at + timeout)
+        });
+        if self.rules.rehandshake_unheard && unheard {
+            p.rekey = true;
+        }
         match p.ring.seal(now, &inner, &mut out) {
             Ok(f) => {
                 self.outbox.push_back(Frame {
@@ -570,6 +606,9 @@ impl Party for GatewayParty {
                     path: PathId::FIRST,
                     body: FrameBody::Session(f.to_vec()),
                 });
+                if p.rekey {
+                    self.consider(now, i);
+                }
                 true
             }
             Err(_) => {
@@ -607,6 +646,13 @@ impl Party for GatewayParty {
     fn handle_timeout(&mut self, now: Instant) {
         for i in 0..self.peers.len() {
             self.peers[i].ring.handle_timeout(now);
+            if self.peers[i]
+                .unconfirmed
+                .as_ref()
+                .is_some_and(|u| u.until <= now)
+            {
+                self.peers[i].unconfirmed = None;
+            }
             if let Some(hs) = self.peers[i].hs.as_mut()
                 && hs.poll_timeout().is_some_and(|t| t <= now)
             {
@@ -624,6 +670,9 @@ impl Party for GatewayParty {
         for p in &self.peers {
             if let Some(x) = p.hs.as_ref().and_then(Handshake::poll_timeout) {
                 at(x);
+            }
+            if let Some(u) = &p.unconfirmed {
+                at(u.until);
             }
             if let Some(h) = p.holdoff
                 && p.hs.is_none()

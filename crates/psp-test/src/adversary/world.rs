@@ -881,13 +881,12 @@ impl World {
         };
         self.hist[i] = digest(&(self.hist[i], self.now.total_micros(), f));
         if self.debug {
-            let what = match &f.body {
-                super::FrameBody::Handshake(b) => {
-                    format!("{:?}", psp_core::handshake::messages::Repr::parse_bytes(b))
-                }
-                super::FrameBody::Session(b) => format!("session {} bytes", b.len()),
-            };
-            println!("{:?} -> host {i} path {}: {what}", self.now, f.path.0);
+            println!(
+                "{:?} host {i} gets on path {}: {}",
+                self.now,
+                f.path.0,
+                describe(f)
+            );
         }
         self.parties[i].handle_frame(self.now, f);
     }
@@ -938,6 +937,14 @@ impl World {
                 while let Some(f) = self.parties[i].poll_transmit() {
                     any = true;
                     self.sent[i] += 1;
+                    if self.debug {
+                        println!(
+                            "{:?} host {i} sends on path {}: {}",
+                            self.now,
+                            f.path.0,
+                            describe(&f)
+                        );
+                    }
                     let path = usize::from(f.path.0);
                     if (!self.stopped || self.flooding)
                         && self.attacker.caps().see[path]
@@ -1201,5 +1208,28 @@ fn is_request(f: &Frame) -> bool {
     match &f.body {
         super::FrameBody::Handshake(b) => b.get(1) == Some(&0x01),
         super::FrameBody::Session(_) => false,
+    }
+}
+
+/// One line about a frame (for [`World::debug`]).
+fn describe(f: &Frame) -> String {
+    use psp_core::handshake::messages::{Body, Repr};
+    match &f.body {
+        super::FrameBody::Handshake(b) => match Repr::parse_bytes(b) {
+            Ok(r) => {
+                let body = match r.body {
+                    Body::Request(q) => format!("Request {:?}", q.timestamp.to_unix()),
+                    b => format!("{:?}", b.message_type()),
+                };
+                let id = |x: [u8; 8]| u16::from_be_bytes([x[0], x[1]]);
+                format!(
+                    "{body} {:04x}/{:04x}",
+                    id(r.initiator_id.0),
+                    id(r.responder_id.0)
+                )
+            }
+            Err(e) => format!("malformed ({e})"),
+        },
+        super::FrameBody::Session(b) => format!("session frame, {} bytes", b.len()),
     }
 }
