@@ -475,8 +475,9 @@ impl Attacker {
         (out != *f).then_some(out)
     }
 
-    /// A frame to `known[k]`'s holder, sealed under the keys it opens with, in its peer's name.
-    pub fn forge_data(&mut self, now: Instant, k: usize) -> Option<Frame> {
+    /// A frame to `known[k]`'s holder on `path`, sealed under the keys it opens with, in its
+    /// peer's name.
+    pub fn forge_data(&mut self, now: Instant, k: usize, path: PathId) -> Option<Frame> {
         let key = self.known.get(k)?;
         self.forged += 1;
         let (suite_key, key_id) = match &key.source {
@@ -507,7 +508,7 @@ impl Attacker {
         Some(Frame {
             src: key.holder_peer,
             dst: key.holder,
-            path: PathId::FIRST,
+            path,
             body: FrameBody::Session(f.to_vec()),
         })
     }

@@ -5,7 +5,7 @@ use core::net::{IpAddr, Ipv4Addr};
 use std::collections::BTreeSet;
 use std::fmt;
 
-use psp_core::handshake::{Config, Role, SessionId, SmkexMode};
+use psp_core::handshake::{Config, PathId, Role, SessionId, SmkexMode};
 use psp_core::time::{Duration, Instant};
 
 use super::attacker::{Attacker, Op, PuppetKind};
@@ -412,7 +412,7 @@ pub enum Action {
     },
     /// Absorb the frames the puppets answer from now on.
     Absorb,
-    /// Seal a frame under known key `k` to its holder.
+    /// Seal a frame under known key `k` to its holder (on each path it can inject on).
     Forge(usize),
 }
 
@@ -784,7 +784,7 @@ impl World {
         if a.absorb && !self.attacker.absorbing() && self.attacker.puppets() > 0 {
             out.push(Action::Absorb);
         }
-        if a.forge && caps.inject[0] {
+        if a.forge && caps.inject.iter().any(|x| *x) {
             for k in 0..self.attacker.known().len() {
                 out.push(Action::Forge(k));
             }
@@ -866,8 +866,13 @@ impl World {
             Action::PuppetRespond { log, kind } => self.attacker.puppet_respond(now, log, kind),
             Action::Absorb => self.attacker.set_absorb(),
             Action::Forge(k) => {
-                if let Some(f) = self.attacker.forge_data(now, k) {
-                    self.inject(f);
+                // On every path it can inject on (a compact responder confirms on path 2).
+                for path in [PathId::FIRST, PathId::SECOND] {
+                    if self.attacker.caps().inject[usize::from(path.0)]
+                        && let Some(f) = self.attacker.forge_data(now, k, path)
+                    {
+                        self.inject(f);
+                    }
                 }
             }
         }
