@@ -103,7 +103,7 @@ done
 MP_BIN=${MP_BIN:-$ROOT/target/release/psp-mp}
 if [ "$BUILD" -eq 1 ]; then
     say "building psp-mp (release)"
-    (cd "$ROOT" && cargo build --release --locked -p psp-multipath --bin psp-mp >&2)
+    (cd "$ROOT" && cargo build --release --locked -p psp-mp --bin psp-mp >&2)
 fi
 [ -x "$MP_BIN" ] || bad_usage "no $MP_BIN (drop --no-build or set MP_BIN)"
 

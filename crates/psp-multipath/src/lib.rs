@@ -11,7 +11,7 @@
 //! **The papers' claim does not hold**: they say an eavesdropper on the untrusted path reads
 //! nothing of a scrambled stream. Each segment there is a contiguous scrambled run, and the
 //! scrambler's own recurrence leaves one unknown byte per 65; scoring the candidates by byte
-//! frequency recovers the run from the ciphertext alone ([`attack::ciphertext_only`]: at least
+//! frequency recovers the run from the ciphertext alone (`attack::ciphertext_only`, feature `attack`: at least
 //! 95 % of a text run in the tests, and the testbed's measurement in BENCHMARKS.md). `scramble`
 //! is kept to reproduce the papers, not to protect data.
 //!
@@ -96,6 +96,7 @@ use psp_core::handshake::FailReason;
 use socket2::{Domain, Protocol, Socket, Type};
 use tokio::net::{TcpListener, TcpSocket, TcpStream};
 
+#[cfg(feature = "attack")]
 pub mod attack;
 mod setup;
 mod stream;
