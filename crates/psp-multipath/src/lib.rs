@@ -1,39 +1,36 @@
 //! # psp-multipath
 //!
-//! The system of seeds 000/001: one byte stream dispersed over a **trusted** path (their
-//! Ethernet) and an **untrusted** path (their WLAN), the first segment always on the trusted
-//! path, keyed by an SMKEX handshake (seed 002) run over both paths (`psp_core::handshake`), so
-//! no key ever crosses one path in clear, unlike MPTCP's key in the SYN that the papers used.
-//! Each segment is sealed with AES-128-GCM (the default, [`Cipher::Aes128Gcm`]) or
-//! ChaCha20-Poly1305, or, as the papers do, the whole stream is scrambled
-//! ([`Cipher::Scramble`], which must be named on both sides).
+//! One byte stream dispersed over a **trusted** and an **untrusted** path (seeds 000/001: their
+//! Ethernet and WLAN), the first segment always on the trusted path, keyed by the SMKEX
+//! two-path handshake of `psp_core::handshake` (seed 002) run over both paths, so no key ever
+//! crosses one path. Each segment is sealed with AES-128-GCM ([`Cipher::Aes128Gcm`], the
+//! default) or ChaCha20-Poly1305, or the whole stream is scrambled as the papers do
+//! ([`Cipher::Scramble`], named on both sides; obfuscation without integrity, which a
+//! ciphertext-only analyst on one path reads: docs/SCRAMBLER.md), or sent in clear.
 //!
-//! **The papers' claim does not hold**: they say an eavesdropper on the untrusted path reads
-//! nothing of a scrambled stream. Each segment there is a contiguous scrambled run, and the
-//! scrambler's own recurrence leaves one unknown byte per 65; scoring the candidates by byte
-//! frequency recovers the run from the ciphertext alone (`attack::ciphertext_only`, feature `attack`: at least
-//! 95 % of a text run in the tests, and the testbed's measurement in BENCHMARKS.md). `scramble`
-//! is kept to reproduce the papers, not to protect data.
+//! Layers:
+//! - [`proto`]: the protocol, sans-I/O: [`proto::Setup`] (hellos, handshake, binding tags,
+//!   stream keys) and [`proto::Connection`] (segments, share policy, acks, re-sending,
+//!   reassembly). Bytes in and out per path, time as an argument, randomness from the caller.
+//! - [`wire`]: the byte layouts (hello, handshake framing, segment header, AEAD associated
+//!   data); normatively in docs/MULTIPATH.md, with end-to-end vectors.
+//! - [`connect`], [`Listener`], [`MultipathStream`]: the tokio driver over TCP (one connection
+//!   per path, or one MPTCP socket in [`Mode::KernelMptcp`]).
 //!
-//! Two modes ([`Mode`]): **dispersal** (default; one TCP connection per path, this crate places
-//! every segment and runs SMKEX over both paths) and **kernel MPTCP** (one MPTCP socket; the
-//! kernel decides placement and the key exchange is single-path).
+//! All cryptography and the handshake state machine are psp-core's. A path that fails ends the
+//! stream with [`Error::PathFailed`], unless [`Options::on_path_failure`] is
+//! [`OnPathFailure::Continue`]: then the sender re-sends what the receiver has not
+//! acknowledged on the remaining path (refused by default when that path is the untrusted one
+//! and the stream is scrambled or plain: [`Error::UntrustedOnly`]).
 //!
-//! Layer: a tokio driver over TCP. All cryptography and the handshake state machine are in
-//! `psp-core`; this crate frames, schedules, reassembles and moves bytes. A path that fails
-//! ends the stream with [`Error::PathFailed`], unless [`Options::on_path_failure`] says
-//! [`OnPathFailure::Continue`]: then the sender re-sends what the receiver has not acknowledged
-//! on the remaining path (which, for `scramble` and `none`, is refused by default when that path
-//! is the untrusted one: [`Error::UntrustedOnly`]).
-//!
-//! What it protects, and what not (`docs/MULTIPATH.md` has the full threat model):
+//! What it protects, and what not (docs/MULTIPATH.md has the threat model):
 //! - with an AEAD cipher, an eavesdropper on one or both paths reads nothing but sizes, timing
 //!   and the path share, and an active attacker on one path cannot change a byte undetected;
 //! - with `scramble`, an eavesdropper on the untrusted path reads text-like data from its
 //!   share of the stream without key or known plaintext, and an active attacker there can flip
-//!   bits undetected (no integrity);
-//! - an active attacker on one path who replaces an SMKEX share is detected (the handshake
-//!   fails) before any data flows;
+//!   bits undetected;
+//! - an active attacker on one path who replaces an SMKEX share is detected (the set-up fails)
+//!   before any data flows;
 //! - an active attacker on **both** paths can run the key exchange with each side and read
 //!   everything, unless the peer's long-term key is pinned ([`Options::static_key`],
 //!   [`Options::pinned_peer`]).
@@ -83,8 +80,12 @@
 //! # Ok(()) }
 //! ```
 //!
-//! MSRV: the workspace's (`rust-version`). No features. Linux only for the `TCP_INFO` counters
-//! (elsewhere they read `None`).
+//! MSRV: the workspace's (`rust-version`). Needs `std` (tokio, sockets). Linux only for the
+//! `TCP_INFO` and MPTCP counters (elsewhere they read `None`).
+//!
+//! | feature | what it adds |
+//! |---|---|
+//! | `attack` | `attack`: the on-path relays (record, replace a share, forge an ack), the 65-known-bytes recovery and the ciphertext-only analyst, for the tests, the fuzzer and `psp-mp`'s testbed commands; not part of the protocol |
 
 use core::fmt;
 use core::net::SocketAddr;

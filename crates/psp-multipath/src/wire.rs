@@ -16,7 +16,7 @@
 //! The same header serves three kinds: data (payload = stream bytes), fin (`offset` = stream
 //! length, `seg` = data segments sent) and ack (`offset` = stream bytes delivered, `seg` =
 //! segments delivered: cumulative). Fin and ack carry no payload, or a 16-byte AEAD tag when the
-//! stream is sealed with `aes128-gcm` ([`CONTROL_TAG_LEN`]).
+//! stream is sealed ([`CONTROL_TAG_LEN`]). docs/MULTIPATH.md is the normative description.
 
 use core::fmt;
 use core::ops::Range;

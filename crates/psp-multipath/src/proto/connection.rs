@@ -13,7 +13,7 @@
 //! Path failure ([`OnPathFailure`]): the receiver acknowledges what it delivered (cumulative
 //! acks every [`ACK_EVERY`] bytes and at end of stream), on the trusted path while it works, to
 //! a peer that asked for acks (hello `RESEND`). Under `Continue` the sender keeps every
-//! unacknowledged segment as sent (at most [`RETAIN_LIMIT`] bytes, [`ENTRY_OVERHEAD`] charged
+//! unacknowledged segment as sent (at most [`RETAIN_LIMIT`](crate::RETAIN_LIMIT) bytes, [`ENTRY_OVERHEAD`] charged
 //! per segment; [`write`](Connection::write) takes nothing while full), and when a path fails
 //! re-sends that path's kept segments, unchanged but for the path sequence, on the other path.
 //! A receiver under its own `Continue` policy that lost a path, or whose peer re-sends and that
@@ -62,7 +62,7 @@ pub(crate) const ACK_EVERY: u64 = 1024 * 1024;
 /// segment, while the other path's head is parked, before it reads that other path ahead.
 pub(crate) const STALL: Duration = Duration::from_millis(100);
 /// What one kept segment costs beyond its bytes (allocation, queue or map entry), charged
-/// against [`RETAIN_LIMIT`] by the sender and [`REORDER_LIMIT`] by the receiver.
+/// against [`RETAIN_LIMIT`](crate::RETAIN_LIMIT) by the sender and [`REORDER_LIMIT`] by the receiver.
 pub(crate) const ENTRY_OVERHEAD: usize = 256;
 /// The most a `Continue` receiver keeps out of order (segment bytes plus [`ENTRY_OVERHEAD`]
 /// each): what an honest sender may have unacknowledged, plus the two receive buffers.
@@ -448,7 +448,7 @@ impl Connection {
         !self.paths[i].failed && self.paths[i].out.len() - self.paths[i].out_pos < OUT_LIMIT
     }
 
-    /// Whether keeping one more segment of `n` bytes would pass [`RETAIN_LIMIT`]: then
+    /// Whether keeping one more segment of `n` bytes would pass [`RETAIN_LIMIT`](crate::RETAIN_LIMIT): then
     /// [`write`](Self::write) takes nothing until acks arrive.
     pub fn retention_full(&self, n: usize) -> bool {
         let charged = self.retained_bytes + self.retained.len() * ENTRY_OVERHEAD;
@@ -511,7 +511,7 @@ impl Connection {
 
     /// Protects the start of `data` (at most [`segment_len`](Self::segment_len) bytes) as one
     /// segment on the path the share policy picks; returns how many bytes it took (0: no path
-    /// has room, or the kept segments are at [`RETAIN_LIMIT`]: write out
+    /// has room, or the kept segments are at [`RETAIN_LIMIT`](crate::RETAIN_LIMIT): write out
     /// [`poll_transmit`](Self::poll_transmit), read acks, and try again).
     ///
     /// # Errors

@@ -6,8 +6,8 @@
 //! and [`crate::MultipathStream`] drive them over TCP with tokio, and the unit tests drive them
 //! in memory on a virtual clock.
 //!
-//! Paths are numbered by *slot*: in dispersal mode slot [`UNTRUSTED`](crate::UNTRUSTED) (0)
-//! is the untrusted connection and [`TRUSTED`](crate::TRUSTED) (1) the trusted one; in kernel
+//! Paths are numbered by *slot*: in dispersal mode slot [`crate::UNTRUSTED`] (0)
+//! is the untrusted connection and [`crate::TRUSTED`] (1) the trusted one; in kernel
 //! MPTCP mode slot 0 is the one (trusted) connection. The wire format is in [`crate::wire`] and,
 //! normatively, in docs/MULTIPATH.md.
 
