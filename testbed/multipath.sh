@@ -2,7 +2,7 @@
 # testbed/multipath.sh: seed 000's Fig 12 testbed in network namespaces, for psp-multipath
 # (`psp-mp`): a client with a trusted "ethernet" and an untrusted "wlan" path to a server, and an
 # attacker (eve) on the untrusted link. Root; not in CI (the full run takes a few minutes);
-# `--quick` is the CI variant (crates/psp-multipath/tests/netns.rs runs it).
+# `--quick` is the CI variant (crates/psp-mp/tests/netns.rs runs it).
 #
 # Usage:
 #   sudo testbed/multipath.sh [--quick] [--no-build] [--no-write] [--keep] [--setups N] [--rounds N]
