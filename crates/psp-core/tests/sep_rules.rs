@@ -1,0 +1,248 @@
+//! Processing rules of docs/SESSIONS.md that the vectors do not show (they run without loss):
+//! the initiator's retransmission schedule, how a responder tells a compact Share from a
+//! thesis-flow one, and which Rejects an initiator acts on. Public API only.
+#![allow(missing_docs)]
+
+use core::net::{IpAddr, Ipv4Addr};
+
+use psp_core::handshake::messages::{Body, HandshakeId, MAX_MESSAGE_LEN, RejectCode, Repr};
+use psp_core::handshake::rand_core::{self, CryptoRng, RngCore};
+use psp_core::handshake::{
+    Config, Event, FailReason, Handshake, Ignored, PathId, Peer, SmkexMode, Tai64n, Transmit,
+};
+use psp_core::time::{Duration, Instant};
+
+/// A deterministic RNG (an LCG): jitter and keys need no quality here.
+struct Lcg(u64);
+
+impl RngCore for Lcg {
+    fn next_u32(&mut self) -> u32 {
+        self.next_u64() as u32
+    }
+    fn next_u64(&mut self) -> u64 {
+        self.0 = self
+            .0
+            .wrapping_mul(6_364_136_223_846_793_005)
+            .wrapping_add(1_442_695_040_888_963_407);
+        self.0
+    }
+    fn fill_bytes(&mut self, dest: &mut [u8]) {
+        for b in dest {
+            *b = (self.next_u64() >> 33) as u8;
+        }
+    }
+    fn try_fill_bytes(&mut self, dest: &mut [u8]) -> Result<(), rand_core::Error> {
+        self.fill_bytes(dest);
+        Ok(())
+    }
+}
+
+impl CryptoRng for Lcg {}
+
+const MAC_A: [u8; 6] = [2, 0, 0, 0, 0, 1];
+const MAC_B: [u8; 6] = [2, 0, 0, 0, 0, 2];
+
+fn ip(x: u8) -> IpAddr {
+    IpAddr::V4(Ipv4Addr::new(10, 77, 0, x))
+}
+
+fn cfg(mac: [u8; 6], host: u8) -> Config {
+    let mut c = Config::new(mac, ip(host), 24);
+    c.paths = 2;
+    c
+}
+
+fn peer(mac: [u8; 6], host: u8) -> Peer {
+    Peer {
+        mac,
+        addr: ip(host),
+        pinned_static: None,
+    }
+}
+
+/// Everything `hs` has to send now.
+fn drain(hs: &mut Handshake, now: Instant) -> Vec<(Transmit, Vec<u8>)> {
+    let mut buf = [0u8; MAX_MESSAGE_LEN];
+    let mut out = Vec::new();
+    while let Some(t) = hs.poll_transmit(now, &mut buf) {
+        out.push((t, buf[..t.len].to_vec()));
+    }
+    out
+}
+
+/// Retransmits until the deadline and checks each interval: in [7/8, 9/8) of an RTO that
+/// starts at 250 ms and doubles up to 4 s, the whole flight again, byte for byte.
+fn check_retransmissions(hs: &mut Handshake, start: Instant, sent_at: Instant, flight: &[Vec<u8>]) {
+    let mut at = sent_at;
+    let mut rto = 250_000u64;
+    let deadline = start + Duration::from_secs(15);
+    let mut n = 0;
+    loop {
+        let t = hs.poll_timeout().unwrap();
+        if t >= deadline {
+            assert_eq!(t, deadline);
+            break;
+        }
+        let gap = t.saturating_since(at).total_micros();
+        assert!(
+            gap >= rto - rto / 8 && gap < rto + rto / 8,
+            "retransmission {n}: {gap} µs for an RTO of {rto} µs"
+        );
+        hs.handle_timeout(t);
+        let again: Vec<Vec<u8>> = drain(hs, t).into_iter().map(|(_, m)| m).collect();
+        assert_eq!(again, flight, "retransmission {n} repeats the whole flight");
+        at = t;
+        rto = (rto * 2).min(4_000_000);
+        n += 1;
+    }
+    assert!(n >= 6, "{n} retransmissions before the deadline");
+    hs.handle_timeout(deadline);
+    assert!(matches!(
+        hs.poll_event(),
+        Some(Event::Failed(FailReason::Timeout))
+    ));
+}
+
+#[test]
+fn the_initiator_retransmits_whole_flights_on_the_documented_schedule() {
+    let t0 = Instant::from_secs(100);
+    let mut rng = Lcg(1);
+    // The Request, never answered.
+    let mut a = Handshake::initiate(
+        t0,
+        cfg(MAC_A, 1),
+        peer(MAC_B, 2),
+        Tai64n::from_unix(1, 0),
+        &mut rng,
+    );
+    let request: Vec<Vec<u8>> = drain(&mut a, t0).into_iter().map(|(_, m)| m).collect();
+    assert_eq!(request.len(), 1);
+    check_retransmissions(&mut a, t0, t0, &request);
+
+    // Share and Nonce, sent one second in: the RTO starts again at 250 ms for the new flight,
+    // the deadline stays 15 s after the start.
+    let mut a = Handshake::initiate(
+        t0,
+        cfg(MAC_A, 1),
+        peer(MAC_B, 2),
+        Tai64n::from_unix(1, 0),
+        &mut rng,
+    );
+    let (t, req) = drain(&mut a, t0).remove(0);
+    let t1 = t0 + Duration::from_secs(1);
+    let mut b =
+        Handshake::respond(t1, cfg(MAC_B, 2), peer(MAC_A, 1), t.path, &req, &mut rng).unwrap();
+    let (t, accept) = drain(&mut b, t1).remove(0);
+    a.handle_message(t1, t.path, &accept).unwrap();
+    let flight = drain(&mut a, t1);
+    let paths: Vec<PathId> = flight.iter().map(|(t, _)| t.path).collect();
+    assert_eq!(paths, [PathId::FIRST, PathId::SECOND], "Share, then Nonce");
+    let flight: Vec<Vec<u8>> = flight.into_iter().map(|(_, m)| m).collect();
+    check_retransmissions(&mut a, t0, t1, &flight);
+}
+
+/// A Share (or Nonce) with a zero responder id comes from a compact initiator: a responder not
+/// configured compact (the gateway) ignores it as carrying the wrong ids; the same Share with the
+/// responder's id is answered.
+#[test]
+fn a_thesis_flow_responder_ignores_a_compact_share() {
+    let t0 = Instant::from_secs(100);
+    let mut rng = Lcg(2);
+    let mut ca = cfg(MAC_A, 1);
+    ca.smkex = SmkexMode::Required;
+    ca.compact = true;
+    let mut a = Handshake::initiate(t0, ca, peer(MAC_B, 2), Tai64n::from_unix(1, 0), &mut rng);
+    let flight = drain(&mut a, t0);
+    assert_eq!(flight.len(), 3, "Request, Share, Nonce in one flight");
+    let mut b = Handshake::respond(
+        t0,
+        cfg(MAC_B, 2),
+        peer(MAC_A, 1),
+        flight[0].0.path,
+        &flight[0].1,
+        &mut rng,
+    )
+    .unwrap();
+    let (_, accept) = drain(&mut b, t0).remove(0);
+    let accept = Repr::parse_bytes(&accept).unwrap();
+    for (t, m) in &flight[1..] {
+        assert_eq!(
+            Repr::parse_bytes(m).unwrap().responder_id,
+            HandshakeId::default()
+        );
+        assert_eq!(b.handle_message(t0, t.path, m), Err(Ignored::WrongIds));
+    }
+    assert!(drain(&mut b, t0).is_empty());
+    // The same Share and Nonce with the responder's id: the thesis flow, answered.
+    let mut buf = [0u8; MAX_MESSAGE_LEN];
+    for (t, m) in &flight[1..] {
+        let mut r = Repr::parse_bytes(m).unwrap();
+        r.responder_id = accept.responder_id;
+        let n = r.emit(&mut buf);
+        b.handle_message(t0, t.path, &buf[..n]).unwrap();
+    }
+    let answer: Vec<Body> = drain(&mut b, t0)
+        .iter()
+        .map(|(_, m)| Repr::parse_bytes(m).unwrap().body)
+        .collect();
+    assert!(matches!(
+        answer[..],
+        [Body::ShareReply { .. }, Body::NonceReply { .. }]
+    ));
+}
+
+/// An initiator acts on a Reject only while it waits for the Accept; a Reject that arrives
+/// later (the responder's 0x03, lifetime refused, answers a Share) changes nothing and the
+/// handshake times out (docs/SESSIONS.md, "Processing rules").
+#[test]
+fn an_initiator_acts_on_a_reject_only_before_the_accept() {
+    let t0 = Instant::from_secs(100);
+    let mut rng = Lcg(3);
+    let mut a = Handshake::initiate(
+        t0,
+        cfg(MAC_A, 1),
+        peer(MAC_B, 2),
+        Tai64n::from_unix(1, 0),
+        &mut rng,
+    );
+    let (t, req) = drain(&mut a, t0).remove(0);
+    let mut b =
+        Handshake::respond(t0, cfg(MAC_B, 2), peer(MAC_A, 1), t.path, &req, &mut rng).unwrap();
+    let (t, accept) = drain(&mut b, t0).remove(0);
+    let reject = |code: RejectCode| {
+        let mut r = Repr::parse_bytes(&accept).unwrap();
+        r.body = Body::Reject(code);
+        let mut buf = [0u8; MAX_MESSAGE_LEN];
+        let n = r.emit(&mut buf);
+        buf[..n].to_vec()
+    };
+    // Before the Accept: acted on.
+    let mut early = Handshake::initiate(
+        t0,
+        cfg(MAC_A, 1),
+        peer(MAC_B, 2),
+        Tai64n::from_unix(1, 0),
+        &mut Lcg(3),
+    );
+    let _ = drain(&mut early, t0);
+    early
+        .handle_message(t0, t.path, &reject(RejectCode::NoCommonSuite))
+        .unwrap();
+    assert!(matches!(
+        early.poll_event(),
+        Some(Event::Failed(FailReason::NoCommonSuite))
+    ));
+    // After it: ignored.
+    a.handle_message(t0, t.path, &accept).unwrap();
+    let _ = drain(&mut a, t0);
+    assert_eq!(
+        a.handle_message(t0, t.path, &reject(RejectCode::ExpiryRefused)),
+        Err(Ignored::Unexpected)
+    );
+    assert!(a.poll_event().is_none());
+    a.handle_timeout(t0 + Duration::from_secs(15));
+    assert!(matches!(
+        a.poll_event(),
+        Some(Event::Failed(FailReason::Timeout))
+    ));
+}
