@@ -468,7 +468,7 @@ pub enum Error {
     Refused(&'static str),
     /// The peer broke the protocol.
     Protocol(&'static str),
-    /// A segment did not authenticate (AES-GCM).
+    /// A segment, fin or ack did not authenticate (AEAD ciphers).
     Auth {
         /// The path it came on.
         path: PathRole,

@@ -368,6 +368,7 @@ impl Connection {
     }
 
     /// Which half may now make progress (each event once).
+    #[must_use]
     pub fn poll_event(&mut self) -> Option<Event> {
         if self.wake & WAKE_READ != 0 {
             self.wake &= !WAKE_READ;
