@@ -2,7 +2,7 @@
 # testbed/multipath.sh: seed 000's Fig 12 testbed in network namespaces, for psp-multipath
 # (`psp-mp`): a client with a trusted "ethernet" and an untrusted "wlan" path to a server, and an
 # attacker (eve) on the untrusted link. Root; not in CI (the full run takes a few minutes);
-# `--quick` is the CI variant (crates/psp-multipath/tests/netns.rs runs it).
+# `--quick` is the CI variant (crates/psp-mp/tests/netns.rs runs it).
 #
 # Usage:
 #   sudo testbed/multipath.sh [--quick] [--no-build] [--no-write] [--keep] [--setups N] [--rounds N]
@@ -103,7 +103,7 @@ done
 MP_BIN=${MP_BIN:-$ROOT/target/release/psp-mp}
 if [ "$BUILD" -eq 1 ]; then
     say "building psp-mp (release)"
-    (cd "$ROOT" && cargo build --release --locked -p psp-multipath --bin psp-mp >&2)
+    (cd "$ROOT" && cargo build --release --locked -p psp-mp --bin psp-mp >&2)
 fi
 [ -x "$MP_BIN" ] || bad_usage "no $MP_BIN (drop --no-build or set MP_BIN)"
 

@@ -1,39 +1,36 @@
 //! # psp-multipath
 //!
-//! The system of seeds 000/001: one byte stream dispersed over a **trusted** path (their
-//! Ethernet) and an **untrusted** path (their WLAN), the first segment always on the trusted
-//! path, keyed by an SMKEX handshake (seed 002) run over both paths (`psp_core::handshake`), so
-//! no key ever crosses one path in clear, unlike MPTCP's key in the SYN that the papers used.
-//! Each segment is sealed with AES-128-GCM (the default, [`Cipher::Aes128Gcm`]) or
-//! ChaCha20-Poly1305, or, as the papers do, the whole stream is scrambled
-//! ([`Cipher::Scramble`], which must be named on both sides).
+//! One byte stream dispersed over a **trusted** and an **untrusted** path (seeds 000/001: their
+//! Ethernet and WLAN), the first segment always on the trusted path, keyed by the SMKEX
+//! two-path handshake of `psp_core::handshake` (seed 002) run over both paths, so no key ever
+//! crosses one path. Each segment is sealed with AES-128-GCM ([`Cipher::Aes128Gcm`], the
+//! default) or ChaCha20-Poly1305, or the whole stream is scrambled as the papers do
+//! ([`Cipher::Scramble`], named on both sides; obfuscation without integrity, which a
+//! ciphertext-only analyst on one path reads: docs/SCRAMBLER.md), or sent in clear.
 //!
-//! **The papers' claim does not hold**: they say an eavesdropper on the untrusted path reads
-//! nothing of a scrambled stream. Each segment there is a contiguous scrambled run, and the
-//! scrambler's own recurrence leaves one unknown byte per 65; scoring the candidates by byte
-//! frequency recovers the run from the ciphertext alone ([`attack::ciphertext_only`]: at least
-//! 95 % of a text run in the tests, and the testbed's measurement in BENCHMARKS.md). `scramble`
-//! is kept to reproduce the papers, not to protect data.
+//! Layers:
+//! - [`proto`]: the protocol, sans-I/O: [`proto::Setup`] (hellos, handshake, binding tags,
+//!   stream keys) and [`proto::Connection`] (segments, share policy, acks, re-sending,
+//!   reassembly). Bytes in and out per path, time as an argument, randomness from the caller.
+//! - [`wire`]: the byte layouts (hello, handshake framing, segment header, AEAD associated
+//!   data); normatively in docs/MULTIPATH.md, with end-to-end vectors.
+//! - [`connect`], [`Listener`], [`MultipathStream`]: the tokio driver over TCP (one connection
+//!   per path, or one MPTCP socket in [`Mode::KernelMptcp`]).
 //!
-//! Two modes ([`Mode`]): **dispersal** (default; one TCP connection per path, this crate places
-//! every segment and runs SMKEX over both paths) and **kernel MPTCP** (one MPTCP socket; the
-//! kernel decides placement and the key exchange is single-path).
+//! All cryptography and the handshake state machine are psp-core's. A path that fails ends the
+//! stream with [`Error::PathFailed`], unless [`Options::on_path_failure`] is
+//! [`OnPathFailure::Continue`]: then the sender re-sends what the receiver has not
+//! acknowledged on the remaining path (refused by default when that path is the untrusted one
+//! and the stream is scrambled or plain: [`Error::UntrustedOnly`]).
 //!
-//! Layer: a tokio driver over TCP. All cryptography and the handshake state machine are in
-//! `psp-core`; this crate frames, schedules, reassembles and moves bytes. A path that fails
-//! ends the stream with [`Error::PathFailed`], unless [`Options::on_path_failure`] says
-//! [`OnPathFailure::Continue`]: then the sender re-sends what the receiver has not acknowledged
-//! on the remaining path (which, for `scramble` and `none`, is refused by default when that path
-//! is the untrusted one: [`Error::UntrustedOnly`]).
-//!
-//! What it protects, and what not (`docs/MULTIPATH.md` has the full threat model):
+//! What it protects, and what not (docs/MULTIPATH.md has the threat model):
 //! - with an AEAD cipher, an eavesdropper on one or both paths reads nothing but sizes, timing
 //!   and the path share, and an active attacker on one path cannot change a byte undetected;
 //! - with `scramble`, an eavesdropper on the untrusted path reads text-like data from its
 //!   share of the stream without key or known plaintext, and an active attacker there can flip
-//!   bits undetected (no integrity);
-//! - an active attacker on one path who replaces an SMKEX share is detected (the handshake
-//!   fails) before any data flows;
+//!   bits undetected;
+//! - an active attacker on one path who replaces an SMKEX share is detected (the set-up fails)
+//!   before any data flows;
 //! - an active attacker on **both** paths can run the key exchange with each side and read
 //!   everything, unless the peer's long-term key is pinned ([`Options::static_key`],
 //!   [`Options::pinned_peer`]).
@@ -83,26 +80,31 @@
 //! # Ok(()) }
 //! ```
 //!
-//! MSRV: the workspace's (`rust-version`). No features. Linux only for the `TCP_INFO` counters
-//! (elsewhere they read `None`).
+//! MSRV: the workspace's (`rust-version`). Needs `std` (tokio, sockets). Linux only for the
+//! `TCP_INFO` and MPTCP counters (elsewhere they read `None`).
+//!
+//! | feature | what it adds |
+//! |---|---|
+//! | `attack` | `attack`: the on-path relays (record, replace a share, forge an ack), the 65-known-bytes recovery and the ciphertext-only analyst, for the tests, the fuzzer and `psp-mp`'s testbed commands; not part of the protocol |
 
 use core::fmt;
 use core::net::SocketAddr;
 use core::time::Duration;
-use std::collections::HashMap;
 use std::io;
 
 use psp_core::handshake::FailReason;
-use socket2::{Domain, Protocol, Socket, Type};
-use tokio::net::{TcpListener, TcpSocket, TcpStream};
 
+#[cfg(feature = "attack")]
 pub mod attack;
-mod setup;
+mod clock;
+pub mod proto;
 mod stream;
 mod sys;
+mod tcp;
 pub mod wire;
 
 pub use stream::MultipathStream;
+pub use tcp::{Listener, connect, listen};
 pub use wire::{Cipher, PathRole};
 
 /// Index of the untrusted path in `[_; 2]` arrays ([`MultipathStream::stats`]).
@@ -228,7 +230,7 @@ pub enum OnPathFailure {
 /// receive buffers, the most a receiver under its own `Continue` policy holds out of order
 /// (after a path failed, or stalled for 100 ms while its peer re-sends), charged the same way:
 /// at most about 60,000 segments. A receiver under `Close` never holds any out of order.
-pub const RETAIN_LIMIT: usize = stream::RETAIN_LIMIT;
+pub const RETAIN_LIMIT: usize = proto::RETAIN_LIMIT;
 
 /// A long-term X25519 secret ([`Options::static_key`]). Zeroized on drop; `Debug` prints no
 /// key material.
@@ -384,7 +386,7 @@ pub struct PathFailure {
 }
 
 impl PathStats {
-    fn new(role: PathRole) -> Self {
+    pub(crate) fn new(role: PathRole) -> Self {
         Self {
             role,
             local: None,
@@ -466,7 +468,7 @@ pub enum Error {
     Refused(&'static str),
     /// The peer broke the protocol.
     Protocol(&'static str),
-    /// A segment did not authenticate (AES-GCM).
+    /// A segment, fin or ack did not authenticate (AEAD ciphers).
     Auth {
         /// The path it came on.
         path: PathRole,
@@ -593,330 +595,6 @@ impl core::error::Error for Error {
             Self::Wire { error, .. } => Some(error),
             Self::Handshake(r) => Some(r),
             _ => None,
-        }
-    }
-}
-
-/// `[untrusted, trusted]` out of two paths, or an error.
-fn split_paths(paths: &[Path]) -> Result<[&Path; 2], Error> {
-    let [a, b] = paths else {
-        return Err(Error::Config("give exactly two paths"));
-    };
-    match (a.role, b.role) {
-        (PathRole::Untrusted, PathRole::Trusted) => Ok([a, b]),
-        (PathRole::Trusted, PathRole::Untrusted) => Ok([b, a]),
-        _ => Err(Error::Config(
-            "one path must be trusted and the other untrusted",
-        )),
-    }
-}
-
-async fn connect_one(p: &Path) -> Result<TcpStream, Error> {
-    let remote = p
-        .remote
-        .ok_or(Error::Config("a path has no remote address"))?;
-    let e = |err| Error::io(Some(p.role), err);
-    let sock = if remote.is_ipv4() {
-        TcpSocket::new_v4()
-    } else {
-        TcpSocket::new_v6()
-    }
-    .map_err(e)?;
-    if let Some(dev) = &p.device {
-        sock.bind_device(Some(dev.as_bytes())).map_err(e)?;
-    }
-    if let Some(local) = p.local {
-        sock.bind(local).map_err(e)?;
-    }
-    let s = sock.connect(remote).await.map_err(e)?;
-    s.set_nodelay(true).map_err(e)?;
-    Ok(s)
-}
-
-/// Connects both paths, runs set-up (hellos, SMKEX, binding) and returns the stream.
-///
-/// # Errors
-/// [`Error::Config`] unless `paths` is one trusted and one untrusted path with remote
-/// addresses; any set-up failure ([`Error::Handshake`] for an attacker replacing a share,
-/// [`Error::Refused`], [`Error::Timeout`], [`Error::Io`]).
-pub async fn connect(paths: &[Path], options: &Options) -> Result<MultipathStream, Error> {
-    setup::random::<1>()?;
-    if options.mode == Mode::KernelMptcp {
-        return connect_mptcp(paths, options).await;
-    }
-    let [u, t] = split_paths(paths)?;
-    let go = async {
-        let started = std::time::Instant::now();
-        let (cu, ct) = tokio::try_join!(connect_one(u), connect_one(t))?;
-        let connect_time = started.elapsed();
-        let mut conns = vec![setup::Conn::new(cu), setup::Conn::new(ct)];
-        let est = setup::initiate(&mut conns, options).await?;
-        Ok::<_, Error>((conns, est, connect_time))
-    };
-    let (conns, est, connect_time) = tokio::time::timeout(options.handshake_timeout, go)
-        .await
-        .map_err(|_| Error::Timeout)??;
-    let mut s = MultipathStream::new(
-        conns,
-        &[PathRole::Untrusted, PathRole::Trusted],
-        est,
-        options,
-    );
-    s.set_connect_time(connect_time);
-    Ok(s)
-}
-
-/// A new `IPPROTO_MPTCP` stream socket for `addr`'s family, or a clear error when the kernel
-/// has no MPTCP.
-fn mptcp_socket(addr: SocketAddr) -> io::Result<Socket> {
-    Socket::new(
-        Domain::for_address(addr),
-        Type::STREAM,
-        Some(Protocol::MPTCP),
-    )
-    .map_err(|e| {
-        io::Error::new(
-            e.kind(),
-            format!(
-                "no MPTCP socket ({e}): is net.mptcp.enabled = 1 and the kernel built with MPTCP?"
-            ),
-        )
-    })
-}
-
-/// Kernel MPTCP mode: one MPTCP connection from the trusted path's local address.
-async fn connect_mptcp(paths: &[Path], options: &Options) -> Result<MultipathStream, Error> {
-    let t = paths
-        .iter()
-        .find(|p| p.role == PathRole::Trusted)
-        .ok_or(Error::Config("kernel MPTCP mode needs a trusted path"))?;
-    let remote = t
-        .remote
-        .ok_or(Error::Config("the trusted path has no remote address"))?;
-    let e = |err| Error::io(Some(PathRole::Trusted), err);
-    let go = async {
-        let sock = mptcp_socket(remote).map_err(e)?;
-        if let Some(dev) = &t.device {
-            sock.bind_device(Some(dev.as_bytes())).map_err(e)?;
-        }
-        if let Some(local) = t.local {
-            sock.bind(&local.into()).map_err(e)?;
-        }
-        sock.set_nonblocking(true).map_err(e)?;
-        let sock = TcpSocket::from_std_stream(sock.into());
-        let s = sock.connect(remote).await.map_err(e)?;
-        s.set_nodelay(true).map_err(e)?;
-        let mut conns = vec![setup::Conn::new(s)];
-        let est = setup::initiate(&mut conns, options).await?;
-        Ok::<_, Error>((conns, est))
-    };
-    let (conns, est) = tokio::time::timeout(options.handshake_timeout, go)
-        .await
-        .map_err(|_| Error::Timeout)??;
-    Ok(MultipathStream::new(
-        conns,
-        &[PathRole::Trusted],
-        est,
-        options,
-    ))
-}
-
-/// Binds listeners for the two paths; see [`Listener::bind`].
-///
-/// # Errors
-/// As [`Listener::bind`].
-pub async fn listen(paths: &[Path]) -> Result<Listener, Error> {
-    Listener::bind(paths).await
-}
-
-/// Two TCP listeners, one per path, that pair a client's two connections by the group id in
-/// their hellos.
-#[derive(Debug)]
-pub struct Listener {
-    /// `[untrusted, trusted]`, or `[trusted]` (an MPTCP socket) in kernel MPTCP mode.
-    listeners: Vec<TcpListener>,
-    /// Half-arrived clients: group id → (hello, connection) per path.
-    pending: HashMap<[u8; 8], [Option<Pending>; 2]>,
-}
-
-type Pending = (setup::Conn, [u8; wire::HELLO_LEN], wire::Hello);
-
-impl fmt::Debug for setup::Conn {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("Conn").finish_non_exhaustive()
-    }
-}
-
-/// The most half-arrived clients kept; beyond, an arbitrary one is dropped (a flood of
-/// half-connections can delay a real client, not corrupt it).
-const MAX_PENDING: usize = 64;
-
-fn listen_socket(p: &Path, mptcp: bool) -> Result<TcpListener, Error> {
-    let local = p
-        .local
-        .ok_or(Error::Config("a path has no local address"))?;
-    let e = |err| Error::io(Some(p.role), err);
-    let sock = if mptcp {
-        mptcp_socket(local).map_err(e)?
-    } else {
-        Socket::new(
-            Domain::for_address(local),
-            Type::STREAM,
-            Some(Protocol::TCP),
-        )
-        .map_err(e)?
-    };
-    sock.set_reuse_address(true).map_err(e)?;
-    if let Some(dev) = &p.device {
-        sock.bind_device(Some(dev.as_bytes())).map_err(e)?;
-    }
-    sock.bind(&local.into()).map_err(e)?;
-    sock.listen(128).map_err(e)?;
-    sock.set_nonblocking(true).map_err(e)?;
-    TcpListener::from_std(sock.into()).map_err(e)
-}
-
-impl Listener {
-    /// Listens on each path's local address.
-    ///
-    /// # Errors
-    /// [`Error::Config`] unless one trusted and one untrusted path with local addresses;
-    /// [`Error::Io`] if binding fails.
-    pub async fn bind(paths: &[Path]) -> Result<Self, Error> {
-        let [u, t] = split_paths(paths)?;
-        Ok(Self {
-            listeners: vec![listen_socket(u, false)?, listen_socket(t, false)?],
-            pending: HashMap::new(),
-        })
-    }
-
-    /// Kernel MPTCP mode: one MPTCP listener on the trusted path's local address (announce
-    /// further addresses with `ip mptcp endpoint ... signal`, and listen on the wildcard
-    /// address so that the peer's joins to them find this listener).
-    ///
-    /// # Errors
-    /// [`Error::Config`] without a trusted path with a local address; [`Error::Io`] if the
-    /// kernel has no MPTCP or binding fails.
-    pub async fn bind_kernel_mptcp(paths: &[Path]) -> Result<Self, Error> {
-        let t = paths
-            .iter()
-            .find(|p| p.role == PathRole::Trusted)
-            .ok_or(Error::Config("kernel MPTCP mode needs a trusted path"))?;
-        Ok(Self {
-            listeners: vec![listen_socket(t, true)?],
-            pending: HashMap::new(),
-        })
-    }
-
-    /// The bound addresses, `[untrusted, trusted]`.
-    ///
-    /// # Errors
-    /// The socket's error.
-    pub fn local_addrs(&self) -> io::Result<Vec<SocketAddr>> {
-        self.listeners.iter().map(TcpListener::local_addr).collect()
-    }
-
-    /// Paths a client on this host would connect with (tests, examples).
-    ///
-    /// # Panics
-    /// If the listening sockets have no address (they always do once bound).
-    pub fn connect_paths(&self) -> [Path; 2] {
-        let addrs = self.local_addrs().expect("bound listeners have addresses");
-        let any = |a: SocketAddr| SocketAddr::new(a.ip(), 0);
-        let (u, t) = (addrs[0], addrs[addrs.len() - 1]);
-        [Path::trusted(any(t), t), Path::untrusted(any(u), u)]
-    }
-
-    /// Waits for a client's two connections, then runs set-up as responder.
-    ///
-    /// Connections whose hello does not parse, or arrives on the listener of the other role,
-    /// are dropped and waiting goes on; a set-up failure after pairing is returned.
-    ///
-    /// # Errors
-    /// Set-up failures of a paired client (as [`connect`]); [`Error::Io`] if accepting fails.
-    pub async fn accept(&mut self, options: &Options) -> Result<MultipathStream, Error> {
-        if self.listeners.len() == 1 {
-            return self.accept_mptcp(options).await;
-        }
-        loop {
-            let (i, sock) = tokio::select! {
-                r = self.listeners[UNTRUSTED].accept() => (UNTRUSTED, r),
-                r = self.listeners[TRUSTED].accept() => (TRUSTED, r),
-            };
-            let role = if i == TRUSTED {
-                PathRole::Trusted
-            } else {
-                PathRole::Untrusted
-            };
-            let (stream, _) = sock.map_err(|e| Error::io(Some(role), e))?;
-            let _ = stream.set_nodelay(true);
-            let mut conn = setup::Conn::new(stream);
-            let hello = tokio::time::timeout(options.handshake_timeout, conn.read_hello()).await;
-            let Ok(Ok((raw, hello))) = hello else {
-                continue;
-            };
-            if hello.role != role {
-                continue;
-            }
-            if self.pending.len() >= MAX_PENDING
-                && !self.pending.contains_key(&hello.group)
-                && let Some(k) = self.pending.keys().next().copied()
-            {
-                self.pending.remove(&k);
-            }
-            let slot = self.pending.entry(hello.group).or_insert([None, None]);
-            slot[i] = Some((conn, raw, hello));
-            if slot.iter().all(Option::is_some) {
-                let Some([Some(u), Some(t)]) = self.pending.remove(&hello.group) else {
-                    continue;
-                };
-                let (mut conns, hellos) = (vec![u.0, t.0], [(u.1, u.2), (t.1, t.2)]);
-                let est = tokio::time::timeout(
-                    options.handshake_timeout,
-                    setup::respond(&mut conns, &hellos, options),
-                )
-                .await
-                .map_err(|_| Error::Timeout)??;
-                return Ok(MultipathStream::new(
-                    conns,
-                    &[PathRole::Untrusted, PathRole::Trusted],
-                    est,
-                    options,
-                ));
-            }
-        }
-    }
-}
-
-impl Listener {
-    async fn accept_mptcp(&mut self, options: &Options) -> Result<MultipathStream, Error> {
-        loop {
-            let (stream, _) = self.listeners[0]
-                .accept()
-                .await
-                .map_err(|e| Error::io(Some(PathRole::Trusted), e))?;
-            let _ = stream.set_nodelay(true);
-            let mut conn = setup::Conn::new(stream);
-            let hello = tokio::time::timeout(options.handshake_timeout, conn.read_hello()).await;
-            let Ok(Ok((raw, hello))) = hello else {
-                continue;
-            };
-            if hello.caps & wire::caps::KERNEL_MPTCP == 0 {
-                continue;
-            }
-            let mut conns = vec![conn];
-            let est = tokio::time::timeout(
-                options.handshake_timeout,
-                setup::respond(&mut conns, &[(raw, hello)], options),
-            )
-            .await
-            .map_err(|_| Error::Timeout)??;
-            return Ok(MultipathStream::new(
-                conns,
-                &[PathRole::Trusted],
-                est,
-                options,
-            ));
         }
     }
 }

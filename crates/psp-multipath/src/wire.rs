@@ -16,7 +16,7 @@
 //! The same header serves three kinds: data (payload = stream bytes), fin (`offset` = stream
 //! length, `seg` = data segments sent) and ack (`offset` = stream bytes delivered, `seg` =
 //! segments delivered: cumulative). Fin and ack carry no payload, or a 16-byte AEAD tag when the
-//! stream is sealed with `aes128-gcm` ([`CONTROL_TAG_LEN`]).
+//! stream is sealed ([`CONTROL_TAG_LEN`]). docs/MULTIPATH.md is the normative description.
 
 use core::fmt;
 use core::ops::Range;
@@ -29,13 +29,21 @@ pub const MAX_PAYLOAD: usize = 16 * 1024 + 16;
 pub const HELLO_LEN: usize = 16;
 /// The hello's magic bytes.
 pub const MAGIC: [u8; 4] = *b"PSMP";
-/// The protocol version this crate speaks (2: acks, sealed fins, AAD without the path
-/// sequence).
-pub const VERSION: u8 = 2;
+/// The protocol version this crate speaks (docs/MULTIPATH.md).
+pub const VERSION: u8 = 3;
 /// The only nonzero payload length a fin or an ack may have: the AEAD tag.
 pub const CONTROL_TAG_LEN: usize = 16;
 /// The largest handshake message accepted inside a [`HandshakeFrame`].
 pub const MAX_HANDSHAKE_LEN: usize = 512;
+/// The first two bytes of a binding-tag frame: a length no [`HandshakeFrame`] can have (above
+/// [`MAX_HANDSHAKE_LEN`]), so a receiver tells the tag from a handshake message by them.
+pub const TAG_MARKER: [u8; 2] = [0xff, 0xff];
+/// Length of a binding tag.
+pub const BINDING_TAG_LEN: usize = 32;
+/// Length of a binding-tag frame: [`TAG_MARKER`] and the tag.
+pub const BINDING_FRAME_LEN: usize = TAG_MARKER.len() + BINDING_TAG_LEN;
+/// Length of a segment's AEAD associated data ([`aad`]).
+pub const AAD_LEN: usize = 12 + HEADER_LEN;
 
 mod field {
     use core::ops::Range;
@@ -104,13 +112,39 @@ pub enum Kind {
 }
 
 impl Kind {
-    fn code(self) -> u8 {
+    /// The kind byte.
+    pub fn code(self) -> u8 {
         match self {
             Self::Data => 0x01,
             Self::Fin => 0x02,
             Self::Ack => 0x03,
         }
     }
+
+    /// The 12 constant bytes in front of the header in this kind's AEAD associated data
+    /// ([`aad`]). Bytes 6..12 enter the AEAD nonce (psp-core's `SuiteKey` takes them as the
+    /// "source MAC" of its nonce), so the three kinds have three nonce spaces under one key.
+    pub fn aad_prefix(self) -> &'static [u8; 12] {
+        match self {
+            Self::Data => b"psp-mp\0aead\0",
+            Self::Fin => b"psp-mp\0fin\0\0",
+            Self::Ack => b"psp-mp\0ack\0\0",
+        }
+    }
+}
+
+/// A segment's AEAD associated data: its kind's [`Kind::aad_prefix`], then the 20-byte header
+/// with the path sequence (bytes 4..8) zeroed, so a segment re-sent on the other path (new path
+/// sequence) opens unchanged.
+///
+/// # Panics
+/// If `header` is shorter than [`HEADER_LEN`].
+pub fn aad(kind: Kind, header: &[u8]) -> [u8; AAD_LEN] {
+    let mut a = [0u8; AAD_LEN];
+    a[..12].copy_from_slice(kind.aad_prefix());
+    a[12..].copy_from_slice(&header[..HEADER_LEN]);
+    a[12 + field::PATH_SEQ.start..12 + field::PATH_SEQ.end].fill(0);
+    a
 }
 
 /// A view of a segment header (and payload) in a buffer.
@@ -655,15 +689,15 @@ mod tests {
             group: [1, 2, 3, 4, 5, 6, 7, 8],
         };
         let b = h.emit();
-        assert_eq!(&b[..8], b"PSMP\x02\x01\x03\x01");
+        assert_eq!(&b[..8], b"PSMP\x03\x01\x03\x01");
         assert_eq!(Hello::parse(&b), Ok(h));
         assert_eq!(Hello::parse(&b[..15]), Err(Error::Truncated));
         let mut x = b;
         x[0] = b'X';
         assert_eq!(Hello::parse(&x), Err(Error::BadMagic));
         let mut x = b;
-        x[4] = 1;
-        assert_eq!(Hello::parse(&x), Err(Error::BadVersion(1)));
+        x[4] = 2;
+        assert_eq!(Hello::parse(&x), Err(Error::BadVersion(2)));
         let mut x = b;
         x[5] = 2;
         assert_eq!(Hello::parse(&x), Err(Error::BadField("path role")));

@@ -213,7 +213,7 @@ fn docs_text() -> Vec<u8> {
     .into_bytes()
 }
 
-/// Issue 19: the eavesdropper on the untrusted path, with no key and no known plaintext, runs
+/// The eavesdropper on the untrusted path, with no key and no known plaintext, runs
 /// the ciphertext-only attack on what it recorded: it reads the scrambled text (at least 95 %
 /// of the bytes on its path) and not the sealed one (under 1 %). The "0 hits of a known phrase"
 /// figure of the test above is true at the same time.
@@ -332,7 +332,7 @@ async fn peer_without_scramble_is_refused_unless_plain_is_allowed() {
     assert_eq!(c.cipher(), Cipher::None);
 }
 
-/// Issue 19: the listener's cipher is a requirement. A listener for aes128-gcm refuses a client
+/// The listener's cipher is a requirement. A listener for aes128-gcm refuses a client
 /// asking for scramble (and the reverse, and every other pair), even when both allow plain:
 /// both sides fail at set-up with one line, and no stream runs.
 #[tokio::test]
@@ -400,7 +400,7 @@ fn raw_hello(role: u8, caps: u8, cipher: u8, group: [u8; 8]) -> [u8; 16] {
     h
 }
 
-/// Issue 19: a client announcing scramble and allow-plain (no AES bit) that asks for
+/// A client announcing scramble and allow-plain (no AES bit) that asks for
 /// aes128-gcm is refused, not served in clear; and our client refuses a server that answers an
 /// aes128-gcm request with plain.
 #[tokio::test]
@@ -767,7 +767,7 @@ async fn paths_with_cut(l: &Listener, cut: PathRole) -> [Path; 2] {
     }
 }
 
-/// Issue 10: under `Continue`, a path killed mid-transfer (both directions busy) loses and
+/// Under `Continue`, a path killed mid-transfer (both directions busy) loses and
 /// repeats nothing: the unacknowledged segments are re-sent on the other path, duplicates are
 /// dropped, and both sides report which path failed, when and why.
 #[tokio::test]
@@ -812,7 +812,7 @@ async fn continue_after_a_path_dies_mid_transfer_keeps_every_byte_in_order() {
     }
 }
 
-/// Issue 10: with `scramble` (and `none`), the default `Continue` refuses to go on over the
+/// With `scramble` (and `none`), the default `Continue` refuses to go on over the
 /// untrusted path alone when the trusted one dies: the not-every-not-any guarantee would be
 /// gone. Both sides end with `UntrustedOnly`, and the report names the trusted path.
 #[tokio::test]

@@ -1050,6 +1050,126 @@ mod tests {
         );
     }
 
+    /// A stream transport needs no MAC or address: the Request carries the absent identities
+    /// (all-zero MACs, 0.0.0.0), a compact two-path handshake completes between two such hosts,
+    /// and stage 1 keeps stream and link hosts apart in both directions.
+    #[test]
+    fn stream_transport_hosts_need_no_link_identity() {
+        use super::super::messages::Message;
+        let mut rng = Counter(11);
+        let t0 = Instant::from_secs(1);
+        let cfg = || {
+            let mut c = Config::stream_transport();
+            c.smkex = SmkexMode::Required;
+            c.paths = 2;
+            c.compact = true;
+            c
+        };
+        let mut init = Handshake::initiate(
+            t0,
+            cfg(),
+            Peer::stream_transport(None),
+            Tai64n::from_unix(1, 0),
+            &mut rng,
+        );
+        let mut buf = [0u8; MAX_MESSAGE_LEN];
+        let mut flight = Vec::new();
+        while let Some(t) = init.poll_transmit(t0, &mut buf) {
+            flight.push((t.path, buf[..t.len].to_vec()));
+        }
+        let request = flight[0].1.clone();
+        let Body::Request(q) = Repr::parse_bytes(&request).unwrap().body else {
+            panic!("a Request first");
+        };
+        assert_eq!((q.initiator_mac, q.responder_mac), ([0; 6], [0; 6]));
+        assert_eq!(
+            (q.initiator_addr, q.responder_addr),
+            (super::super::NO_ADDR, super::super::NO_ADDR)
+        );
+        // Bytes: 12 timestamp, flags, paths, then the two MACs and the two addresses.
+        let body = Message::new_checked(&request[..]).unwrap().body().to_vec();
+        assert_eq!(body[14..26], [0; 12]);
+        assert_eq!(body[26], 4);
+        assert_eq!(body[27..43], [0; 16]);
+        assert_eq!(body[43], 4);
+        assert_eq!(body[44..60], [0; 16]);
+
+        // A link host refuses it, and a stream host refuses a link host's Request.
+        let link = Config::new(
+            [2, 0, 0, 0, 0, 2],
+            IpAddr::V4(Ipv4Addr::new(10, 77, 0, 2)),
+            24,
+        );
+        let link_peer = Peer {
+            mac: [2, 0, 0, 0, 0, 1],
+            addr: IpAddr::V4(Ipv4Addr::new(10, 77, 0, 1)),
+            pinned_static: None,
+        };
+        assert_eq!(
+            Handshake::respond(
+                t0,
+                link,
+                Peer::stream_transport(None),
+                PathId::FIRST,
+                &request,
+                &mut rng
+            )
+            .unwrap_err(),
+            FailReason::NotForUs
+        );
+        let mut link_init = Handshake::initiate(
+            t0,
+            Config::new(link_peer.mac, link_peer.addr, 24),
+            Peer {
+                mac: [2, 0, 0, 0, 0, 2],
+                addr: IpAddr::V4(Ipv4Addr::new(10, 77, 0, 2)),
+                pinned_static: None,
+            },
+            Tai64n::from_unix(1, 0),
+            &mut rng,
+        );
+        let t = link_init.poll_transmit(t0, &mut buf).unwrap();
+        assert_eq!(
+            Handshake::respond(
+                t0,
+                cfg(),
+                Peer::stream_transport(None),
+                t.path,
+                &buf[..t.len],
+                &mut rng
+            )
+            .unwrap_err(),
+            FailReason::NotForUs
+        );
+
+        // Two stream hosts complete the handshake.
+        let mut resp = Handshake::respond(
+            t0,
+            cfg(),
+            Peer::stream_transport(None),
+            PathId::FIRST,
+            &request,
+            &mut rng,
+        )
+        .unwrap();
+        for (path, m) in &flight[1..] {
+            resp.handle_message(t0, *path, m).unwrap();
+        }
+        while let Some(t) = resp.poll_transmit(t0, &mut buf) {
+            let _ = init.handle_message(t0, t.path, &buf[..t.len]);
+        }
+        let (Some(Event::Established(a)), Some(Event::Established(b))) =
+            (init.poll_event(), resp.poll_event())
+        else {
+            panic!("both sides established");
+        };
+        let (mut x, mut y) = ([0u8; 32], [0u8; 32]);
+        a.export(b"check", &mut x).unwrap();
+        b.export(b"check", &mut y).unwrap();
+        assert_eq!(x, y);
+        assert!(a.two_path() && b.two_path());
+    }
+
     #[test]
     fn subnet_check() {
         let a = |x| IpAddr::V4(Ipv4Addr::new(10, 77, 0, x));

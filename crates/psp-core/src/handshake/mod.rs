@@ -146,7 +146,24 @@ impl Config {
             compact: false,
         }
     }
+
+    /// Defaults as [`new`](Self::new), for a host on a **stream transport** (e.g.
+    /// psp-multipath's TCP connections), where the peers are identified by their connections and
+    /// there is no link-layer or network identity: the MACs are [`NO_MAC`], the addresses
+    /// [`NO_ADDR`] with prefix length 0. A Request then carries the absent identities (both
+    /// MACs all-zero, both addresses `04` and 16 zero bytes), and stage 1 accepts only such a
+    /// Request: a responder with real identities refuses it with [`FailReason::NotForUs`] (no
+    /// reply), and a stream-transport responder refuses a Request with real identities the same
+    /// way. Pair with [`Peer::stream_transport`].
+    pub fn stream_transport() -> Self {
+        Self::new(NO_MAC, NO_ADDR, 0)
+    }
 }
+
+/// The absent link-layer identity of a stream transport ([`Config::stream_transport`]).
+pub const NO_MAC: [u8; 6] = [0; 6];
+/// The absent network identity of a stream transport: the IPv4 unspecified address 0.0.0.0.
+pub const NO_ADDR: IpAddr = IpAddr::V4(core::net::Ipv4Addr::UNSPECIFIED);
 
 /// What a host knows about the peer before the handshake.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -158,6 +175,18 @@ pub struct Peer {
     /// The peer's pinned long-term public key, if any: a different or missing key fails with
     /// [`FailReason::IdentityMismatch`].
     pub pinned_static: Option<[u8; KEY_LEN]>,
+}
+
+impl Peer {
+    /// The peer on a stream transport (see [`Config::stream_transport`]): no MAC or address,
+    /// only the long-term key to require, if any.
+    pub fn stream_transport(pinned_static: Option<[u8; KEY_LEN]>) -> Self {
+        Self {
+            mac: NO_MAC,
+            addr: NO_ADDR,
+            pinned_static,
+        }
+    }
 }
 
 /// Why a handshake produced no session. Each has a static name for counters.

@@ -399,7 +399,7 @@ mod tests {
         assert_eq!(r.model, model);
     }
 
-    /// Issue 19: one 16 KiB run from the middle of a scrambled docs text, nothing else known:
+    /// One 16 KiB run from the middle of a scrambled docs text, nothing else known:
     /// at least 95 % comes back.
     #[test]
     fn recovers_a_text_run_from_the_ciphertext_alone() {

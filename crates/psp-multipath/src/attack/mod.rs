@@ -355,8 +355,8 @@ pub fn analyze_path(bytes: &[u8]) -> PathAnalysis {
     }
 }
 
-/// Every whole segment (data, fin, ack) on one direction of a connection, after its hello and
-/// handshake frames: the parsed header and the segment's bytes.
+/// Every whole segment (data, fin, ack) on one direction of a connection, after its hello,
+/// handshake frames and binding tag: the parsed header and the segment's bytes.
 fn segments(bytes: &[u8]) -> Vec<(crate::wire::Repr, &[u8])> {
     use crate::wire::{Segment, segment_len};
     let mut rest = bytes.get(HELLO_LEN..).unwrap_or_default();
@@ -366,6 +366,12 @@ fn segments(bytes: &[u8]) -> Vec<(crate::wire::Repr, &[u8])> {
             break;
         }
         rest = &rest[end..];
+    }
+    // The binding tag (trusted path).
+    if rest.starts_with(&crate::wire::TAG_MARKER) {
+        rest = rest
+            .get(crate::wire::BINDING_FRAME_LEN..)
+            .unwrap_or_default();
     }
     let mut out = Vec::new();
     while let Ok(Some(len)) = segment_len(rest) {

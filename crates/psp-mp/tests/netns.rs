@@ -18,7 +18,7 @@ fn field<'a>(result: &'a str, key: &str) -> &'a str {
 }
 
 #[test]
-fn quick_testbed_run_eve_reads_scrambled_text_not_sealed_and_mitm_is_detected() {
+fn root_quick_testbed_run_eve_reads_scrambled_text_not_sealed_and_mitm_is_detected() {
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
     let out = Command::new("bash")
         .arg(root.join("testbed/multipath.sh"))

@@ -39,7 +39,7 @@ fn stderr(o: &Output) -> String {
     String::from_utf8_lossy(&o.stderr).into_owned()
 }
 
-/// Issue 21 item 10: a world-readable long-term secret is refused, as the daemon refuses such a
+/// A world-readable long-term secret is refused, as the daemon refuses such a
 /// key file, with its message and fix; the secret is never echoed.
 #[test]
 fn a_world_readable_secret_is_refused_with_the_daemons_message() {
@@ -105,7 +105,7 @@ fn free_ports() -> [u16; 2] {
     ]
 }
 
-/// Issue 19: `listen --cipher aes128-gcm` refuses a client that asks for scramble; both print
+/// `listen --cipher aes128-gcm` refuses a client that asks for scramble; both print
 /// one line and exit 1. The default cipher is aes128-gcm on both sides.
 #[test]
 fn listen_cipher_is_a_requirement() {

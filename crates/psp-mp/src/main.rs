@@ -311,9 +311,8 @@ impl Common {
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
-    // One thread: every step of a set-up is a wake-up, and cross-thread wake-ups made set-ups
-    // ~25 % slower (loopback medians: handshake 841 -> 602 µs, the DH baseline 431 -> 335 µs);
-    // a loopback transfer still runs at ~8 Gbit/s.
+    // One thread: every step of a set-up is a wake-up, and cross-thread wake-ups make set-ups
+    // slower (docs/MULTIPATH.md, "Implementation notes").
     let rt = match tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()

@@ -1,0 +1,456 @@
+//! The TCP side of set-up: opening the connections ([`connect`]), accepting and pairing them
+//! ([`Listener`]), and driving a sans-I/O [`Setup`] over them until the stream is established.
+
+use core::net::SocketAddr;
+use std::collections::HashMap;
+use std::io;
+
+use psp_core::handshake::Tai64n;
+use socket2::{Domain, Protocol, Socket, Type};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::{TcpListener, TcpSocket, TcpStream};
+
+use crate::clock::Clock;
+use crate::proto::{Established, Setup, SetupEvent, roles};
+use crate::wire::{HELLO_LEN, Hello, PathRole, caps};
+use crate::{Error, Mode, MultipathStream, Options, Path, TRUSTED, UNTRUSTED};
+
+/// `[untrusted, trusted]` out of two paths, or an error.
+fn split_paths(paths: &[Path]) -> Result<[&Path; 2], Error> {
+    let [a, b] = paths else {
+        return Err(Error::Config("give exactly two paths"));
+    };
+    match (a.role, b.role) {
+        (PathRole::Untrusted, PathRole::Trusted) => Ok([a, b]),
+        (PathRole::Trusted, PathRole::Untrusted) => Ok([b, a]),
+        _ => Err(Error::Config(
+            "one path must be trusted and the other untrusted",
+        )),
+    }
+}
+
+async fn connect_one(p: &Path) -> Result<TcpStream, Error> {
+    let remote = p
+        .remote
+        .ok_or(Error::Config("a path has no remote address"))?;
+    let e = |err| Error::io(Some(p.role), err);
+    let sock = if remote.is_ipv4() {
+        TcpSocket::new_v4()
+    } else {
+        TcpSocket::new_v6()
+    }
+    .map_err(e)?;
+    if let Some(dev) = &p.device {
+        sock.bind_device(Some(dev.as_bytes())).map_err(e)?;
+    }
+    if let Some(local) = p.local {
+        sock.bind(local).map_err(e)?;
+    }
+    let s = sock.connect(remote).await.map_err(e)?;
+    s.set_nodelay(true).map_err(e)?;
+    Ok(s)
+}
+
+/// The OS random number generator, boxed for a [`Setup`].
+fn os_rng() -> Box<rand_core::OsRng> {
+    Box::new(rand_core::OsRng)
+}
+
+/// Fails early, with a clear error, if the OS random number generator does not work (the
+/// handshake would otherwise panic inside `OsRng`).
+fn check_rng() -> Result<(), Error> {
+    let mut b = [0u8; 1];
+    getrandom::fill(&mut b).map_err(|_| Error::Config("the OS random number generator failed"))
+}
+
+/// Drives `setup` over `sockets` (by slot) until it reports.
+///
+/// # Errors
+/// The set-up's failure, or a socket error or end during set-up.
+async fn drive(
+    setup: &mut Setup,
+    sockets: &mut [TcpStream],
+    clock: &Clock,
+) -> Result<Established, Error> {
+    let roles = roles(if sockets.len() == 1 {
+        Mode::KernelMptcp
+    } else {
+        Mode::Dispersal
+    });
+    let mut bufs = vec![Vec::with_capacity(4096); sockets.len()];
+    loop {
+        let event = setup.poll_event();
+        for (i, s) in sockets.iter_mut().enumerate() {
+            let out = setup.poll_transmit(i);
+            if out.is_empty() {
+                continue;
+            }
+            let n = out.len();
+            match (s.write_all(out).await, &event) {
+                (Ok(()), _) => setup.transmitted(i, n),
+                // A failed set-up's last bytes (a refusal, a Reject) are best effort.
+                (Err(_), Some(SetupEvent::Failed(_))) => {}
+                (Err(e), _) => return Err(Error::io(Some(roles[i]), e)),
+            }
+        }
+        match event {
+            Some(SetupEvent::Established(e)) => return Ok(*e),
+            Some(SetupEvent::Failed(e)) => return Err(e),
+            None => {}
+        }
+        let deadline = setup.poll_timeout().map(|t| clock.deadline(t));
+        let sleep = async {
+            match deadline {
+                Some(t) => tokio::time::sleep_until(t).await,
+                None => core::future::pending().await,
+            }
+        };
+        let (i, r) = match sockets {
+            [a, b] => {
+                let [ba, bb] = &mut bufs[..] else {
+                    return Err(Error::Config("one or two connections"));
+                };
+                let (wa, wb) = (setup.wants_input(0), setup.wants_input(1));
+                tokio::select! {
+                    r = a.read_buf(ba), if wa => (0, r),
+                    r = b.read_buf(bb), if wb => (1, r),
+                    () = sleep => {
+                        setup.handle_timeout(clock.now());
+                        continue;
+                    }
+                }
+            }
+            [a] => tokio::select! {
+                r = a.read_buf(&mut bufs[0]) => (0, r),
+                () = sleep => {
+                    setup.handle_timeout(clock.now());
+                    continue;
+                }
+            },
+            _ => return Err(Error::Config("one or two connections")),
+        };
+        match r {
+            Ok(0) => {
+                return Err(Error::io(
+                    Some(roles[i]),
+                    io::Error::new(io::ErrorKind::UnexpectedEof, "peer closed during set-up"),
+                ));
+            }
+            Ok(_) => {
+                setup.handle_recv(clock.now(), i, &bufs[i]);
+                bufs[i].clear();
+            }
+            Err(e) => return Err(Error::io(Some(roles[i]), e)),
+        }
+    }
+}
+
+/// The time of day for a handshake Request (its freshness stamp).
+fn timestamp() -> Tai64n {
+    Tai64n::from_system_time(std::time::SystemTime::now())
+}
+
+/// Connects both paths, runs set-up (hellos, SMKEX, binding) and returns the stream.
+///
+/// # Errors
+/// [`Error::Config`] unless `paths` is one trusted and one untrusted path with remote
+/// addresses; any set-up failure ([`Error::Handshake`] for an attacker replacing a share,
+/// [`Error::Refused`], [`Error::Timeout`], [`Error::Io`]).
+pub async fn connect(paths: &[Path], options: &Options) -> Result<MultipathStream, Error> {
+    check_rng()?;
+    if options.mode == Mode::KernelMptcp {
+        return connect_mptcp(paths, options).await;
+    }
+    let [u, t] = split_paths(paths)?;
+    let clock = Clock::new();
+    let go = async {
+        let (cu, ct) = tokio::try_join!(connect_one(u), connect_one(t))?;
+        // The clock started just before the connects.
+        let connect_time = core::time::Duration::from_micros(clock.now().total_micros());
+        let mut sockets = vec![cu, ct];
+        let mut setup = Setup::initiate(clock.now(), options, timestamp(), os_rng());
+        let est = drive(&mut setup, &mut sockets, &clock).await?;
+        Ok::<_, Error>((sockets, est, connect_time))
+    };
+    let (sockets, est, connect_time) = tokio::time::timeout(options.handshake_timeout, go)
+        .await
+        .map_err(|_| Error::Timeout)??;
+    let mut s = MultipathStream::new(sockets, est, options, clock);
+    s.set_connect_time(connect_time);
+    Ok(s)
+}
+
+/// A new `IPPROTO_MPTCP` stream socket for `addr`'s family, or a clear error when the kernel
+/// has no MPTCP.
+fn mptcp_socket(addr: SocketAddr) -> io::Result<Socket> {
+    Socket::new(
+        Domain::for_address(addr),
+        Type::STREAM,
+        Some(Protocol::MPTCP),
+    )
+    .map_err(|e| {
+        io::Error::new(
+            e.kind(),
+            format!(
+                "no MPTCP socket ({e}): is net.mptcp.enabled = 1 and the kernel built with MPTCP?"
+            ),
+        )
+    })
+}
+
+/// Kernel MPTCP mode: one MPTCP connection from the trusted path's local address.
+async fn connect_mptcp(paths: &[Path], options: &Options) -> Result<MultipathStream, Error> {
+    let t = paths
+        .iter()
+        .find(|p| p.role == PathRole::Trusted)
+        .ok_or(Error::Config("kernel MPTCP mode needs a trusted path"))?;
+    let remote = t
+        .remote
+        .ok_or(Error::Config("the trusted path has no remote address"))?;
+    let e = |err| Error::io(Some(PathRole::Trusted), err);
+    let clock = Clock::new();
+    let go = async {
+        let sock = mptcp_socket(remote).map_err(e)?;
+        if let Some(dev) = &t.device {
+            sock.bind_device(Some(dev.as_bytes())).map_err(e)?;
+        }
+        if let Some(local) = t.local {
+            sock.bind(&local.into()).map_err(e)?;
+        }
+        sock.set_nonblocking(true).map_err(e)?;
+        let sock = TcpSocket::from_std_stream(sock.into());
+        let s = sock.connect(remote).await.map_err(e)?;
+        s.set_nodelay(true).map_err(e)?;
+        let mut sockets = vec![s];
+        let mut setup = Setup::initiate(clock.now(), options, timestamp(), os_rng());
+        let est = drive(&mut setup, &mut sockets, &clock).await?;
+        Ok::<_, Error>((sockets, est))
+    };
+    let (sockets, est) = tokio::time::timeout(options.handshake_timeout, go)
+        .await
+        .map_err(|_| Error::Timeout)??;
+    Ok(MultipathStream::new(sockets, est, options, clock))
+}
+
+/// Binds listeners for the two paths; see [`Listener::bind`].
+///
+/// # Errors
+/// As [`Listener::bind`].
+pub async fn listen(paths: &[Path]) -> Result<Listener, Error> {
+    Listener::bind(paths).await
+}
+
+/// A connection whose hello was read: the socket, the hello, and the bytes read past it.
+struct Arrived {
+    socket: TcpStream,
+    hello: [u8; HELLO_LEN],
+    rest: Vec<u8>,
+}
+
+/// Two TCP listeners, one per path, that pair a client's two connections by the group id in
+/// their hellos.
+pub struct Listener {
+    /// `[untrusted, trusted]`, or `[trusted]` (an MPTCP socket) in kernel MPTCP mode.
+    listeners: Vec<TcpListener>,
+    /// Half-arrived clients: group id → connection per slot.
+    pending: HashMap<[u8; 8], [Option<Arrived>; 2]>,
+}
+
+impl core::fmt::Debug for Listener {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.debug_struct("Listener")
+            .field("listeners", &self.listeners)
+            .field("pending", &self.pending.len())
+            .finish()
+    }
+}
+
+/// The most half-arrived clients kept; beyond, an arbitrary one is dropped (a flood of
+/// half-connections can delay a real client, not corrupt it).
+const MAX_PENDING: usize = 64;
+
+fn listen_socket(p: &Path, mptcp: bool) -> Result<TcpListener, Error> {
+    let local = p
+        .local
+        .ok_or(Error::Config("a path has no local address"))?;
+    let e = |err| Error::io(Some(p.role), err);
+    let sock = if mptcp {
+        mptcp_socket(local).map_err(e)?
+    } else {
+        Socket::new(
+            Domain::for_address(local),
+            Type::STREAM,
+            Some(Protocol::TCP),
+        )
+        .map_err(e)?
+    };
+    sock.set_reuse_address(true).map_err(e)?;
+    if let Some(dev) = &p.device {
+        sock.bind_device(Some(dev.as_bytes())).map_err(e)?;
+    }
+    sock.bind(&local.into()).map_err(e)?;
+    sock.listen(128).map_err(e)?;
+    sock.set_nonblocking(true).map_err(e)?;
+    TcpListener::from_std(sock.into()).map_err(e)
+}
+
+/// Reads a connection's hello (and whatever came with it), within `options`' set-up timeout.
+async fn read_hello(mut socket: TcpStream, options: &Options) -> Option<(Arrived, Hello)> {
+    let _ = socket.set_nodelay(true);
+    let mut buf = Vec::with_capacity(1024);
+    let read = async {
+        while buf.len() < HELLO_LEN {
+            if socket.read_buf(&mut buf).await.ok()? == 0 {
+                return None;
+            }
+        }
+        Some(())
+    };
+    tokio::time::timeout(options.handshake_timeout, read)
+        .await
+        .ok()??;
+    let mut hello = [0u8; HELLO_LEN];
+    hello.copy_from_slice(&buf[..HELLO_LEN]);
+    let parsed = Hello::parse(&hello).ok()?;
+    let rest = buf.split_off(HELLO_LEN);
+    Some((
+        Arrived {
+            socket,
+            hello,
+            rest,
+        },
+        parsed,
+    ))
+}
+
+impl Listener {
+    /// Listens on each path's local address.
+    ///
+    /// # Errors
+    /// [`Error::Config`] unless one trusted and one untrusted path with local addresses;
+    /// [`Error::Io`] if binding fails.
+    pub async fn bind(paths: &[Path]) -> Result<Self, Error> {
+        let [u, t] = split_paths(paths)?;
+        Ok(Self {
+            listeners: vec![listen_socket(u, false)?, listen_socket(t, false)?],
+            pending: HashMap::new(),
+        })
+    }
+
+    /// Kernel MPTCP mode: one MPTCP listener on the trusted path's local address (announce
+    /// further addresses with `ip mptcp endpoint ... signal`, and listen on the wildcard
+    /// address so that the peer's joins to them find this listener).
+    ///
+    /// # Errors
+    /// [`Error::Config`] without a trusted path with a local address; [`Error::Io`] if the
+    /// kernel has no MPTCP or binding fails.
+    pub async fn bind_kernel_mptcp(paths: &[Path]) -> Result<Self, Error> {
+        let t = paths
+            .iter()
+            .find(|p| p.role == PathRole::Trusted)
+            .ok_or(Error::Config("kernel MPTCP mode needs a trusted path"))?;
+        Ok(Self {
+            listeners: vec![listen_socket(t, true)?],
+            pending: HashMap::new(),
+        })
+    }
+
+    /// The bound addresses, `[untrusted, trusted]`.
+    ///
+    /// # Errors
+    /// The socket's error.
+    pub fn local_addrs(&self) -> io::Result<Vec<SocketAddr>> {
+        self.listeners.iter().map(TcpListener::local_addr).collect()
+    }
+
+    /// Paths a client on this host would connect with (tests, examples).
+    ///
+    /// # Panics
+    /// If the listening sockets have no address (they always do once bound).
+    pub fn connect_paths(&self) -> [Path; 2] {
+        let addrs = self.local_addrs().expect("bound listeners have addresses");
+        let any = |a: SocketAddr| SocketAddr::new(a.ip(), 0);
+        let (u, t) = (addrs[0], addrs[addrs.len() - 1]);
+        [Path::trusted(any(t), t), Path::untrusted(any(u), u)]
+    }
+
+    /// Waits for a client's two connections, then runs set-up as responder.
+    ///
+    /// A connection whose hello does not parse or does not arrive within the set-up timeout,
+    /// or arrives on the listener of the other role, is dropped and waiting goes on; a set-up
+    /// failure after pairing is returned.
+    ///
+    /// # Errors
+    /// Set-up failures of a paired client (as [`connect`]); [`Error::Io`] if accepting fails.
+    pub async fn accept(&mut self, options: &Options) -> Result<MultipathStream, Error> {
+        check_rng()?;
+        if self.listeners.len() == 1 {
+            return self.accept_mptcp(options).await;
+        }
+        loop {
+            let (i, sock) = tokio::select! {
+                r = self.listeners[UNTRUSTED].accept() => (UNTRUSTED, r),
+                r = self.listeners[TRUSTED].accept() => (TRUSTED, r),
+            };
+            let role = roles(Mode::Dispersal)[i];
+            let (socket, _) = sock.map_err(|e| Error::io(Some(role), e))?;
+            let Some((arrived, hello)) = read_hello(socket, options).await else {
+                continue;
+            };
+            if hello.role != role {
+                continue;
+            }
+            if self.pending.len() >= MAX_PENDING
+                && !self.pending.contains_key(&hello.group)
+                && let Some(k) = self.pending.keys().next().copied()
+            {
+                self.pending.remove(&k);
+            }
+            let slot = self.pending.entry(hello.group).or_insert([None, None]);
+            slot[i] = Some(arrived);
+            if slot.iter().all(Option::is_some) {
+                let Some([Some(u), Some(t)]) = self.pending.remove(&hello.group) else {
+                    continue;
+                };
+                return respond(vec![u, t], options).await;
+            }
+        }
+    }
+
+    async fn accept_mptcp(&mut self, options: &Options) -> Result<MultipathStream, Error> {
+        loop {
+            let (socket, _) = self.listeners[0]
+                .accept()
+                .await
+                .map_err(|e| Error::io(Some(PathRole::Trusted), e))?;
+            let Some((arrived, hello)) = read_hello(socket, options).await else {
+                continue;
+            };
+            if hello.caps & caps::KERNEL_MPTCP == 0 {
+                continue;
+            }
+            return respond(vec![arrived], options).await;
+        }
+    }
+}
+
+/// Runs set-up as responder on the paired connections (by slot).
+async fn respond(arrived: Vec<Arrived>, options: &Options) -> Result<MultipathStream, Error> {
+    let clock = Clock::new();
+    let hellos: Vec<[u8; HELLO_LEN]> = arrived.iter().map(|a| a.hello).collect();
+    let mut setup = Setup::respond(clock.now(), options, &hellos, os_rng());
+    let mut sockets = Vec::with_capacity(arrived.len());
+    for (i, a) in arrived.into_iter().enumerate() {
+        if !a.rest.is_empty() {
+            setup.handle_recv(clock.now(), i, &a.rest);
+        }
+        sockets.push(a.socket);
+    }
+    let est = tokio::time::timeout(
+        options.handshake_timeout,
+        drive(&mut setup, &mut sockets, &clock),
+    )
+    .await
+    .map_err(|_| Error::Timeout)??;
+    Ok(MultipathStream::new(sockets, est, options, clock))
+}
