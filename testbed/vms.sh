@@ -184,7 +184,7 @@ if [[ -z $DEB ]]; then
     DEB=$("$ROOT/testbed/package.sh" "${pkg_args[@]}" | tail -n 1) || vms_die "testbed/package.sh failed"
 fi
 [[ -f $DEB ]] || vms_die "no package at $DEB"
-DEB_VERSION=$(dpkg-deb -f "$DEB" Version)
+DEB_VERSION=$(dpkg-deb -f "$DEB" Version) && [[ -n $DEB_VERSION ]] || vms_die "$DEB is not a Debian package"
 echo "  $DEB (version $DEB_VERSION)"
 cp "$DEB" "$RUN/psp-gateway.deb"
 if [[ $MODE == vm ]]; then
@@ -643,7 +643,7 @@ if gx 1 'systemctl reload psp-gateway'; then
     if [[ $state == active && $pid1 == "$pid0" && $peers == vm2,vm3 ]] && wait_ping 1 "$(tap_ip 2)" 20; then
         RELOAD_OK=1
         ok "reload: same process ($pid1), peers now $peers, the session with vm2 still carries pings"
-        echo "  journal: $(gx 1 'journalctl -b -u psp-gateway --no-pager -o cat | grep -i reload | tail -n 2' | tr '\n' ' ')"
+        echo "  journal: $(gx 1 'journalctl -b -u psp-gateway --no-pager -o cat | grep -i reload | tail -n 2' | sed 's/\x1b\[[0-9;]*m//g' | tr '\n' ' ')"
     else
         fail "reload: state '$state', pid $pid0 -> $pid1, peers '$peers'"
     fi
