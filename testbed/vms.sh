@@ -125,6 +125,13 @@ teardown() {
     done
     for pid in "${PIDS[@]}"; do kill -TERM "$pid" 2>/dev/null; done
     sleep 0.5
+    # A container's systemd takes a moment to power off; SIGKILL on systemd-nspawn itself would
+    # orphan it, so wait, then kill the container's PID 1 (and so its whole PID namespace).
+    for n in 1 2; do
+        [[ -n ${NSPAWN_PID[$n]:-} ]] || continue
+        for _ in $(seq 100); do kill -0 "${NSPAWN_PID[$n]}" 2>/dev/null || break; sleep 0.1; done
+        [[ -n ${LEADER[$n]:-} ]] && kill -KILL "${LEADER[$n]}" 2>/dev/null
+    done
     for pid in "${PIDS[@]}"; do
         kill -KILL "$pid" 2>/dev/null
         wait "$pid" 2>/dev/null
@@ -262,33 +269,54 @@ boot_wait() { # boot_wait N SECONDS: until ssh to vm N answers
 if [[ $MODE == vm ]]; then
     phase "accelerator"
     # The probe: the guest kernel, no root file system, panic=-1: it boots to its root mount,
-    # panics and QEMU exits (-no-reboot). About 1 s under a working KVM, 5-10 s under TCG.
+    # panics and QEMU exits (-no-reboot). About 1 s under a working KVM, 5-10 s under TCG. CPU
+    # models: host first, then QEMU's default (some KVMs refuse host's MSRs). The outcome is
+    # cached per host kernel and image (a failing probe costs 30 s).
     probe_kvm() {
-        local t0=$SECONDS rc
+        local t0 rc cpu probe
+        KVM_CPU=
         [[ -c /dev/kvm && -w /dev/kvm ]] || { KVM_WHY="no writable /dev/kvm"; return 1; }
-        timeout 30 qemu-system-x86_64 -accel kvm -cpu host -m 256 -smp 1 -nodefaults -no-user-config \
-            -display none -no-reboot -serial "file:$RUN/probe.serial" -kernel "$IMG/vmlinuz" \
-            -append "console=ttyS0 panic=-1 root=/dev/nonexistent" >"$RUN/probe.log" 2>&1
-        rc=$?
-        if ((rc == 0)) && grep -q "Kernel panic" "$RUN/probe.serial"; then
-            KVM_WHY="the guest kernel reached its root mount under KVM in $((SECONDS - t0)) s"
-            return 0
+        probe=$VMS_CACHE/accel-probe-$(uname -r)-$(basename "$IMG")
+        if [[ -f $probe ]]; then
+            read -r KVM_CPU KVM_WHY <"$probe"
+            KVM_WHY+=" (probed $(date -r "$probe" '+%Y-%m-%d %H:%M'); rm $probe to probe again)"
+            [[ $KVM_CPU != - ]]
+            return
         fi
-        KVM_WHY="under KVM the guest kernel did not reach its root mount within 30 s"
-        [[ $rc == 124 ]] || KVM_WHY="QEMU with KVM failed: $(grep -v '^$' "$RUN/probe.log" | tail -n 1)"
+        KVM_WHY=
+        for cpu in host qemu64; do
+            t0=$SECONDS
+            timeout 30 qemu-system-x86_64 -accel kvm -cpu "$cpu" -m 256 -smp 1 -nodefaults -no-user-config \
+                -display none -no-reboot -serial "file:$RUN/probe.serial" -kernel "$IMG/vmlinuz" \
+                -append "console=ttyS0 panic=-1 root=/dev/nonexistent" >"$RUN/probe.log" 2>&1
+            rc=$?
+            if ((rc == 0)) && grep -q "Kernel panic" "$RUN/probe.serial"; then
+                KVM_CPU=$cpu
+                KVM_WHY="the guest kernel reached its root mount under KVM (-cpu $cpu) in $((SECONDS - t0)) s"
+                echo "$KVM_CPU $KVM_WHY" >"$probe"
+                return 0
+            fi
+            if ((rc == 124)); then
+                KVM_WHY+="-cpu $cpu: the guest kernel did not reach its root mount within 30 s; "
+            else
+                KVM_WHY+="-cpu $cpu: QEMU failed ($(grep -v '^$' "$RUN/probe.log" | tail -n 1 | cut -c1-100)); "
+            fi
+        done
+        KVM_WHY=${KVM_WHY%; }
         if [[ -d /sys/module/kvm_pvm ]]; then
-            KVM_WHY+=" (this host's /dev/kvm is kvm-pvm, the pagetable-based VM, which runs a guest kernel built for PVM; Debian's kernel is not)"
+            KVM_WHY+=". This host's /dev/kvm is kvm-pvm (the pagetable-based VM): it runs guest kernels built for PVM, and Debian's is not"
         fi
+        echo "- $KVM_WHY" >"$probe"
         return 1
     }
     case $ACCEL in
     auto) if probe_kvm; then ACCEL=kvm; else ACCEL=tcg; fi ;;
-    kvm) probe_kvm || echo "  warning: $KVM_WHY; --accel kvm as asked" ;;
+    kvm) probe_kvm || { echo "  warning: $KVM_WHY; --accel kvm as asked"; KVM_CPU=host; } ;;
     tcg) KVM_WHY="--accel tcg" ;;
     esac
     echo "  accel: $ACCEL ($KVM_WHY)"
     if [[ $ACCEL == kvm ]]; then
-        QEMU_ACCEL=(-accel kvm -cpu host)
+        QEMU_ACCEL=(-accel kvm -cpu "$KVM_CPU")
         EMULATED=0
     else
         # -cpu max: AES-NI, PCLMULQDQ and AVX2 emulated, so the crypto takes the same code paths.
@@ -296,11 +324,15 @@ if [[ $MODE == vm ]]; then
         EMULATED=1
     fi
 
+    # No crypto self-tests and none of the modules udev would load for the PC's legacy devices
+    # (or for the virtualization extensions -cpu max shows): under TCG each costs seconds.
+    BOOT_ARGS="cryptomgr.notests module_blacklist=kvm,kvm_amd,kvm_intel,cfg80211,floppy,pcspkr,ata_piix,ata_generic,i2c_piix4,serio_raw,joydev,evdev,psmouse,qemu_fw_cfg"
     phase "boot vm1 and vm2 ($ACCEL)"
     KEY=$RUN/id_ed25519
     install -m 600 "$IMG/id_ed25519" "$KEY"
     SSH_OPTS=(-F /dev/null -i "$KEY" -o IdentitiesOnly=yes -o BatchMode=yes -o StrictHostKeyChecking=no
         -o UserKnownHostsFile=/dev/null -o ConnectTimeout=5 -o LogLevel=ERROR
+        -o ServerAliveInterval=2 -o ServerAliveCountMax=3
         -o ControlMaster=auto -o "ControlPath=$RUN/ssh-%h" -o ControlPersist=30m)
     for n in 1 2; do
         qemu-img create -q -f qcow2 -F raw -b "$IMG/root.img" "$RUN/vm$n.qcow2" || vms_die "qemu-img failed"
@@ -308,7 +340,7 @@ if [[ $MODE == vm ]]; then
             -nodefaults -no-user-config -display none -daemonize -pidfile "$RUN/vm$n.pid" \
             -serial "file:$RUN/vm$n.serial" -monitor "unix:$RUN/vm$n.mon,server,nowait" \
             -kernel "$IMG/vmlinuz" -initrd "$IMG/initrd.img" \
-            -append "root=/dev/vda rw console=ttyS0 net.ifnames=0 systemd.hostname=vm$n quiet" \
+            -append "root=/dev/vda rw console=ttyS0 net.ifnames=0 systemd.hostname=vm$n quiet $BOOT_ARGS" \
             -drive "file=$RUN/vm$n.qcow2,if=virtio,format=qcow2" -device virtio-rng-pci \
             -netdev "tap,id=m,ifname=vm$n-m,script=no,downscript=no" \
             -device "virtio-net-pci,netdev=m,mac=52:54:00:99:00:0$n,addr=0x5" \
@@ -663,6 +695,8 @@ if [[ $MODE == vm ]]; then
     gx 1 "setsid ping -D -i 0.2 $(tap_ip 2) </dev/null >/root/reboot-ping.log 2>&1 & echo \$! > /root/reboot-ping.pid"
     sleep 1
     gx 2 'systemctl reboot' 2>/dev/null
+    # The shared ssh connection to vm2 dies with it: close it rather than wait for it.
+    ip netns exec "$NS" ssh "${SSH_OPTS[@]}" -O exit root@192.168.99.2 2>/dev/null
     T0=$SECONDS
     while gx 2 true 2>/dev/null && ((SECONDS - T0 < 60)); do sleep 0.5; done
     if boot_wait 2 300; then

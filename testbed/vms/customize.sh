@@ -1,11 +1,23 @@
 #!/usr/bin/env bash
-# testbed/vms/customize.sh KIND ROOT [HOST_PUBKEY]: mmdebstrap's customize hook for the guest
-# images of testbed/vms.sh (testbed/vms/image.sh runs it; KIND is vm or ct, ROOT the new tree).
-# Writes what an administrator would set up on a host before installing psp-gateway: the
-# network (systemd-networkd), and for VMs the root file system entry and ssh access.
+# testbed/vms/customize.sh PHASE KIND ROOT [HOST_PUBKEY]: mmdebstrap's hooks for the guest
+# images of testbed/vms.sh (testbed/vms/image.sh runs them; KIND is vm or ct, ROOT the new tree).
+#   setup      before any package is installed: the VM's initramfs gets only the modules that
+#              mount the root file system (virtio_pci, virtio_blk, ext4): 4 MB instead of 36,
+#              which TCG unpacks in a fraction of the time
+#   customize  after: what an administrator would set up on a host before installing
+#              psp-gateway: the network (systemd-networkd), and for VMs the root file system
+#              entry and ssh access
 set -euo pipefail
-kind=$1 root=$2 hostkey=${3:-}
+phase=$1 kind=$2 root=$3 hostkey=${4:-}
 die() { echo "customize: error: $*" >&2; exit 1; }
+
+if [[ $phase == setup ]]; then
+    [[ $kind == vm ]] || exit 0
+    mkdir -p "$root/etc/initramfs-tools/conf.d" "$root/usr/share/initramfs-tools/modules.d"
+    echo MODULES=list >"$root/etc/initramfs-tools/conf.d/psp-vms"
+    printf 'virtio_pci\nvirtio_blk\next4\n' >"$root/usr/share/initramfs-tools/modules.d/psp-vms"
+    exit 0
+fi
 
 rm -f "$root/etc/hostname"
 : >"$root/etc/machine-id"

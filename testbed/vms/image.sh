@@ -68,7 +68,8 @@ vms_image() {
     if ! mmdebstrap --variant=minbase --include="$pkgs" \
         --dpkgopt='path-exclude=/usr/share/man/*' --dpkgopt='path-exclude=/usr/share/doc/*' \
         --dpkgopt='path-exclude=/usr/share/locale/*' --dpkgopt='path-include=/usr/share/locale/locale.alias' \
-        --customize-hook="bash '$VMS_HERE/customize.sh' $kind \"\$1\" '$tmp/id_ed25519.pub'" \
+        --setup-hook="bash '$VMS_HERE/customize.sh' setup $kind \"\$1\"" \
+        --customize-hook="bash '$VMS_HERE/customize.sh' customize $kind \"\$1\" '$tmp/id_ed25519.pub'" \
         "$VMS_SUITE" "$tmp/root" >"$tmp/mmdebstrap.log" 2>&1; then
         tail -n 30 "$tmp/mmdebstrap.log" >&2
         vms_die "mmdebstrap failed (log: $tmp/mmdebstrap.log)"
