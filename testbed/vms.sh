@@ -286,9 +286,10 @@ if [[ $MODE == vm ]]; then
         KVM_WHY=
         for cpu in host qemu64; do
             t0=$SECONDS
-            timeout 30 qemu-system-x86_64 -accel kvm -cpu "$cpu" -m 256 -smp 1 -nodefaults -no-user-config \
+            # A subshell with stderr closed: a QEMU that aborts is reported there, not here.
+            (timeout 30 qemu-system-x86_64 -accel kvm -cpu "$cpu" -m 256 -smp 1 -nodefaults -no-user-config \
                 -display none -no-reboot -serial "file:$RUN/probe.serial" -kernel "$IMG/vmlinuz" \
-                -append "console=ttyS0 panic=-1 root=/dev/nonexistent" >"$RUN/probe.log" 2>&1
+                -append "console=ttyS0 panic=-1 root=/dev/nonexistent" >"$RUN/probe.log" 2>&1) 2>/dev/null
             rc=$?
             if ((rc == 0)) && grep -q "Kernel panic" "$RUN/probe.serial"; then
                 KVM_CPU=$cpu
@@ -583,7 +584,6 @@ iperf_json() { # iperf_json ARGS...: iperf3 -c from vm1, JSON on stdout (retried
     return 1
 }
 mbps() { jq -r '.end.sum_received.bits_per_second / 1e6 | . * 10 | round / 10'; }
-SCP_OK=0
 if [[ $MODE == vm ]]; then
     gx 2 'iperf3 -s -D -I /run/iperf3.pid' || fail "iperf3 server on vm2"
     if j=$(iperf_json -c "$(tap_ip 2)" -t "$IPERF_T"); then ok "iperf3 TCP vm1 -> vm2: $(mbps <<<"$j") Mbit/s"; else fail "iperf3 vm1 -> vm2"; fi
@@ -596,7 +596,6 @@ if [[ $MODE == vm ]]; then
     T0=$(date +%s%N)
     if gx 1 "scp -q /root/known.txt root@$(tap_ip 2):/root/recv.txt" &&
         [[ $(gx 2 'sha256sum < /root/recv.txt' | cut -d' ' -f1) == "$SUM" ]]; then
-        SCP_OK=1
         ok "scp of $FILE_MB MB vm1 -> vm2 through the tunnel in $((($(date +%s%N) - T0) / 1000000)) ms, sha256 matches"
     else
         fail "scp through the tunnel (or its sha256)"
@@ -807,6 +806,7 @@ measure() { # measure CANDIDATE: one round of its three figures
     psp-raw-bf) psp_config raw bf-cbc-hmac-sha1 || return 1 ;;
     esac
     gx 1 "ping -c 3 -W 1 -q $dst" >/dev/null 2>&1
+    [[ $c == psp-* ]] && MTU[$c]=$(gx 1 'cat /sys/class/net/psp0/mtu')
     sleep 1
     if j=$(iperf_json -c "$dst" -t "$TIME" -O 1); then TCP1[$c]+=" $(mbps <<<"$j")"; else fail "$c: iperf3 TCP x1"; fi
     if j=$(iperf_json -c "$dst" -t "$TIME" -O 1 -P 4); then TCP4[$c]+=" $(mbps <<<"$j")"; else fail "$c: iperf3 TCP x4"; fi
@@ -856,11 +856,9 @@ if [[ $MODE == vm ]] && ((ANCHORS)); then
         TCP4[$c]=$(median <<<"${TCP4[$c]:-}")
         RTT[$c]=$(median <<<"${RTT[$c]:-}")
     done
-    MTU[psp-raw-aes]=$(gx 1 'cat /sys/class/net/psp0/mtu')
-    MTU[psp-udp-aes]="(udp)" MTU[psp-raw-bf]="(bf)"
     # The best psp-gateway uplink for aes128-gcm (by TCP x1) is the one the ratios use.
-    BEST=psp-raw-aes
-    awk -v a="${TCP1[psp-udp-aes]}" -v b="${TCP1[psp-raw-aes]}" 'BEGIN {exit !(a != "n/a" && (b == "n/a" || a > b))}' && BEST=psp-udp-aes
+    BEST="psp-raw-aes"
+    awk -v a="${TCP1[psp-udp-aes]}" -v b="${TCP1[psp-raw-aes]}" 'BEGIN {exit !(a != "n/a" && (b == "n/a" || a > b))}' && BEST="psp-udp-aes"
     AES_VS_MACSEC=$(ratio "${TCP1[$BEST]}" "${TCP1[macsec]}")
     AES_VS_WG=$(ratio "${TCP1[$BEST]}" "${TCP1[wg]}")
     ADDED_RTT=$(diff_ms "${RTT[$BEST]}" "${RTT[plain]}")
@@ -953,10 +951,10 @@ if [[ $MODE == vm ]] && ((ANCHORS && WRITE)); then
             echo "ratios are not those of real hardware and carry no target.**"
             echo
         fi
-        echo "| candidate | TCP×1 Mbit/s | TCP×4 Mbit/s | ping ms | × MACsec | × WireGuard |"
-        echo "| --- | ---: | ---: | ---: | ---: | ---: |"
+        echo "| candidate | TCP×1 Mbit/s | TCP×4 Mbit/s | ping ms | inner MTU | × MACsec | × WireGuard |"
+        echo "| --- | ---: | ---: | ---: | ---: | ---: | ---: |"
         for c in "${CANDIDATES[@]}"; do
-            echo "| ${LABEL[$c]} | ${TCP1[$c]} | ${TCP4[$c]} | ${RTT[$c]} | $(ratio "${TCP1[$c]}" "${TCP1[macsec]}") | $(ratio "${TCP1[$c]}" "${TCP1[wg]}") |"
+            echo "| ${LABEL[$c]} | ${TCP1[$c]} | ${TCP4[$c]} | ${RTT[$c]} | ${MTU[$c]:-} | $(ratio "${TCP1[$c]}" "${TCP1[macsec]}") | $(ratio "${TCP1[$c]}" "${TCP1[wg]}") |"
         done
         echo
         echo "Best psp-gateway aes128-gcm uplink: ${LABEL[$BEST]}. Added RTT over plain virtio:"

@@ -85,6 +85,9 @@ vms_image() {
     echo "$((SECONDS - t0))" >"$tmp/build-seconds"
     touch "$tmp/ready"
     mv "$tmp" "$dir"
+    # Older images of this kind (other inputs) and their KVM probes go.
+    find "$VMS_CACHE" -mindepth 1 -maxdepth 1 \( -name "$kind-*" -o -name "accel-probe-*-$kind-*" \) \
+        ! -name "$kind-$hash" ! -name "accel-probe-*-$kind-$hash" -exec rm -rf {} +
     vms_log "image $kind: built in $((SECONDS - t0)) s at $dir"
     exec {lock}>&-
     echo "$dir"
