@@ -24,6 +24,8 @@
 #   --no-anchors  skip the anchor measurements
 #   --no-write    do not write the anchor table into BENCHMARKS.md (a full run writes it)
 #   --keep        keep the run directory (logs, configs, captures) and print its path
+#   --hold        at the end (or on an error), keep the guests running until Ctrl-C, to look
+#                 around in them (implies --keep; prints how to reach them)
 #   --cache DIR   image cache (default /var/cache/psp-vms)
 #
 # The guests (testbed/vms/image.sh builds and caches them from Debian's packages): Debian 12,
@@ -61,6 +63,7 @@ TIME=10
 ANCHORS=1
 WRITE=1
 KEEP=0
+HOLD=0
 usage() {
     sed -n '/^# Usage:/,/^#   --cache/p' "$0" | sed 's/^# \{0,1\}//' >&2
     exit "${1:-2}"
@@ -77,6 +80,7 @@ while (($#)); do
     --no-anchors) ANCHORS=0; shift ;;
     --no-write) WRITE=0; shift ;;
     --keep) KEEP=1; shift ;;
+    --hold) HOLD=1; KEEP=1; shift ;;
     --cache) export VMS_CACHE=${2:?--cache needs a directory}; shift 2 ;;
     -h | --help) usage 0 ;;
     *) echo "vms: error: unknown argument '$1'" >&2; usage ;;
@@ -119,6 +123,12 @@ PIDS=()
 teardown() {
     local rc=$? pid n
     trap - EXIT INT TERM
+    if ((HOLD)); then
+        trap 'HOLD=0' INT TERM
+        echo "vms: holding the guests (Ctrl-C ends): $(hold_hint)" >&2
+        while ((HOLD)); do sleep 1; done
+        trap - INT TERM
+    fi
     for n in 1 2; do
         if [[ -S $RUN/vm$n.mon ]]; then echo quit | socat - "UNIX-CONNECT:$RUN/vm$n.mon" >/dev/null 2>&1; fi
         if [[ -f $RUN/vm$n.pid ]]; then kill "$(cat "$RUN/vm$n.pid")" 2>/dev/null; fi
@@ -147,6 +157,14 @@ teardown() {
 trap teardown EXIT
 trap 'exit 130' INT
 trap 'exit 143' TERM
+
+hold_hint() {
+    if [[ $MODE == vm ]]; then
+        echo "ip netns exec $NS ssh -i $RUN/id_ed25519 -o StrictHostKeyChecking=no root@192.168.99.N"
+    else
+        echo "nsenter -t ${LEADER[1]:-?} -a bash (vm1), nsenter -t ${LEADER[2]:-?} -a bash (vm2)"
+    fi
+}
 
 # ---- guests: run a script in one, copy a file into one ---------------------------------------
 SSH_OPTS=()
@@ -491,6 +509,14 @@ wait_ping() {
     return 1
 }
 status_json() { gx "$1" 'psp-gateway status --json'; }
+# dump_status: both gateways' drop counters and sessions, for a failure's diagnosis.
+dump_status() {
+    local n
+    for n in 1 2; do
+        echo "  vm$n status: $(status_json "$n" | jq -c '{drops_total, drops: (.drops // .drop_reasons // null), peers: [.peers[] | {name, session}]}' 2>&1 | cut -c1-600)"
+        gx "$n" 'journalctl -b -u psp-gateway --no-pager -o cat | tail -n 5' | sed "s/^/    vm$n: /"
+    done
+}
 
 phase "install: dpkg -i, keys made in the guests, gateway.toml, systemctl enable --now"
 for n in 1 2; do
@@ -753,6 +779,7 @@ fi
 
 # ---- upgrade ---------------------------------------------------------------------------------------
 UPGRADE_OK=n/a
+UPGRADE_S=n/a
 if [[ $MODE == vm ]]; then
     phase "upgrade on vm1: dpkg -i of $NEW_VERSION over $DEB_VERSION"
     UPGRADE_OK=0
@@ -766,7 +793,13 @@ if [[ $MODE == vm ]]; then
         state=$(gx 1 'systemctl is-active psp-gateway')
         pid1=$(gx 1 'systemctl show -p MainPID --value psp-gateway')
         exe=$(gx 1 "readlink /proc/$pid1/exe")
-        wait_ping 1 "$(tap_ip 2)" 60 && pinged=1 || pinged=0
+        # Traffic again: seconds from the end of dpkg -i to the first ping reply (180 s at most;
+        # ok within 30). vm2 is idle meanwhile, as a peer often is.
+        T0=$SECONDS
+        if wait_ping 1 "$(tap_ip 2)" 180; then UPGRADE_S=$((SECONDS - T0)); else UPGRADE_S=">180"; fi
+        pinged=0
+        [[ $UPGRADE_S != ">180" ]] && ((UPGRADE_S <= 30)) && pinged=1
+        echo "  vm1 -> vm2 pings again $UPGRADE_S s after the upgrade"
         paths=$(status_json 1 | jq -r '.peers[0].session.paths // "none"')
         echo "  version $version; gateway.toml $([[ $conf0 == "$conf1" ]] && echo kept || echo CHANGED); service $state, pid $pid0 -> $pid1 ($exe); session $paths"
         if [[ $version == "$NEW_VERSION" && $conf0 == "$conf1" && $state == active && $pid1 != "$pid0" &&
@@ -774,7 +807,8 @@ if [[ $MODE == vm ]]; then
             UPGRADE_OK=1
             ok "upgrade: conffile kept, service restarted on the new binary, session back"
         else
-            fail "upgrade: version '$version', conffile $([[ $conf0 == "$conf1" ]] && echo kept || echo changed), state '$state', pid $pid0 -> $pid1, exe '$exe', session '$paths', ping $pinged"
+            fail "upgrade: version '$version', conffile $([[ $conf0 == "$conf1" ]] && echo kept || echo changed), state '$state', pid $pid0 -> $pid1, exe '$exe', session '$paths', traffic after $UPGRADE_S s"
+            dump_status
         fi
         journal_check 1 "after the upgrade"
     else
@@ -813,7 +847,7 @@ psp_config() {
         gx "$n" 'systemctl restart psp-gateway' || fail "vm$n: restart on $1 $2 failed"
     done
     PSP_NOW=$1-$2
-    wait_ping 1 "$(tap_ip 2)" 60 || { fail "no session on $1 $2"; return 1; }
+    wait_ping 1 "$(tap_ip 2)" 60 || { fail "no session on $1 $2"; dump_status; return 1; }
 }
 measure() { # measure CANDIDATE: one round of its three figures
     local c=$1 dst=${DST[$1]} j out
@@ -822,7 +856,7 @@ measure() { # measure CANDIDATE: one round of its three figures
     psp-udp-aes) psp_config udp aes128-gcm || return 1 ;;
     psp-raw-bf) psp_config raw bf-cbc-hmac-sha1 || return 1 ;;
     esac
-    gx 1 "ping -c 3 -W 1 -q $dst" >/dev/null 2>&1
+    wait_ping 1 "$dst" 60 || { fail "$c: no ping reply from $dst within 60 s"; dump_status; return 1; }
     [[ $c == psp-* ]] && MTU[$c]=$(gx 1 'cat /sys/class/net/psp0/mtu')
     sleep 1
     if j=$(iperf_json -c "$dst" -t "$TIME" -O 1); then TCP1[$c]+=" $(mbps <<<"$j")"; else fail "$c: iperf3 TCP x1"; fi
@@ -859,6 +893,10 @@ if [[ $MODE == vm ]] && ((ANCHORS)); then
     done
     gx 2 'iperf3 -s -D -I /run/iperf3.pid' || fail "iperf3 server on vm2"
     for c in plain macsec wg; do wait_ping 1 "${DST[$c]}" 20 || fail "$c: no ping reply"; done
+    # Both gateways restarted on the raw configuration: the anchors start from a known state
+    # whatever the operations above left.
+    PSP_NOW=none
+    psp_config raw aes128-gcm
     echo "  $(gx 1 'ip macsec show macsec0 | head -n 2 | tr -s " " | tr "\n" " "')"
     for ((r = 1; r <= ROUNDS; r++)); do
         for c in "${CANDIDATES[@]}"; do measure "$c"; done
@@ -945,7 +983,7 @@ done
 
 # ---- the result -----------------------------------------------------------------------------------
 if [[ $MODE == vm ]]; then
-    RESULT_LINE="RESULT systemd_active=$SYSTEMD_ACTIVE session=$SESSION eve_cleartext_frames=$EVE_CLEAR reboot_ok=$REBOOT_OK reboot_recover_s=$REBOOT_S upgrade_ok=$UPGRADE_OK purge_clean=$PURGE_CLEAN aes_vs_macsec=$AES_VS_MACSEC aes_vs_wg_kernel=$AES_VS_WG added_rtt_ms=$ADDED_RTT macsec_added_rtt_ms=$MACSEC_ADDED_RTT accel=$ACCEL"
+    RESULT_LINE="RESULT systemd_active=$SYSTEMD_ACTIVE session=$SESSION eve_cleartext_frames=$EVE_CLEAR reboot_ok=$REBOOT_OK reboot_recover_s=$REBOOT_S upgrade_ok=$UPGRADE_OK purge_clean=$PURGE_CLEAN aes_vs_macsec=$AES_VS_MACSEC aes_vs_wg_kernel=$AES_VS_WG added_rtt_ms=$ADDED_RTT macsec_added_rtt_ms=$MACSEC_ADDED_RTT accel=$ACCEL upgrade_recover_s=$UPGRADE_S"
 else
     RESULT_LINE="RESULT systemd_active=$SYSTEMD_ACTIVE session=$SESSION eve_cleartext_frames=$EVE_CLEAR eve_known_text_hits=$EVE_HITS reload_ok=$RELOAD_OK stop_ok=$STOP_OK purge_clean=$PURGE_CLEAN"
 fi
