@@ -124,10 +124,9 @@ teardown() {
     local rc=$? pid n
     trap - EXIT INT TERM
     if ((HOLD)); then
-        trap 'HOLD=0' INT TERM
-        echo "vms: holding the guests (Ctrl-C ends): $(hold_hint)" >&2
-        while ((HOLD)); do sleep 1; done
-        trap - INT TERM
+        # (Traps do not run inside this EXIT trap: a Ctrl-C ends the sleep, a file ends it too.)
+        echo "vms: holding the guests until Ctrl-C or touch $RUN/release: $(hold_hint)" >&2
+        while [[ ! -e $RUN/release ]]; do sleep 1 || break; done
     fi
     for n in 1 2; do
         if [[ -S $RUN/vm$n.mon ]]; then echo quit | socat - "UNIX-CONNECT:$RUN/vm$n.mon" >/dev/null 2>&1; fi
