@@ -512,8 +512,9 @@ status_json() { gx "$1" 'psp-gateway status --json'; }
 dump_status() {
     local n
     for n in 1 2; do
-        echo "  vm$n status: $(status_json "$n" | jq -c '{drops_total, drops: (.drops // .drop_reasons // null), peers: [.peers[] | {name, session}]}' 2>&1 | cut -c1-600)"
-        gx "$n" 'journalctl -b -u psp-gateway --no-pager -o cat | tail -n 5' | sed "s/^/    vm$n: /"
+        echo "  vm$n status: $(status_json "$n" | jq -c '[.peers[] | {name, drops: (.drops | with_entries(select(.value > 0))),
+            session: (.session // {} | {state, paths, sessions, rekeys, initiated, unknown_key, no_session})}]' 2>&1 | cut -c1-400)"
+        gx "$n" 'journalctl -b -u psp-gateway --no-pager -o cat | tail -n 5' | sed "s/\x1b\[[0-9;]*m//g; s/^/    vm$n: /"
     done
 }
 
