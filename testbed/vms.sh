@@ -549,8 +549,10 @@ SYSTEMD_ACTIVE=1
 for n in 1 2; do
     state=$(gx "$n" 'systemctl is-active psp-gateway')
     enabled=$(gx "$n" 'systemctl is-enabled psp-gateway')
+    mac=$(gx "$n" 'cat /sys/class/net/psp0/address 2>/dev/null')
+    [[ $mac == "$(tap_mac "$n")" ]] || fail "vm$n: the TAP psp0 has MAC '$mac', want interface.mac $(tap_mac "$n")"
     if [[ $state == active && $enabled == enabled ]]; then
-        ok "vm$n: psp-gateway.service $state, $enabled (Type=notify: systemd saw READY=1)"
+        ok "vm$n: psp-gateway.service $state, $enabled (Type=notify: systemd saw READY=1), TAP MAC $mac"
     else
         fail "vm$n: psp-gateway.service is '$state', '$enabled'"
         SYSTEMD_ACTIVE=0
@@ -845,6 +847,8 @@ psp_config() {
         gateway_toml "$n" "$1" "$2" >"$RUN/vm$n-$1-$2.toml"
         gput "$n" "$RUN/vm$n-$1-$2.toml" /etc/psp/gateway.toml
         gx "$n" 'systemctl restart psp-gateway' || fail "vm$n: restart on $1 $2 failed"
+        mac=$(gx "$n" 'cat /sys/class/net/psp0/address 2>/dev/null')
+        [[ $mac == "$(tap_mac "$n")" ]] || fail "vm$n: after the restart the TAP has MAC '$mac', want $(tap_mac "$n")"
     done
     PSP_NOW=$1-$2
     wait_ping 1 "$(tap_ip 2)" 60 || { fail "no session on $1 $2"; dump_status; return 1; }
@@ -960,7 +964,8 @@ for n in 1 2; do
     fi
     left=$(gx "$n" 'for f in /usr/bin/psp-gateway /lib/systemd/system/psp-gateway.service \
             /usr/lib/systemd/system/psp-gateway.service /etc/systemd/system/multi-user.target.wants/psp-gateway.service \
-            /usr/lib/sysusers.d/psp-gateway.conf /etc/psp/gateway.toml /run/psp-gateway \
+            /usr/lib/sysusers.d/psp-gateway.conf /usr/lib/systemd/network/73-psp-gateway.link \
+            /etc/psp/gateway.toml /run/psp-gateway \
             /var/lib/systemd/deb-systemd-helper-enabled/psp-gateway.service \
             /var/lib/systemd/deb-systemd-helper-enabled/multi-user.target.wants/psp-gateway.service \
             /var/lib/systemd/deb-systemd-helper-masked/psp-gateway.service \
