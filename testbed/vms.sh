@@ -43,10 +43,15 @@
 # The last line is
 #   RESULT systemd_active=1 session=two-path eve_cleartext_frames=0 reboot_ok=1
 #          reboot_recover_s=… upgrade_ok=1 purge_clean=1 aes_vs_macsec=… aes_vs_wg_kernel=…
-#          added_rtt_ms=… macsec_added_rtt_ms=… accel=kvm|tcg        (one line)
-# (--nspawn: RESULT systemd_active=1 session=two-path eve_cleartext_frames=0 reload_ok=1
-# stop_ok=1 purge_clean=1). Exit 0 only if every check held. Everything started is stopped and
-# removed on every exit path (also Ctrl-C); the image cache stays.
+#          added_rtt_ms=… macsec_added_rtt_ms=… accel=kvm|tcg upgrade_recover_s=…   (one line)
+# reboot_recover_s: seconds from vm2's kernel start to its gateway's first session after the
+# reboot (vm1 pings it throughout), in vm2's clock; upgrade_recover_s: seconds from the end of
+# the upgrade's dpkg -i on vm1 to the first ping reply (ok within 30); the ratios: TCP x1 of
+# psp-gateway aes128-gcm on its faster uplink over MACsec's and WireGuard's; the added RTTs:
+# ping minus plain virtio's. (--nspawn: RESULT systemd_active=1 session=two-path
+# eve_cleartext_frames=0 eve_known_text_hits=0 reload_ok=1 stop_ok=1 purge_clean=1.)
+# Exit 0 only if every check held. Everything started is stopped and removed on every exit
+# path (also Ctrl-C); the image cache stays.
 set -uo pipefail
 
 HERE=$(cd "$(dirname "$0")" && pwd)
