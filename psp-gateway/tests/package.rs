@@ -172,6 +172,7 @@ fn check_files(files: &[PathBuf]) {
         "/etc/psp/gateway.toml",
         UNIT,
         "/usr/lib/sysusers.d/psp-gateway.conf",
+        "/usr/lib/systemd/network/73-psp-gateway.link",
         "/usr/share/man/man1/psp-gateway.1.gz",
         "/usr/share/man/man1/psp-gateway-run.1.gz",
         "/usr/share/man/man5/psp-gateway.toml.5.gz",
