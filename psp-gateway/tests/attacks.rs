@@ -259,7 +259,7 @@ fn garbage_frames(base: &[u8]) -> (Vec<u8>, Vec<u8>, Vec<u8>, Vec<u8>) {
 }
 
 #[test]
-fn eve_attacks_are_dropped_and_counted() {
+fn root_eve_attacks_are_dropped_and_counted() {
     let tb = Testbed::up(TestbedOptions::default());
     let vm1 = tb.start(1);
     let vm2 = tb.start(2);
@@ -469,7 +469,7 @@ fn tap_frame(dst: [u8; 6], src: [u8; 6], seed: u64) -> Vec<u8> {
 /// sealing and counted `spoofed_src`, unicast and broadcast alike, while a frame from the
 /// host's own MAC, injected the same way, goes out.
 #[test]
-fn tap_frames_from_a_foreign_source_mac_are_not_sealed() {
+fn root_tap_frames_from_a_foreign_source_mac_are_not_sealed() {
     let tb = Testbed::up(TestbedOptions::default());
     let vm1 = tb.start(1);
     let vm2 = tb.start(2);
@@ -629,7 +629,7 @@ fn normalized_frames(tb: &Testbed, seq: u32, inner: &[Vec<u8>]) -> Vec<Vec<u8>> 
 /// real vm2 has stopped) sends vm1 a 1-byte and a 13-byte inner frame (which the TAP refuses),
 /// one from a foreign source MAC, one to another host's MAC, and one good frame after them.
 #[test]
-fn normalized_inner_frames_are_checked_before_the_tap() {
+fn root_normalized_inner_frames_are_checked_before_the_tap() {
     let tb = Testbed::up(TestbedOptions {
         config_extra: "[normalize]\nenabled = true\ns_goal_kbps = 2000\n".into(),
         ..TestbedOptions::default()

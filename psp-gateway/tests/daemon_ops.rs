@@ -38,7 +38,7 @@ fn wait_for_log(gw: &common::Gateway, needle: &str) {
 }
 
 #[test]
-fn sighup_reload_changes_keys_without_dropping_unchanged_peers() {
+fn root_sighup_reload_changes_keys_without_dropping_unchanged_peers() {
     let tb = Testbed::up(TestbedOptions {
         hosts: 3,
         ..TestbedOptions::default()
@@ -102,7 +102,7 @@ fn sighup_reload_changes_keys_without_dropping_unchanged_peers() {
 /// peer whose frame does not fit the uplink. The reload must be refused as a whole: vm3 keeps
 /// pacing with its old endpoint and S_goal, vm2's traffic never stops, and the log says so.
 #[test]
-fn a_reload_that_fails_half_way_keeps_the_running_configuration() {
+fn root_a_reload_that_fails_half_way_keeps_the_running_configuration() {
     let tb = Testbed::up(TestbedOptions {
         hosts: 3,
         ..TestbedOptions::default()
@@ -207,7 +207,7 @@ fn a_reload_that_fails_half_way_keeps_the_running_configuration() {
 }
 
 #[test]
-fn user_notify_json_logs_and_graceful_stop() {
+fn root_user_notify_json_logs_and_graceful_stop() {
     let tb = Testbed::up(TestbedOptions::default());
     let notify_path = tb.dir().join("notify.sock");
     let notify = UnixDatagram::bind(&notify_path).expect("bind notify socket");
@@ -278,7 +278,7 @@ fn user_notify_json_logs_and_graceful_stop() {
 }
 
 #[test]
-fn starts_and_carries_traffic_with_ipv6_disabled() {
+fn root_starts_and_carries_traffic_with_ipv6_disabled() {
     // The testbed disables IPv6 in every namespace; check that, then run a UDP uplink bound
     // to 0.0.0.0 (the case where a daemon might try an IPv6 socket).
     let tb = Testbed::up(TestbedOptions {
@@ -296,7 +296,7 @@ fn starts_and_carries_traffic_with_ipv6_disabled() {
 /// Issue 19: a config that names `scramble-hmac-sha1` (the explicit permission it needs, like
 /// `none`) runs, and the start-up log and `status` say that it keeps nothing confidential.
 #[test]
-fn an_integrity_only_suite_says_no_confidentiality() {
+fn root_an_integrity_only_suite_says_no_confidentiality() {
     let tb = Testbed::up(TestbedOptions {
         suite: "scramble-hmac-sha1".into(),
         ..TestbedOptions::default()

@@ -488,7 +488,7 @@ fn compare_raw(tb: &Testbed, pcap: &Path, suite: &str) -> Vec<Row> {
 }
 
 #[test]
-fn raw_uplink_null_hmac_sha1_security_number_timestamps() {
+fn root_raw_uplink_null_hmac_sha1_security_number_timestamps() {
     let (tb, pcap) = capture(TestbedOptions {
         suite: "null-hmac-sha1".into(),
         defaults_extra: "security_number = 0xabcdef\ntimestamps = true".into(),
@@ -516,7 +516,7 @@ fn raw_uplink_null_hmac_sha1_security_number_timestamps() {
 }
 
 #[test]
-fn raw_uplink_aes128_gcm() {
+fn root_raw_uplink_aes128_gcm() {
     let (tb, pcap) = capture(TestbedOptions {
         suite: "aes128-gcm".into(),
         ..TestbedOptions::default()
@@ -531,7 +531,7 @@ fn raw_uplink_aes128_gcm() {
 }
 
 #[test]
-fn udp_uplink_default_suite() {
+fn root_udp_uplink_default_suite() {
     let (tb, pcap) = capture(TestbedOptions {
         uplink: Uplink::Udp,
         ..TestbedOptions::default()

@@ -212,7 +212,7 @@ const MAC_B: [u8; 6] = [0x02, 0x50, 0x53, 0x50, 0x00, 0x0b];
 const PSP: u16 = 0x1982;
 
 #[test]
-fn tap_configure_and_exchange_frames() {
+fn root_tap_configure_and_exchange_frames() {
     let ns = Netns::new();
     ns.block_on(|| async {
         let tap = Tap::open("psptap0").expect("open TAP");
@@ -282,7 +282,7 @@ fn handles_are_send_and_sync() {
 }
 
 #[test]
-fn tap_refuses_bad_names() {
+fn root_tap_refuses_bad_names() {
     let ns = Netns::new();
     ns.block_on(|| async {
         assert!(Tap::open("a-name-longer-than-15").is_err());
@@ -295,7 +295,7 @@ fn tap_refuses_bad_names() {
 }
 
 #[test]
-fn raw_veth_exchange() {
+fn root_raw_veth_exchange() {
     let ns = Netns::new();
     ns.veth_pair("1500");
     ns.block_on(|| async {
@@ -363,7 +363,7 @@ fn raw_veth_exchange() {
 /// the interface going down as an error (the daemon's receive task ends on it), instead of
 /// waiting forever.
 #[test]
-fn raw_ring_and_interface_down() {
+fn root_raw_ring_and_interface_down() {
     let ns = Netns::new();
     ns.veth_pair("1500");
     ns.block_on(|| async {
@@ -394,7 +394,7 @@ fn raw_ring_and_interface_down() {
 }
 
 #[test]
-fn raw_drops_truncated_and_own_frames() {
+fn root_raw_drops_truncated_and_own_frames() {
     let ns = Netns::new();
     ns.veth_pair("4000");
     ns.block_on(|| async {
@@ -485,7 +485,7 @@ async fn udp_exchange(tx: &UdpLink, rx: &UdpLink, to: SocketAddr, from: SocketAd
 }
 
 #[test]
-fn udp_exchange_and_mtu() {
+fn root_udp_exchange_and_mtu() {
     let ns = Netns::new();
     // The IPv4 uplink must not need IPv6 (hosts with IPv6 disabled).
     run(
@@ -547,7 +547,7 @@ fn udp_exchange_and_mtu() {
 /// arrive coalesced; whatever the mix, every frame arrives once, whole, in order, from the
 /// sender's address.
 #[test]
-fn udp_gso_and_gro() {
+fn root_udp_gso_and_gro() {
     let ns = Netns::new();
     ns.block_on(|| async {
         let lo4 = SocketAddr::new(IpAddr::V4(Ipv4Addr::LOCALHOST), 0);
@@ -624,7 +624,7 @@ fn udp_gso_and_gro() {
 }
 
 #[test]
-fn udp_ipv6_and_dual_stack() {
+fn root_udp_ipv6_and_dual_stack() {
     assert!(
         std::path::Path::new("/proc/net/if_inet6").exists(),
         "this kernel has no IPv6; the IPv6 uplink cannot be tested"

@@ -692,7 +692,7 @@ fn reload_keeps_the_tunnel(tb: &Testbed, vm1: &common::Gateway, vm2: &common::Ga
 }
 
 #[test]
-fn insider_cannot_signal_through_a_normalized_tunnel() {
+fn root_insider_cannot_signal_through_a_normalized_tunnel() {
     let tb = Testbed::up(TestbedOptions {
         suite: "aes128-gcm".into(),
         config_extra: format!("[normalize]\nenabled = true\ns_goal_kbps = {S_GOAL_KBPS}\n"),

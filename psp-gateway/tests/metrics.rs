@@ -109,7 +109,7 @@ fn assert_promtool_accepts(text: &str) {
 }
 
 #[test]
-fn scrape_a_running_gateway() {
+fn root_scrape_a_running_gateway() {
     let tb = testbed(TestbedOptions::default());
     let vm1 = tb.start(1);
     let _vm2 = tb.start(2);
@@ -244,7 +244,7 @@ fn scrape_vm1(tb: &Testbed) -> String {
 }
 
 #[test]
-fn scrape_normalizer_metrics() {
+fn root_scrape_normalizer_metrics() {
     const S_GOAL_KBPS: u64 = 2000;
     let tb = testbed(TestbedOptions {
         suite: "aes128-gcm".into(),
@@ -284,7 +284,7 @@ fn scrape_normalizer_metrics() {
 }
 
 #[test]
-fn scrape_session_metrics() {
+fn root_scrape_session_metrics() {
     let tb = testbed(TestbedOptions {
         suite: "aes128-gcm".into(),
         session: true,

@@ -131,16 +131,16 @@ fn run(suite: &str, offload: bool) {
 }
 
 #[test]
-fn offload_on_aes128_gcm() {
+fn root_offload_on_aes128_gcm() {
     run("aes128-gcm", true);
 }
 
 #[test]
-fn offload_on_none_verifies_checksums() {
+fn root_offload_on_none_verifies_checksums() {
     run("none", true);
 }
 
 #[test]
-fn offload_off() {
+fn root_offload_off() {
     run("aes128-gcm", false);
 }

@@ -60,7 +60,7 @@ const WATCHED: &[&str] = &[
 ];
 
 #[test]
-fn deb_installs_runs_unprivileged_and_purges_clean() {
+fn root_deb_installs_runs_unprivileged_and_purges_clean() {
     require("dpkg");
     require("systemd-analyze");
     require("setpriv");

@@ -37,7 +37,7 @@ fn sum_drops(status: &serde_json::Value, peer: &str, reasons: &[&str]) -> u64 {
 }
 
 #[test]
-fn two_paths_give_an_smkex_session_that_carries_iperf3() {
+fn root_two_paths_give_an_smkex_session_that_carries_iperf3() {
     let tb = session_testbed(2, "");
     let vm1 = tb.start(1);
     let vm2 = tb.start(2);
@@ -62,7 +62,7 @@ fn two_paths_give_an_smkex_session_that_carries_iperf3() {
 }
 
 #[test]
-fn one_path_gives_a_single_path_session_and_require_refuses_it() {
+fn root_one_path_gives_a_single_path_session_and_require_refuses_it() {
     let tb = session_testbed(1, "");
     let vm1 = tb.start(1);
     let _vm2 = tb.start(2);
@@ -118,7 +118,7 @@ fn one_path_gives_a_single_path_session_and_require_refuses_it() {
 }
 
 #[test]
-fn restart_under_load_flows_again_within_a_second() {
+fn root_restart_under_load_flows_again_within_a_second() {
     let tb = session_testbed(2, "");
     let vm1 = tb.start_with(1, &["--log-level", "debug"], &[]);
     let vm2 = tb.start(2);
@@ -185,7 +185,7 @@ fn restart_under_load_flows_again_within_a_second() {
 }
 
 #[test]
-fn rekey_every_two_seconds_under_iperf3_loses_nothing() {
+fn root_rekey_every_two_seconds_under_iperf3_loses_nothing() {
     let tb = session_testbed(2, "rekey_after_s = 2");
     let vm1 = tb.start(1);
     let vm2 = tb.start(2);

@@ -71,7 +71,7 @@ fn arp_broadcast(sender: u8) -> Vec<u8> {
 }
 
 #[test]
-fn forged_group_frames_are_dropped_and_do_not_pin_the_window() {
+fn root_forged_group_frames_are_dropped_and_do_not_pin_the_window() {
     let _serial = serial();
     let tb = testbed(1, "prefer", true);
     let _vm1 = tb.start(1);
@@ -120,7 +120,7 @@ fn avg_ping(tb: &Testbed) -> f64 {
 }
 
 #[test]
-fn a_request_flood_is_rate_limited_and_the_session_keeps_its_latency() {
+fn root_a_request_flood_is_rate_limited_and_the_session_keeps_its_latency() {
     let _serial = serial();
     let tb = testbed(1, "prefer", false);
     let _vm1 = tb.start(1);
@@ -432,7 +432,7 @@ fn session_state(s: &serde_json::Value) -> String {
 }
 
 #[test]
-fn rewriting_a_share_on_one_path_is_an_smkex_mismatch() {
+fn root_rewriting_a_share_on_one_path_is_an_smkex_mismatch() {
     let _serial = serial();
     let tb = testbed(2, "prefer", false);
     eve_in_the_middle(&tb);
@@ -471,7 +471,7 @@ fn rewriting_a_share_on_one_path_is_an_smkex_mismatch() {
 }
 
 #[test]
-fn without_smkex_a_full_man_in_the_middle_succeeds_and_with_require_it_fails() {
+fn root_without_smkex_a_full_man_in_the_middle_succeeds_and_with_require_it_fails() {
     let _serial = serial();
     // SMKEX off: eve ends with a session to each host and reads their traffic.
     let tb = testbed(2, "off", false);

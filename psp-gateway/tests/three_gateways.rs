@@ -61,11 +61,11 @@ fn three_gateways(uplink: Uplink) {
 }
 
 #[test]
-fn three_gateways_raw_uplink() {
+fn root_three_gateways_raw_uplink() {
     three_gateways(Uplink::Raw);
 }
 
 #[test]
-fn three_gateways_udp_uplink() {
+fn root_three_gateways_udp_uplink() {
     three_gateways(Uplink::Udp);
 }
