@@ -240,6 +240,29 @@ impl Waiter {
 mod tests {
     use super::*;
 
+    /// A departure the thread cannot take (its queue full, or the thread gone) is refused, and
+    /// the driver counts it `pacer_dropped` (the in-memory gateways send departures inline, so
+    /// this is where that counter is reached).
+    #[test]
+    fn a_departure_the_thread_cannot_take_is_refused() {
+        let (tx, rx) = std::sync::mpsc::sync_channel::<Departure>(1);
+        let (_back, spare) = std::sync::mpsc::sync_channel::<Vec<u8>>(1);
+        let p = Pacer {
+            tx,
+            spare,
+            realtime: false,
+        };
+        let d = || Departure {
+            at: None,
+            frame: vec![0; 60],
+            addr: None,
+        };
+        assert!(p.send(d()), "room for one");
+        assert!(!p.send(d()), "the queue is full");
+        drop(rx);
+        assert!(!p.send(d()), "the thread is gone");
+    }
+
     #[test]
     fn waits_until_the_target_and_not_less() {
         let (_tx, rx) = std::sync::mpsc::sync_channel::<Departure>(1);

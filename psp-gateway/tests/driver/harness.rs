@@ -77,6 +77,8 @@ pub(crate) struct Net {
     pub(crate) opts: Opts,
     pubs: Vec<String>,
     starts: core::sync::atomic::AtomicU32,
+    /// Each running gateway's uplink send switches: (host, path, switch).
+    switches: std::sync::Mutex<Vec<(u8, usize, Arc<core::sync::atomic::AtomicBool>)>>,
 }
 
 fn keygen(args: &[&str]) -> String {
@@ -149,6 +151,7 @@ impl Net {
             opts,
             pubs,
             starts: core::sync::atomic::AtomicU32::new(0),
+            switches: std::sync::Mutex::new(Vec::new()),
         }
     }
 
@@ -238,22 +241,50 @@ impl Net {
 
     /// Starts vmN with `config`.
     pub(crate) fn start_with(&self, n: u8, config: &Config) -> MemGateway {
-        let uplinks = self
+        self.start_opts(n, config, &psp_gateway::testing::MemOptions::default())
+    }
+
+    /// Starts vmN with `config` under test-only conditions; the uplinks' send switches are
+    /// kept in [`Net::switches`].
+    pub(crate) fn start_opts(
+        &self,
+        n: u8,
+        config: &Config,
+        opts: &psp_gateway::testing::MemOptions,
+    ) -> MemGateway {
+        let uplinks: Vec<_> = self
             .segs
             .iter()
             .enumerate()
             .map(|(p, s)| s.port(self.opts.udp.then(|| udp_addr(p as u8, n))))
             .collect();
+        {
+            let mut sw = self.switches.lock().expect("switches");
+            sw.retain(|(m, ..)| *m != n);
+            for (p, u) in uplinks.iter().enumerate() {
+                sw.push((n, p, u.send_switch()));
+            }
+        }
         // A restarted gateway draws new random numbers, as a real one does.
         let starts = self
             .starts
             .fetch_add(1, core::sync::atomic::Ordering::Relaxed);
-        MemGateway::start(
+        MemGateway::start_with(
             config,
             uplinks,
             0x5eed_0000 + u64::from(n) * 1000 + u64::from(starts),
+            opts,
         )
         .unwrap_or_else(|e| panic!("vm{n}: {e}"))
+    }
+
+    /// Makes vmN's sends on path `p` fail (`true`: its link is down) or work again.
+    pub(crate) fn set_send_fails(&self, n: u8, p: usize, fail: bool) {
+        for (m, q, sw) in self.switches.lock().expect("switches").iter() {
+            if *m == n && *q == p {
+                sw.store(fail, core::sync::atomic::Ordering::Relaxed);
+            }
+        }
     }
 
     /// The PSP frames that crossed path `p` since the last call.

@@ -78,6 +78,11 @@ impl Host {
             self.events.push_back(e);
         }
         match r {
+            // Larger than the uplink carries (an inner frame beyond the MTU): never sent.
+            Ok(len) if len > self.cfg.max_frame => {
+                self.counters.tx_unsupported += 1;
+                TapResult::Dropped(TapDrop::Unsupported)
+            }
             Ok(len) => {
                 self.counters.group_tx_frames += 1;
                 self.counters.group_tx_bytes += job.input.len() as u64;
@@ -145,6 +150,7 @@ impl Host {
                 &mut jobs[i..end],
                 &mut p.counters,
                 &mut self.counters,
+                self.cfg.max_frame,
             );
             self.with_session(pid, now, rng, |s, cx| s.after_seal(cx));
             return end;
@@ -165,6 +171,7 @@ impl Host {
             &mut jobs[i..end],
             &mut p.counters,
             &mut self.counters,
+            self.cfg.max_frame,
         );
         if let Some(e) = reserved.due(matches!(p.key, KeyRef::Group)) {
             self.events.push_back(e);
@@ -198,6 +205,7 @@ fn seal_run(
     jobs: &mut [TapJob<'_>],
     peer: &mut super::PeerCounters,
     host: &mut super::HostCounters,
+    max_frame: usize,
 ) {
     let n = jobs.len().min(MAX_BATCH);
     let mut results = [Ok(0); MAX_BATCH];
@@ -214,6 +222,11 @@ fn seal_run(
     }
     for (r, j) in results[..n].iter().zip(jobs.iter_mut()) {
         j.result = match *r {
+            // Larger than the uplink carries (an inner frame beyond the MTU): never sent.
+            Ok(len) if len > max_frame => {
+                host.tx_unsupported += 1;
+                TapResult::Dropped(TapDrop::Unsupported)
+            }
             Ok(len) => {
                 peer.tx_frames += 1;
                 peer.tx_bytes += j.input.len() as u64;
