@@ -176,8 +176,8 @@ pub(super) fn build(file: &Path, raw: RawConfig) -> Result<Config, ConfigError> 
 /// One sequence-number stream per (sender, key): nonces and IVs derive from the key and the SN,
 /// so two sealers under one key on one host could repeat them. Peers that share a key (with the
 /// group or each other) therefore share one sealer in the daemon, which needs the settings that
-/// shape the sealed frame to agree; and a normalized peer, whose frames its own pacing task
-/// seals, needs a key nobody else uses.
+/// shape the sealed frame to agree; and a normalized peer with a static key needs a key nobody
+/// else uses (its stream's frames are all it sends under it).
 fn check_shared_keys(
     ctx: &Ctx<'_>,
     group: &PeerSecurity,
@@ -196,7 +196,8 @@ fn check_shared_keys(
             if *other.key.bytes != *p.security.key.bytes {
                 continue;
             }
-            if p.normalize.is_some() {
+            // A session peer's stream is sealed under its session keys, not this key.
+            if p.normalize.is_some() && !p.session {
                 return Err(ctx.err(
                     format!("peer[{i}].key_file"),
                     format_args!(

@@ -143,8 +143,9 @@ pub struct MemSegment {
     ports: Mutex<Vec<(Option<SocketAddr>, Arc<Queue>)>>,
     /// Loss in parts per million, and the generator's state.
     loss: Mutex<(u32, u64)>,
-    /// Every frame that crossed the segment (an eavesdropper's capture).
-    capture: Mutex<Vec<Vec<u8>>>,
+    /// Every frame that crossed the segment (an eavesdropper's capture), with when it did
+    /// (tokio's clock: virtual under paused time).
+    capture: Mutex<Vec<(tokio::time::Instant, Vec<u8>)>>,
     /// One-way delay and the most added at random on top (frames then overtake each other).
     delay: Mutex<(core::time::Duration, core::time::Duration)>,
 }
@@ -193,6 +194,14 @@ impl MemSegment {
 
     /// Everything that crossed the segment since the last call.
     pub fn take_capture(&self) -> Vec<Vec<u8>> {
+        self.take_capture_timed()
+            .into_iter()
+            .map(|(_, f)| f)
+            .collect()
+    }
+
+    /// [`take_capture`](Self::take_capture) with the instant each frame was sent.
+    pub fn take_capture_timed(&self) -> Vec<(tokio::time::Instant, Vec<u8>)> {
         core::mem::take(&mut *lock(&self.capture))
     }
 
@@ -216,7 +225,7 @@ impl MemSegment {
         frame: &[u8],
         to: Option<SocketAddr>,
     ) {
-        lock(&self.capture).push(frame.to_vec());
+        lock(&self.capture).push((tokio::time::Instant::now(), frame.to_vec()));
         if self.lost() {
             return;
         }

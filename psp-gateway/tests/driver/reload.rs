@@ -1,1 +1,163 @@
 //! SIGHUP: what a reload changes, and what it must not touch.
+
+use core::time::Duration;
+
+use crate::harness::{Net, Opts, counter, exchange, frame, ids, settle};
+
+/// A reload with nothing changed touches nothing: the sessions, their keys and counters stay
+/// (no handshake, no lost frame), and it says no peer changed.
+#[tokio::test(start_paused = true)]
+async fn a_reload_without_changes_keeps_the_sessions() {
+    let net = Net::new(Opts::sessions());
+    let (a, b) = (net.start(1), net.start(2));
+    assert_eq!(
+        exchange(&a, &b, (1, 2), 0..3, Duration::from_millis(200))
+            .await
+            .len(),
+        3
+    );
+    let before = a.status().await;
+    let key_id = before["peers"][0]["session"]["key_id"].clone();
+    for _ in 0..3 {
+        assert_eq!(a.reload(net.config(1)).await, Ok(0));
+        assert_eq!(b.reload(net.config(2)).await, Ok(0));
+    }
+    // Frames keep flowing while reloads land.
+    let mut got = Vec::new();
+    for i in 10..60u32 {
+        a.tap.inject(&frame(1, 2, i, 200));
+        if i % 10 == 0 {
+            assert_eq!(a.reload(net.config(1)).await, Ok(0));
+        }
+        settle(Duration::from_millis(5)).await;
+        got.extend(ids(&b.tap.take()));
+    }
+    assert_eq!(got, (10..60).collect::<Vec<_>>());
+    let after = a.status().await;
+    assert_eq!(after["peers"][0]["session"]["key_id"], key_id, "{after}");
+    for k in ["session.sessions", "session.initiated", "tx_frames"] {
+        let path = format!("peer:vm2.{k}");
+        assert!(counter(&after, &path) >= counter(&before, &path), "{k}");
+    }
+    assert_eq!(counter(&after, "peer:vm2.session.sessions"), 1);
+    a.stop().await;
+    b.stop().await;
+}
+
+/// A new pair key on both sides: the peer's frames flow under it at once; a third peer added
+/// by a reload is reachable; a peer removed is no route.
+#[tokio::test(start_paused = true)]
+async fn a_reload_changes_keys_adds_and_removes_peers() {
+    let net = Net::new(Opts {
+        hosts: 3,
+        ..Opts::default()
+    });
+    // vm1 starts without vm3.
+    let without_vm3 = |n: u8| {
+        let text = net.config_text(n);
+        let cut = text
+            .find("\n[[peer]]\nname = \"vm3\"")
+            .expect("vm3's section");
+        let rest = &text[cut + 1..];
+        let end = rest[1..].find("\n[").map_or(rest.len(), |e| e + 1);
+        format!("{}{}", &text[..cut + 1], &rest[end..])
+    };
+    let a = net.start_with(1, &net.parse(1, &without_vm3(1)));
+    let (b, c) = (net.start(2), net.start(3));
+    assert_eq!(
+        exchange(&a, &b, (1, 2), 0..3, Duration::from_millis(10))
+            .await
+            .len(),
+        3
+    );
+    assert!(
+        exchange(&a, &c, (1, 3), 0..3, Duration::from_millis(10))
+            .await
+            .is_empty()
+    );
+    let s = a.status().await;
+    assert_eq!(counter(&s, "drops.no_route"), 3, "{s}");
+    // Add vm3.
+    assert_eq!(a.reload(net.config(1)).await, Ok(1));
+    assert_eq!(
+        exchange(&a, &c, (1, 3), 10..13, Duration::from_millis(10))
+            .await
+            .len(),
+        3
+    );
+    assert_eq!(
+        exchange(&c, &a, (3, 1), 20..23, Duration::from_millis(10))
+            .await
+            .len(),
+        3
+    );
+    // vm2 still fine (unchanged peer, untouched).
+    assert_eq!(
+        exchange(&a, &b, (1, 2), 30..33, Duration::from_millis(10))
+            .await
+            .len(),
+        3
+    );
+    // A new key for vm1-vm2 on both sides.
+    let fresh = std::process::Command::new(env!("CARGO_BIN_EXE_psp-gateway"))
+        .args(["keygen", "--suite", "aes128-gcm"])
+        .output()
+        .expect("keygen");
+    std::fs::write(net.dir.join("vm1-vm2.key"), &fresh.stdout).expect("write key");
+    assert_eq!(a.reload(net.config(1)).await, Ok(1));
+    assert_eq!(b.reload(net.config(2)).await, Ok(1));
+    assert_eq!(
+        exchange(&a, &b, (1, 2), 40..43, Duration::from_millis(10))
+            .await
+            .len(),
+        3
+    );
+    assert_eq!(
+        exchange(&b, &a, (2, 1), 50..53, Duration::from_millis(10))
+            .await
+            .len(),
+        3
+    );
+    // Remove vm3 again.
+    assert_eq!(a.reload(net.parse(1, &without_vm3(1))).await, Ok(0));
+    assert!(
+        exchange(&a, &c, (1, 3), 60..63, Duration::from_millis(10))
+            .await
+            .is_empty()
+    );
+    for g in [a, b, c] {
+        g.stop().await;
+    }
+}
+
+/// A reload that removes every peer: nothing is sealed for them any more (no route), and a
+/// reload that puts them back brings the traffic back.
+#[tokio::test(start_paused = true)]
+async fn a_reload_without_peers_stops_their_traffic() {
+    let net = Net::new(Opts::default());
+    let (a, b) = (net.start(1), net.start(2));
+    assert_eq!(
+        exchange(&a, &b, (1, 2), 0..3, Duration::from_millis(10))
+            .await
+            .len(),
+        3
+    );
+    let mut cfg = net.config(1);
+    cfg.peers.clear();
+    assert_eq!(a.reload(cfg).await, Ok(0));
+    assert!(
+        exchange(&a, &b, (1, 2), 10..13, Duration::from_millis(10))
+            .await
+            .is_empty()
+    );
+    assert_eq!(counter(&a.status().await, "drops.no_route"), 3);
+    assert_eq!(a.reload(net.config(1)).await, Ok(1));
+    assert_eq!(
+        exchange(&a, &b, (1, 2), 20..23, Duration::from_millis(10))
+            .await
+            .len(),
+        3
+    );
+    a.stop().await;
+    b.stop().await;
+}

@@ -825,3 +825,41 @@ fn no_deadline_comes_back_after_it_was_handled() {
         check(&mut n);
     }
 }
+
+/// A reconfiguration with the same peers changes nothing (sessions, keys and counters stay);
+/// one that cannot be applied (a key that does not suit its suite) returns the error and
+/// changes nothing either: the running session goes on.
+#[test]
+fn reconfigure_is_all_or_nothing_and_keeps_unchanged_peers() {
+    let mut n = Net::new(Opts::default());
+    up(&mut n);
+    let key_id = n.status(0).current.map(|c| c.0);
+    let specs: Vec<PeerSpec> = n.hosts[0].peers().map(|(_, s)| s.clone()).collect();
+    let counters = n.counters(0).clone();
+    n.hosts[0]
+        .reconfigure(n.now, group_spec(), specs.clone())
+        .expect("the same configuration");
+    assert_eq!(n.status(0).current.map(|c| c.0), key_id);
+    assert_eq!(*n.counters(0), counters);
+    assert!(
+        n.hosts[0].poll_event().is_none(),
+        "nothing to persist or say"
+    );
+    let mut bad = specs.clone();
+    bad.push(PeerSpec {
+        name: "vm9".into(),
+        macs: vec![[0x02, 0, 0, 0, 0, 9]],
+        keying: Keying::Static(KeySpec {
+            suite: SuiteId::Aes128Gcm,
+            key: Zeroizing::new(vec![1; 5]),
+            sealer: SealerConfig::new(),
+            opener: OpenerConfig::new(),
+        }),
+        paths: 1,
+        normalize: None,
+    });
+    assert!(n.hosts[0].reconfigure(n.now, group_spec(), bad).is_err());
+    assert_eq!(n.hosts[0].peers().count(), 1);
+    assert_eq!(n.status(0).current.map(|c| c.0), key_id);
+    assert_eq!(traffic(&mut n, 1), 0, "the session still carries frames");
+}
