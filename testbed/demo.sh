@@ -7,7 +7,7 @@
 #                                                       |
 #                                                 up0  eve (tcpdump: sees every frame)
 #
-# Usage: testbed/demo.sh [--suite NAME] [--uplink raw|udp] [--keys session|static] [--quick] [--no-build] [--save-pcap FILE]
+# Usage: testbed/demo.sh [--suite NAME] [--uplink raw|udp] [--keys session|static] [--normalize [KBPS]] [--quick] [--no-build] [--save-pcap FILE]
 #   --suite      PSP suite (default bf-cbc-hmac-sha1, the thesis' FULL category; `none` is its
 #                noENC-noHMAC category: then eve must SEE the known text, and does)
 #   --uplink     raw: PSP frames (EtherType 0x1982) on up0 (default); udp: PSP in UDP port 5198
@@ -15,6 +15,10 @@
 #                (raw: up0 and a second bridge on up1; udp: one path, single-path SEP), each host
 #                with an identity made by the script (`keygen --identity`) that signs its group
 #                frames and is pinned by the other; static: the legacy pre-shared per-peer keys
+#   --normalize  normalize the traffic between the two (seed 003: fixed-size frames at a paced
+#                rate, dummies when idle), at KBPS kbit/s (default 20000), with the sessions of
+#                --keys: the handshakes and rekeys ride inside the streams. Eve must then see
+#                one frame length from each gateway
 #   --quick      1 s iperf3 runs and a 10 MB file instead of 3 s and 50 MB
 #   --no-build   skip `cargo build` and use $TB_BIN (default target/release/psp-gateway)
 #   --save-pcap  keep a copy of eve's capture there
@@ -26,7 +30,9 @@
 # known-text count meaningful). Control: the known text IS visible on vm2's TAP. It then counts
 # what eve saw and ends with one line
 #   RESULT ping_ms=… tcp_mbps=… scp_ok=1 eve_frames=N eve_psp_frames=N eve_cleartext_frames=0 eve_known_text_hits=0
-# plus, with sessions, `session=two-path handshake_ms=…` (the slower side's handshake)
+# plus, with sessions, `session=two-path handshake_ms=…` (the slower side's handshake), and with
+# --normalize `normalized=KBPS eve_unicast_lengths=N` (distinct lengths of the PSP frames vm1
+# sent vm2; 1 when normalized)
 # (tcp_mbps: vm1 -> vm2; with --suite none or null-hmac-sha1, which do not encrypt,
 # eve_known_text_hits is > 0 and must be). Exit 0 only if every check held. Everything is torn down on every exit
 # path (also on error and Ctrl-C).
@@ -36,6 +42,7 @@ SUITE=bf-cbc-hmac-sha1
 UPLINK=raw
 KEYS=session
 QUICK=0
+NORMALIZE=0
 SAVE_PCAP=
 BUILD=1
 usage() {
@@ -47,6 +54,11 @@ while (($#)); do
     --suite) SUITE=${2:?--suite needs a value}; shift 2 ;;
     --uplink) UPLINK=${2:?--uplink needs a value}; shift 2 ;;
     --keys) KEYS=${2:?--keys needs a value}; shift 2 ;;
+    --normalize)
+        NORMALIZE=20000
+        if [[ ${2:-} =~ ^[0-9]+$ ]]; then NORMALIZE=$2; shift; fi
+        shift
+        ;;
     --quick) QUICK=1; shift ;;
     --no-build) BUILD=0; shift ;;
     --save-pcap) SAVE_PCAP=${2:?--save-pcap needs a file}; shift 2 ;;
@@ -94,6 +106,11 @@ if [[ $KEYS == session ]]; then
     fi
     tb_identities || die "keygen --identity failed"
     echo "  identities: vm1 $(cat "$TB_DIR/vm1.pub"), vm2 $(cat "$TB_DIR/vm2.pub")"
+fi
+if ((NORMALIZE)); then
+    export TB_CONFIG_EXTRA="[normalize]
+enabled = true
+s_goal_kbps = $NORMALIZE"
 fi
 if ! tb_config 1 "$SUITE" "$UPLINK" || ! tb_config 2 "$SUITE" "$UPLINK"; then die "writing the configs failed"; fi
 echo "  namespaces: $(ip netns list | awk '{print $1}' | grep -- "-$TB_SFX\$" | tr '\n' ' ')"
@@ -183,10 +200,23 @@ else
     CLEAR_DEF="frames that are not UDP/$TB_PORT datagrams carrying a PSP frame"
 fi
 EVE_CLEAR=$((EVE_FRAMES - EVE_PSP))
+# Distinct lengths of the PSP frames vm1 sent vm2 (a normalized stream has one).
+if [[ $UPLINK == raw ]]; then
+    LENS=$(tcpdump -r "$EVE_PCAP" -e -nn "ether proto 0x1982 and ether src $(tb_mac 1) and ether dst $(tb_mac 2)" 2>/dev/null |
+        sed -n 's/.*length \([0-9]*\):.*/\1/p' | sort -u | wc -l)
+else
+    LENS=$(tcpdump -r "$EVE_PCAP" -nn "udp port $TB_PORT and src host $(tb_up_ip 1) and dst host $(tb_up_ip 2)" 2>/dev/null |
+        sed -n 's/.*length \([0-9]*\)$/\1/p' | sort -u | wc -l)
+fi
 EVE_HITS=$(grep -a -o -F "$TEXT" "$EVE_PCAP" | wc -l)
 echo "  eve captured $EVE_FRAMES frames ($(du -h "$EVE_PCAP" | cut -f1)), kernel drops: ${EVE_DROPS:-0}"
 echo "  PSP frames: $EVE_PSP; cleartext ($CLEAR_DEF): $EVE_CLEAR"
 echo "  occurrences of the known text: $EVE_HITS (vm2's TAP: $TAP_HITS)"
+echo "  distinct lengths of the PSP frames vm1 -> vm2: $LENS"
+if ((NORMALIZE)); then
+    ((LENS == 1)) && ok "normalized: every frame vm1 -> vm2 has one length" ||
+        fail "normalized, yet eve saw $LENS frame lengths vm1 -> vm2"
+fi
 ((EVE_FRAMES > 0)) || fail "eve captured nothing"
 ((EVE_CLEAR == 0)) || fail "eve saw $EVE_CLEAR cleartext frames"
 if ((ENCRYPTS)); then
@@ -253,6 +283,9 @@ if [[ $KEYS == session ]]; then
     [[ $UPLINK == udp ]] && want=single-path
     if [[ $PATHS == "$want" ]]; then ok "session: $PATHS, handshake $HS_MS ms"; else fail "session paths: '$PATHS', want $want"; fi
     SESSION_RESULT=" session=$PATHS handshake_ms=$HS_MS"
+fi
+if ((NORMALIZE)); then
+    SESSION_RESULT="$SESSION_RESULT normalized=$NORMALIZE eve_unicast_lengths=$LENS"
 fi
 for n in 1 2; do
     d=$(tb_status "$n" --json | jq -r '.drops_total')

@@ -29,7 +29,7 @@ use psp_benches::{Config, Suite, cbc_decrypt, cbc_encrypt, message};
 use psp_core::crypto::{SuiteId, SuiteKey};
 use psp_core::primitives::blowfish::{BlowfishCbc, CbcJob};
 use psp_core::primitives::hmac_sha1::HmacSha1Key;
-use psp_core::session::{Opener, OpenerConfig, SealJob, Sealer, SealerConfig};
+use psp_core::protect::{Opener, OpenerConfig, SealJob, Sealer, SealerConfig};
 use psp_core::time::Instant;
 use psp_core::wire::{HEADER_LEN, Seq};
 

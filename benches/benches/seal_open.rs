@@ -1,4 +1,4 @@
-//! Whole-frame seal and open per cipher suite (`psp_core::session`), at 64/512/1500/9000-byte
+//! Whole-frame seal and open per cipher suite (`psp_core::protect`), at 64/512/1500/9000-byte
 //! inner Ethernet frames, reported as bytes of inner frame per second.
 //!
 //! `open` includes the replay check and commit; each iteration opens a freshly sealed frame
@@ -11,7 +11,7 @@ use core::time::Duration;
 
 use criterion::{BatchSize, Criterion, Throughput, criterion_group, criterion_main};
 use psp_core::crypto::{SuiteId, SuiteKey};
-use psp_core::session::{Opener, OpenerConfig, Sealer, SealerConfig};
+use psp_core::protect::{Opener, OpenerConfig, Sealer, SealerConfig};
 use psp_core::time::Instant;
 use psp_core::wire::{MIN_FRAME_LEN, Seq};
 

@@ -4,7 +4,7 @@
 
 use libfuzzer_sys::fuzz_target;
 use psp_core::crypto::{SuiteId, SuiteKey};
-use psp_core::session::{DropReason, Opener, OpenerConfig, Sealer, SealerConfig};
+use psp_core::protect::{DropReason, Opener, OpenerConfig, Sealer, SealerConfig};
 use psp_core::time::Instant;
 use psp_core::wire::{SecurityNumber, Seq};
 

@@ -4,7 +4,7 @@
 
 use libfuzzer_sys::fuzz_target;
 use psp_core::crypto::{SuiteId, SuiteKey};
-use psp_core::session::{Opener, OpenerConfig};
+use psp_core::protect::{Opener, OpenerConfig};
 use psp_core::time::Instant;
 
 fuzz_target!(|input: &[u8]| {

@@ -339,7 +339,7 @@ impl StateDir {
                     path,
                     source: io::Error::other(format!("the OS random number generator: {e}")),
                 })?;
-                Ok(psp_core::session::Sealer::random_initial_seq(seed).0)
+                Ok(psp_core::protect::Sealer::random_initial_seq(seed).0)
             }
         }
     }
@@ -350,7 +350,7 @@ mod tests {
     use std::collections::HashSet;
 
     use psp_core::crypto::{SuiteId, SuiteKey};
-    use psp_core::session::{SealError, Sealer, SealerConfig};
+    use psp_core::protect::{SealError, Sealer, SealerConfig};
     use psp_core::time::Instant;
 
     use super::*;

@@ -22,7 +22,7 @@ use std::collections::BTreeMap;
 use std::thread::sleep;
 
 use psp_core::crypto::{SuiteId, SuiteKey};
-use psp_core::session::{Opener, OpenerConfig, Sealer, SealerConfig};
+use psp_core::protect::{Opener, OpenerConfig, Sealer, SealerConfig};
 use psp_core::time::Instant as PspInstant;
 use psp_core::wire::Seq;
 

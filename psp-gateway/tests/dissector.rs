@@ -26,7 +26,7 @@ use std::sync::OnceLock;
 use std::thread::sleep;
 use std::time::Instant as StdInstant;
 
-use psp_core::session::{Sealer, SealerConfig};
+use psp_core::protect::{Sealer, SealerConfig};
 use psp_core::{Instant, Protocol, SecurityNumber, Seq, SigningKey, SuiteId, SuiteKey};
 
 use common::{BIN, Testbed, TestbedOptions, Uplink, ensure_tools, output_within, repo_root};

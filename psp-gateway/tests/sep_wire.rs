@@ -17,7 +17,7 @@ use std::collections::BTreeMap;
 use common::{PacketSocket, Testbed, TestbedOptions};
 use psp_core::crypto::{SuiteId, SuiteKey, VerifyingKey};
 use psp_core::handshake::identity::x25519_of;
-use psp_core::session::{Opener, OpenerConfig};
+use psp_core::protect::{Opener, OpenerConfig};
 use psp_core::time::Instant as PspInstant;
 use psp_core::wire::Frame;
 use sha2::{Digest, Sha256};

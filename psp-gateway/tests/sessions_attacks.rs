@@ -22,7 +22,7 @@ use psp_core::handshake::schedule::Ephemeral;
 use psp_core::handshake::{
     self, Event, Handshake, KeyRing, KeyRingConfig, PathId, Peer, SessionKeys, SmkexMode, Tai64n,
 };
-use psp_core::session::{Opener, OpenerConfig, Sealer, SealerConfig};
+use psp_core::protect::{Opener, OpenerConfig, Sealer, SealerConfig};
 use psp_core::time::Instant as PspInstant;
 use psp_core::wire::{Protocol, Seq};
 

@@ -28,8 +28,8 @@ use psp_benches::{
 use psp_core::crypto::sign::backend as sign_backend;
 use psp_core::crypto::{SuiteId, SuiteKey};
 use psp_core::primitives::aead::backend as aead_backend;
+use psp_core::protect::{Opener, OpenerConfig, Sealer, SealerConfig};
 use psp_core::scramble::{self, Kernel, Seed};
-use psp_core::session::{Opener, OpenerConfig, Sealer, SealerConfig};
 use psp_core::time::Instant;
 use psp_core::wire::Seq;
 use ring::aead::{self, Aad, LessSafeKey, Nonce, UnboundKey};

@@ -28,8 +28,9 @@
 //!
 //! | module | what it holds |
 //! |---|---|
-//! | [`session`] | [`Sealer`] / [`Opener`]: whole layer-2 frames with sequence numbers, padding, replay checks |
+//! | [`protect`] | [`Sealer`] / [`Opener`]: whole layer-2 frames with sequence numbers, padding, replay checks |
 //! | [`handshake`] | session establishment (SEP + SMKEX two-path key exchange), [`handshake::KeyRing`] for rekeys |
+//! | [`host`] (feature `alloc`) | a whole gateway without I/O: which peer a frame is for or from, sealing and opening under the group, static and session keys, when to handshake and rekey, budgets, pins, normalized streams; `handle_*` in, `poll_*` out |
 //! | [`crypto`] | [`SuiteId`], [`SuiteKey`] (the keyed suite, batching), Ed25519 signing keys |
 //! | [`wire`] | the PSP layer-2 wire format: zero-copy views (`Frame`, `Section`) and value types |
 //! | [`replay`] | the RFC 6479-style anti-replay bitmap window |
@@ -38,7 +39,12 @@
 //! | [`time`] | injected time ([`Instant`], [`Duration`], microseconds) |
 //! | [`primitives`] | raw Blowfish, HMAC-SHA1 and AEAD, for benches and fuzzing only |
 //!
-//! It does *not* do I/O (the `psp-gateway` crate drives it) or key exchange transport.
+//! It does *not* do I/O (the `psp-gateway` crate drives [`host`]) or key exchange transport.
+//!
+//! Words used throughout: a *session* is the keys one handshake established between two hosts
+//! (kept in a [`handshake::KeyRing`]); a *static key* is the group key or a configured pair key;
+//! [`protect`] seals and opens frames under either. A session's frames carry its *key id* in
+//! the thesis' security-number field (docs/SESSIONS.md).
 //!
 //! ## Features
 //!
@@ -71,14 +77,14 @@ pub mod handshake;
 pub mod host;
 pub mod normalize;
 pub mod primitives;
+pub mod protect;
 pub mod replay;
 pub mod scramble;
-pub mod session;
 pub mod time;
 pub mod wire;
 
 pub use crypto::{CryptoError, KeyError, SigningKey, SuiteId, SuiteKey, VerifyingKey};
-pub use session::{
+pub use protect::{
     ConfigError, DropReason, OpenError, Opened, Opener, OpenerConfig, SealError, SealJob, Sealer,
     SealerConfig,
 };

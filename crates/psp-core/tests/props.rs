@@ -5,7 +5,7 @@
 use proptest::prelude::*;
 use psp_core::crypto::sign::SigningKey;
 use psp_core::crypto::{SuiteId, SuiteKey};
-use psp_core::session::{DropReason, Opener, OpenerConfig, Sealer, SealerConfig};
+use psp_core::protect::{DropReason, Opener, OpenerConfig, Sealer, SealerConfig};
 use psp_core::time::{Duration, Instant};
 use psp_core::wire::{MIN_FRAME_LEN, SecurityNumber, Seq};
 

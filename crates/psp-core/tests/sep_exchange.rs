@@ -31,7 +31,7 @@ use psp_core::handshake::{
     Config, Event, Handshake, Identity, KeyRing, KeyRingConfig, PathId, Peer, Role, SessionKeys,
     SmkexMode, Tai64n,
 };
-use psp_core::session::{Opener, OpenerConfig, Sealer, SealerConfig};
+use psp_core::protect::{Opener, OpenerConfig, Sealer, SealerConfig};
 use psp_core::time::{Duration, Instant};
 use psp_core::wire::{Protocol, Seq};
 use serde::{Deserialize, Serialize};

@@ -14,8 +14,8 @@
 use hmac::{Hmac, Mac};
 use psp_core::crypto::sign::SigningKey;
 use psp_core::crypto::{SuiteId, SuiteKey};
+use psp_core::protect::{ConfigError, DropReason, Opener, OpenerConfig, Sealer, SealerConfig};
 use psp_core::scramble::{Descrambler, Seed};
-use psp_core::session::{ConfigError, DropReason, Opener, OpenerConfig, Sealer, SealerConfig};
 use psp_core::time::Instant;
 use psp_core::wire::{Protocol, SecurityNumber, Seq};
 use serde::{Deserialize, Serialize};

@@ -18,7 +18,7 @@ use psp_core::crypto::sign::{SIGNATURE_LEN, SigningKey, VerifyingKey};
 use psp_core::crypto::{SuiteId, SuiteKey};
 use psp_core::replay::ReplayWindow;
 use psp_core::scramble::{self, Descrambler, Kernel, Scrambler, Seed};
-use psp_core::session::{DropReason, Opener, OpenerConfig, Sealer, SealerConfig};
+use psp_core::protect::{DropReason, Opener, OpenerConfig, Sealer, SealerConfig};
 use psp_core::time::Instant;
 use psp_core::wire::Seq;
 

@@ -9,7 +9,7 @@
 use std::process::ExitCode;
 
 use psp_core::crypto::{SuiteId, SuiteKey};
-use psp_core::session::{Opener, OpenerConfig, Sealer, SealerConfig};
+use psp_core::protect::{Opener, OpenerConfig, Sealer, SealerConfig};
 use psp_core::time::Instant;
 
 const ALICE: [u8; 6] = [0x02, 0, 0, 0, 0, 0x01];

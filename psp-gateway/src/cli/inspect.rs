@@ -22,7 +22,7 @@ use std::path::PathBuf;
 
 use psp_core::crypto::sign::{VerifyingKey, signed_digest};
 use psp_core::crypto::{SuiteId, SuiteKey};
-use psp_core::session::{DropReason, Opener, OpenerConfig};
+use psp_core::protect::{DropReason, Opener, OpenerConfig};
 use psp_core::time::{Duration, Instant};
 use psp_core::wire::{ETHERTYPE_PSP, Flags, Frame, Protocol};
 use zeroize::Zeroizing;

@@ -13,7 +13,7 @@ use core::net::SocketAddr;
 use std::path::{Path, PathBuf};
 
 use psp_core::crypto::SuiteId;
-use psp_core::session::{OpenerConfig, SealerConfig};
+use psp_core::protect::{OpenerConfig, SealerConfig};
 use psp_core::time::Duration;
 use psp_core::wire::SecurityNumber;
 use zeroize::Zeroizing;

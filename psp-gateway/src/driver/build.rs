@@ -186,7 +186,7 @@ fn norm_spec(n: &NormalizeConfig, max_frame: usize, endpoint: Option<SocketAddr>
 /// every session suite's (their frames carry a key id). The TAP MTU leaves room for it.
 pub(crate) fn max_overhead(config: &Config, max_frame: usize) -> usize {
     use psp_core::crypto::SuiteKey;
-    use psp_core::session::Sealer;
+    use psp_core::protect::Sealer;
     let sealer_overhead = |s: &PeerSecurity, signed: bool| -> usize {
         let Ok(key) = SuiteKey::new(s.suite, &s.key.bytes) else {
             return 0;

@@ -5,7 +5,7 @@
 use core::time::Duration;
 
 use psp_core::crypto::{SuiteId, SuiteKey};
-use psp_core::session::{Sealer, SealerConfig};
+use psp_core::protect::{Sealer, SealerConfig};
 use psp_core::time::Instant as CoreInstant;
 use psp_core::wire::Seq;
 

@@ -7,7 +7,7 @@
 use core::time::Duration;
 
 use psp_core::crypto::{SigningKey, SuiteId, SuiteKey};
-use psp_core::session::{Sealer, SealerConfig};
+use psp_core::protect::{Sealer, SealerConfig};
 use psp_core::time::Instant as CoreInstant;
 use psp_core::wire::{Protocol, Seq};
 use psp_gateway::testing::{MemGateway, MemOptions};
@@ -318,7 +318,7 @@ async fn an_insider_with_the_group_key_is_counted_not_delivered() {
 /// not newer than the ones taken since: counted `stale_requests`, and the session untouched.
 #[tokio::test(start_paused = true)]
 async fn a_replayed_request_is_stale() {
-    use psp_core::session::{Opener, OpenerConfig};
+    use psp_core::protect::{Opener, OpenerConfig};
     let net = Net::new(Opts {
         session_extra: "rekey_after_s = 2\n".into(),
         ..Opts::sessions()

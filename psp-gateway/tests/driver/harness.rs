@@ -507,7 +507,7 @@ pub(crate) fn want(pairs: &[(&str, i64)]) -> std::collections::BTreeMap<String, 
 pub(crate) fn handshake_kinds(net: &Net, frames: &[Vec<u8>], from: u8, to: u8) -> Vec<String> {
     use psp_core::crypto::{SuiteId, SuiteKey};
     use psp_core::handshake::messages::Repr;
-    use psp_core::session::{Opener, OpenerConfig};
+    use psp_core::protect::{Opener, OpenerConfig};
     use psp_core::wire::Protocol;
     let suite = SuiteId::from_name(net.opts.suite).expect("suite");
     let key = net.key("group");

@@ -119,7 +119,7 @@ pub const SRC_MAC: core::ops::Range<usize> = 6..12;
 /// host on the segment), each with its own SN range. The source MAC puts each sender in its own
 /// nonce space; within one sender the SN never repeats (the session re-keys before it wraps; a
 /// static key's sealer continues across restarts from a persisted reservation, see
-/// [`Sealer::set_seq_limit`](crate::session::Sealer::set_seq_limit)), so no (key, nonce) pair is
+/// [`Sealer::set_seq_limit`](crate::protect::Sealer::set_seq_limit)), so no (key, nonce) pair is
 /// used twice. See `docs/SUITES.md`.
 pub fn derive_nonce(bivn: &[u8; 20], src_mac: &[u8; 6], seq: u32) -> [u8; NONCE_LEN] {
     let mut nonce = [0u8; NONCE_LEN];

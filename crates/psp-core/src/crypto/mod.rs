@@ -3,7 +3,7 @@
 //! A [`SuiteKey`] holds the keyed state of one suite (expanded Blowfish schedule, ring AEAD key,
 //! HMAC-SHA1 prototype, Base IV Number). It seals and opens the *section* of a frame in place and
 //! writes or checks the ICV over `clear || section`; framing, sequence numbers and replay checks
-//! belong to [`crate::session`]. The IV and nonce derivations are documented in `docs/SUITES.md`.
+//! belong to [`crate::protect`]. The IV and nonce derivations are documented in `docs/SUITES.md`.
 //!
 //! The raw primitives underneath (Blowfish, HMAC-SHA1, the AEAD wrapper) are private here; benches
 //! and fuzz targets reach them through [`crate::primitives`].

@@ -15,7 +15,7 @@
 use core::fmt;
 
 use super::{Role, SessionId, SessionKeys};
-use crate::session::{OpenError, Opened, Opener, OpenerConfig, SealError, Sealer, SealerConfig};
+use crate::protect::{OpenError, Opened, Opener, OpenerConfig, SealError, Sealer, SealerConfig};
 use crate::time::{Duration, Instant};
 use crate::wire::{Frame, Protocol, SecurityNumber};
 

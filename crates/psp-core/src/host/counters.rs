@@ -2,7 +2,7 @@
 //! [`Counters::visit`] hands every one (name, label, help, value) to a renderer, so `status` and
 //! the metrics endpoint list the same counters by construction.
 
-use crate::session::DropReason;
+use crate::protect::DropReason;
 
 /// One counter as a renderer sees it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -5,7 +5,7 @@
 use core::net::{IpAddr, Ipv4Addr};
 
 use crate::crypto::VerifyingKey;
-use crate::session::Opener;
+use crate::protect::Opener;
 
 /// A group-key opener for one peer's frames on one path (broadcasts and handshake messages on
 /// path 1, handshake messages on path 2), with its own replay window, never reset: the peer's

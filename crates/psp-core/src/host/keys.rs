@@ -15,7 +15,7 @@ use zeroize::Zeroizing;
 use super::{Event, PeerSpec, SpecError};
 use crate::crypto::{SigningKey, SuiteId, SuiteKey};
 use crate::handshake;
-use crate::session::{Opener, OpenerConfig, Sealer, SealerConfig};
+use crate::protect::{Opener, OpenerConfig, Sealer, SealerConfig};
 use crate::wire::Seq;
 
 /// A static key and its settings.

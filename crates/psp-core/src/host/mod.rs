@@ -169,7 +169,7 @@ pub struct PeerSpec {
 }
 
 /// A frame from the protected side to seal ([`Host::handle_tap`]), in the style of
-/// [`SealJob`](crate::session::SealJob).
+/// [`SealJob`](crate::protect::SealJob).
 #[derive(Debug)]
 pub struct TapJob<'a> {
     /// The Ethernet II frame.
@@ -256,7 +256,7 @@ pub enum RxDrop {
     /// From a MAC that is no peer's.
     UnknownPeer(Mac),
     /// The opener refused it.
-    Open(PeerId, crate::session::DropReason),
+    Open(PeerId, crate::protect::DropReason),
     /// Under a key id of no live session.
     UnknownKey(PeerId),
     /// A session peer's data under the group key that is not a genuine group payload.

@@ -9,7 +9,7 @@ use super::group::GroupOpener;
 use super::keys::{KeyRef, KeySpec, StaticKeys};
 use super::session::SessionPeer;
 use super::{Config, Keying, PeerId, PeerSpec, Pin, SpecError};
-use crate::session::Opener;
+use crate::protect::Opener;
 use crate::time::Instant;
 
 /// One configured peer.

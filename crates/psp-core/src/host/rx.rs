@@ -15,12 +15,12 @@ use super::{
     mac_at,
 };
 use crate::handshake::{PathId, RingOpenError};
-use crate::session::DropReason;
+use crate::protect::DropReason;
 use crate::time::Instant;
 use crate::wire::{Frame, Protocol};
 
 /// What a frame turned out to be, once opened (the borrow of the buffer ends here).
-enum Opened {
+enum Content {
     Data(core::ops::Range<usize>, bool),
     Handshake(core::ops::Range<usize>),
     Normalized(core::ops::Range<usize>),
@@ -77,12 +77,11 @@ impl Host {
         let session = p.session.is_some();
         // A session peer's unicast frames carry their session's key id; its handshake messages
         // and everyone's group frames come under the group key.
-        let via_ring = !group
-            && session
-            && Frame::new_checked(&*frame, 0)
-                .ok()
-                .and_then(|f| f.security_number())
-                .is_some_and(|sn| Some(sn) != group_sn);
+        // A session frame carries its key id in the thesis' security-number field.
+        let key_id = Frame::new_checked(&*frame, 0)
+            .ok()
+            .and_then(|f| f.security_number());
+        let via_ring = !group && session && key_id.is_some_and(|id| Some(id) != group_sn);
         let (opened, promoted) = if via_ring {
             let Some(s) = p.session.as_deref_mut() else {
                 return Received::Consumed;
@@ -92,13 +91,13 @@ impl Host {
             match s.ring().open(now, frame) {
                 Ok(o) => {
                     let kind = match o.protocol() {
-                        Protocol::Control => Opened::Control,
+                        Protocol::Control => Content::Control,
                         Protocol::Normalized => {
                             let r = o.range();
-                            Opened::Normalized(r.start + 14..r.end)
+                            Content::Normalized(r.start + 14..r.end)
                         }
-                        pr if pr.is_sub_protocol() => Opened::Sub,
-                        _ => Opened::Data(o.range(), trusted),
+                        pr if pr.is_sub_protocol() => Content::Sub,
+                        _ => Content::Data(o.range(), trusted),
                     };
                     (kind, waiting && s.ring().next().is_none())
                 }
@@ -122,22 +121,22 @@ impl Host {
             let normalized = p.spec.normalize.is_some();
             let kind = match opener.open(now, frame) {
                 // A normalized peer's broadcasts come in its stream.
-                Ok(_) if group && normalized => Opened::GroupIgnored,
+                Ok(_) if group && normalized => Content::GroupIgnored,
                 Ok(o) if o.protocol() == Protocol::Normalized && normalized && !group => {
                     let r = o.range();
-                    Opened::Normalized(r.start + 14..r.end)
+                    Content::Normalized(r.start + 14..r.end)
                 }
                 Ok(o) => match o.protocol() {
                     pr if is_handshake(pr) && session && !group => {
                         let r = o.range();
                         // The payload follows the rebuilt 14-byte header.
-                        Opened::Handshake(r.start + 14..r.end)
+                        Content::Handshake(r.start + 14..r.end)
                     }
-                    pr if pr.is_sub_protocol() => Opened::Sub,
+                    pr if pr.is_sub_protocol() => Content::Sub,
                     _ if session && (!group || !is_group_payload(o.frame(), subnets)) => {
-                        Opened::NotGroupPayload
+                        Content::NotGroupPayload
                     }
-                    _ => Opened::Data(o.range(), trusted),
+                    _ => Content::Data(o.range(), trusted),
                 },
                 Err(e) => {
                     let reason = e.reason();
@@ -155,7 +154,7 @@ impl Host {
         }
         let p = &mut self.peers[pid.0];
         match opened {
-            Opened::Data(range, trusted) => {
+            Content::Data(range, trusted) => {
                 p.counters.rx_frames += 1;
                 p.counters.rx_bytes += range.len() as u64;
                 Received::Deliver {
@@ -164,11 +163,11 @@ impl Host {
                     trusted,
                 }
             }
-            Opened::Control | Opened::Sub => {
+            Content::Control | Content::Sub => {
                 p.counters.rx_sub += 1;
                 Received::Consumed
             }
-            Opened::Normalized(range) => {
+            Content::Normalized(range) => {
                 if let Some(st) = p.stream.as_mut() {
                     // A malformed payload is counted by the endpoint.
                     let _ = st.ep.handle_payload(now, &frame[range]);
@@ -176,19 +175,19 @@ impl Host {
                 }
                 Received::Consumed
             }
-            Opened::GroupIgnored => {
+            Content::GroupIgnored => {
                 if let Some(st) = p.stream.as_mut() {
                     st.counters.group_ignored += 1;
                 }
                 Received::Consumed
             }
-            Opened::NotGroupPayload => {
+            Content::NotGroupPayload => {
                 // Any holder of the group key could have sealed it; the peer's data travels
                 // under its session keys.
                 p.counters.group_unicast += 1;
                 Received::Dropped(RxDrop::GroupUnicast(pid))
             }
-            Opened::Handshake(range) => {
+            Content::Handshake(range) => {
                 self.handshake_message(now, pid, PathId::FIRST, &frame[range], rng)
             }
         }

@@ -720,7 +720,7 @@ impl Host {
                         self.counters.group_tx_frames += 1;
                         len
                     }
-                    Err(crate::session::SealError::Unreserved) => {
+                    Err(crate::protect::SealError::Unreserved) => {
                         self.counters.tx_unreserved += 1;
                         return None;
                     }

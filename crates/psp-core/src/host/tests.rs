@@ -11,7 +11,7 @@ use zeroize::Zeroizing;
 use super::*;
 use crate::crypto::SigningKey;
 use crate::handshake::{Identity, SmkexMode};
-use crate::session::{OpenerConfig, SealerConfig};
+use crate::protect::{OpenerConfig, SealerConfig};
 use crate::wire::Seq;
 
 /// A deterministic RNG (SplitMix64) for tests only.
@@ -506,7 +506,7 @@ fn a_replayed_request_never_stops_the_sessions() {
     assert!(n.status(0).up);
 }
 
-use crate::session::DropReason;
+use crate::protect::DropReason;
 
 /// After host 1 restarts (a new host, its windows empty), a replayed old Request passes the
 /// window once and starts a handshake that cannot complete; every copy after it is stale, and

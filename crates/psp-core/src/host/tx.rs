@@ -4,7 +4,7 @@ use rand_core::CryptoRngCore;
 
 use super::keys::KeyRef;
 use super::{Dest, Host, PeerId, TapDrop, TapJob, TapResult, is_group, mac_at};
-use crate::session::{MAX_BATCH, SealError, SealJob, Sealer};
+use crate::protect::{MAX_BATCH, SealError, SealJob, Sealer};
 use crate::time::Instant;
 
 impl Host {

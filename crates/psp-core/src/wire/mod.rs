@@ -1,7 +1,7 @@
 //! The PSP layer-2 wire format: zero-copy views over byte buffers and value types.
 //!
 //! This module only knows byte layouts. It does not encrypt, verify ICVs, keep sequence state or
-//! check replay: that is [`crate::session`]. See docs/PROTOCOL.md for the byte diagrams.
+//! check replay: that is [`crate::protect`]. See docs/PROTOCOL.md for the byte diagrams.
 //!
 //! Every header has two faces, in the style of smoltcp:
 //!
@@ -79,7 +79,7 @@ pub use psp::{
 
 /// A wire-format error: the bytes are not a well-formed PSP frame or section.
 ///
-/// Local detail only; the peer never learns which one (see [`crate::session::OpenError`]).
+/// Local detail only; the peer never learns which one (see [`crate::protect::OpenError`]).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 #[non_exhaustive]
 pub enum Error {

@@ -1,4 +1,6 @@
-//! Seal and open whole PSP layer-2 frames under one session key (thesis §4.1–§4.5).
+//! Frame protection: seal and open whole PSP layer-2 frames under one key (thesis §4.1–§4.5;
+//! the thesis calls it the session key). Where the keys come from is not this module's:
+//! [`crate::handshake`] establishes sessions (SEP, SMKEX), [`crate::host`] maps peers to keys.
 //!
 //! A [`Sealer`] turns an Ethernet II frame (or a PSP sub-protocol message) into a PSP frame: it
 //! numbers it, adds the optional security number and timestamp, pads the section, encrypts it and
