@@ -532,3 +532,16 @@ pub(crate) fn handshake_kinds(net: &Net, frames: &[Vec<u8>], from: u8, to: u8) -
         })
         .collect()
 }
+
+/// An ARP request from vmA for vmB's address (10.0.0.B), broadcast.
+pub(crate) fn arp_request(from: u8, to: u8) -> Vec<u8> {
+    let mut f = vec![0xff; 6];
+    f.extend_from_slice(&mac(from));
+    f.extend_from_slice(&[0x08, 0x06, 0, 1, 0x08, 0x00, 6, 4, 0, 1]);
+    f.extend_from_slice(&mac(from));
+    f.extend_from_slice(&[10, 0, 0, from]);
+    f.extend_from_slice(&[0; 6]);
+    f.extend_from_slice(&[10, 0, 0, to]);
+    f.resize(60, 0);
+    f
+}

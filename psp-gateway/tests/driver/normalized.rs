@@ -117,3 +117,41 @@ async fn sessions_inside_normalized_streams_change_nothing_an_observer_sees() {
     a.stop().await;
     b.stop().await;
 }
+
+/// Broadcasts (ARP) between normalized session peers: before the first session they travel
+/// under the group key and are delivered; once the streams run, inside them; either way
+/// exactly once.
+#[tokio::test(start_paused = true)]
+async fn broadcasts_reach_normalized_session_peers_before_and_after_the_session() {
+    use crate::harness::arp_request;
+    let net = Net::new(Opts {
+        extra: "[normalize]\nenabled = true\ns_goal_kbps = 2000\n".into(),
+        ..Opts::sessions()
+    });
+    let (a, b) = (net.start(1), net.start(2));
+    a.tap.inject(&arp_request(1, 2));
+    settle(Duration::from_millis(50)).await;
+    assert_eq!(b.tap.take(), [arp_request(1, 2)], "before any session");
+    assert_eq!(
+        exchange(&b, &a, (2, 1), 10..13, Duration::from_millis(500))
+            .await
+            .len(),
+        3
+    );
+    settle(Duration::from_secs(1)).await;
+    let _ = net.capture(0);
+    for _ in 0..3 {
+        a.tap.inject(&arp_request(1, 2));
+        b.tap.inject(&arp_request(2, 1));
+    }
+    settle(Duration::from_millis(500)).await;
+    assert_eq!(b.tap.take(), vec![arp_request(1, 2); 3], "in vm1's stream");
+    assert_eq!(a.tap.take(), vec![arp_request(2, 1); 3], "in vm2's stream");
+    let cap = net.capture(0);
+    assert!(
+        !cap.iter().any(|f| f[..6] == [0xff; 6]),
+        "no broadcast left outside the streams"
+    );
+    a.stop().await;
+    b.stop().await;
+}

@@ -111,6 +111,11 @@ impl Host {
                 }
             }
         } else {
+            // A streaming peer's broadcasts come in its stream: a static normalized peer's
+            // always, a session peer's once it surely seals under its session (before that, or
+            // in the moment a session starts, one may come under the group key too).
+            let streaming =
+                p.stream.is_some() && p.session.as_deref().is_none_or(|s| s.peer_streams(now));
             let opener = match (group || session, p.group[0].as_mut(), p.unicast.as_mut()) {
                 (true, Some(g), _) => g.opener(pin.as_ref()),
                 (_, _, Some(u)) => u,
@@ -120,8 +125,7 @@ impl Host {
             let trusted = opener.suite().icv_len() > 0;
             let normalized = p.spec.normalize.is_some();
             let kind = match opener.open(now, frame) {
-                // A normalized peer's broadcasts come in its stream.
-                Ok(_) if group && normalized => Content::GroupIgnored,
+                Ok(_) if group && streaming => Content::GroupIgnored,
                 Ok(o) if o.protocol() == Protocol::Normalized && normalized && !group => {
                     let r = o.range();
                     Content::Normalized(r.start + 14..r.end)

@@ -166,6 +166,13 @@ impl SessionPeer {
         }
     }
 
+    /// Whether the peer surely streams to us: a live current session under which a frame of the
+    /// peer has opened (so it seals under it too; until then its broadcasts may come under the
+    /// group key).
+    pub(super) fn peer_streams(&self, now: Instant) -> bool {
+        self.ring.current().is_some_and(|c| now < c.expires_at()) && self.ring.current_heard()
+    }
+
     /// The pinned identity (configured, or learnt).
     pub(super) fn pin(&self) -> Option<[u8; 32]> {
         match self.pin {
