@@ -5,8 +5,8 @@
 # Usage:
 #   sudo testbed/congestion.sh [--reps N] [--time S] [--quick] [--scenarios LIST] [--cc LIST]
 #                              [--flows LIST] [--packing MODE] [--queue-bytes B] [--aqm LIST]
-#                              [--tcp CC] [--ecn on|off] [--no-build] [--no-write] [--keep]
-#                              [--results FILE]
+#                              [--tcp CC] [--ecn on|off] [--keys session|static] [--no-build]
+#                              [--no-write] [--keep] [--results FILE]
 #
 #   --reps N         repetitions of every measurement (default 3; the report shows mean, min, max)
 #   --time S         seconds per iperf3 transfer (default 20)
@@ -28,6 +28,9 @@
 #                    (default cubic, as the paper's hosts; this machine's default is bbr)
 #   --ecn on|off     the hosts' net.ipv4.tcp_ecn: on = 1 (request ECN; default), off = 0. Only
 #                    CoDel marks (codel_ecn); drop-tail and the routers' FIFO only drop
+#   --keys K         session (default): the peers' keys come from SEP sessions (one path,
+#                    smkex off), whose handshakes and rekeys ride inside the normalized
+#                    streams; static: a key_file per pair (the setup of the figures before)
 #   --no-build       use the existing target/release binaries
 #   --no-write       do not touch BENCHMARKS.md and docs/congestion.png
 #   --keep           keep the run directory (configs, logs, iperf3 JSON, results.tsv)
@@ -100,6 +103,7 @@ WRITE=1
 KEEP=0
 RESULTS_COPY=""
 SUITE=aes128-gcm
+KEYS=session
 FRAME_SIZE=1432   # UDP payload: + 8 UDP + 20 IP = the paper's 1460-byte packets
 WIRE=1474         # + 14 Ethernet: what tbf and S_goal count
 LINK_KBIT=10000
@@ -127,6 +131,7 @@ while [ $# -gt 0 ]; do
     --aqm) AQMS=${2:-}; shift 2 || bad_usage "--aqm needs a value" ;;
     --tcp) TCP_CC=${2:-}; shift 2 || bad_usage "--tcp needs a value" ;;
     --ecn) ECN=${2:-}; shift 2 || bad_usage "--ecn needs a value" ;;
+    --keys) KEYS=${2:-}; shift 2 || bad_usage "--keys needs a value" ;;
     --no-build) BUILD=0; shift ;;
     --no-write) WRITE=0; shift ;;
     --keep) KEEP=1; shift ;;
@@ -135,6 +140,7 @@ while [ $# -gt 0 ]; do
     *) bad_usage "unknown argument '$1'" ;;
     esac
 done
+[[ $KEYS == session || $KEYS == static ]] || bad_usage "--keys must be session or static, got '$KEYS'"
 [[ $REPS =~ ^[1-9][0-9]*$ ]] || bad_usage "--reps must be a positive integer, got '$REPS'"
 [[ $TIME =~ ^[1-9][0-9]*$ ]] || bad_usage "--time must be a positive integer, got '$TIME'"
 for s in ${SCENARIOS//,/ }; do
@@ -276,7 +282,7 @@ peer_block() {
 name = "${GW_NAME[$2]}"
 macs = [$macs]
 endpoint = "${GW_UP[$2]}:$TB_PORT"
-key_file = "vm$a-vm$b.key"
+$(if [ "$KEYS" = session ]; then echo "address = \"10.9.0.$2\""; else echo "key_file = \"vm$a-vm$b.key\""; fi)
 
 [peer.normalize]
 s_goal_kbps = $3
@@ -299,6 +305,11 @@ gw_config() {
         echo "kind = \"udp\""
         echo "listen = \"${GW_UP[$n]}:$TB_PORT\""
         echo
+        if [ "$KEYS" = session ]; then
+            echo "[session]"
+            echo "smkex = \"off\""
+            echo
+        fi
         echo "[daemon]"
         echo "status_socket = \"$(tb_sock "$n")\""
         echo "state_directory = \"$TB_DIR/gw$n.state\""
@@ -347,6 +358,16 @@ gws_up() {
     for n in hostA hostB; do ip -n "$(tb_ns "$n")" link set eth0 mtu "$mtu"; done
     for n in vm1 vm2; do ip -n "$(tb_ns "$n")" link set lan0 mtu "$mtu"; done
     TAP_MTU=$mtu
+    if [ "$KEYS" = session ]; then
+        # The first frames start the sessions; their handshakes ride in the normalized streams.
+        tb_x vm1 ping -c 3 -i 0.2 -W 2 10.9.0.2 >/dev/null || say "warning: no ping through the session"
+        local state
+        state=$(st 1 '[.peers[] | select(.name == "gwB") | .session.state] | first // "none"')
+        if [ "$state" != up ]; then
+            say "error: gwA's session with gwB is '$state'"
+            FAILED=1
+        fi
+    fi
 }
 gws_down() {
     local n

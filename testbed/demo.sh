@@ -32,7 +32,7 @@
 #   RESULT ping_ms=… tcp_mbps=… scp_ok=1 eve_frames=N eve_psp_frames=N eve_cleartext_frames=0 eve_known_text_hits=0
 # plus, with sessions, `session=two-path handshake_ms=…` (the slower side's handshake), and with
 # --normalize `normalized=KBPS eve_unicast_lengths=N` (distinct lengths of the PSP frames vm1
-# sent vm2; 1 when normalized)
+# sent vm2 from the first of the most common length on; 1 when normalized)
 # (tcp_mbps: vm1 -> vm2; with --suite none or null-hmac-sha1, which do not encrypt,
 # eve_known_text_hits is > 0 and must be). Exit 0 only if every check held. Everything is torn down on every exit
 # path (also on error and Ctrl-C).
@@ -200,19 +200,24 @@ else
     CLEAR_DEF="frames that are not UDP/$TB_PORT datagrams carrying a PSP frame"
 fi
 EVE_CLEAR=$((EVE_FRAMES - EVE_PSP))
-# Distinct lengths of the PSP frames vm1 sent vm2 (a normalized stream has one).
+# Distinct lengths of the PSP frames vm1 sent vm2, from the first frame of the most common
+# length on (a normalized stream has one; before it, the first handshake's messages go under the
+# group key, one frame each, at their own lengths).
 if [[ $UPLINK == raw ]]; then
-    LENS=$(tcpdump -r "$EVE_PCAP" -e -nn "ether proto 0x1982 and ether src $(tb_mac 1) and ether dst $(tb_mac 2)" 2>/dev/null |
-        sed -n 's/.*length \([0-9]*\):.*/\1/p' | sort -u | wc -l)
+    tcpdump -r "$EVE_PCAP" -e -nn "ether proto 0x1982 and ether src $(tb_mac 1) and ether dst $(tb_mac 2)" 2>/dev/null |
+        sed -n 's/.*length \([0-9]*\):.*/\1/p' >"$TB_DIR/lengths"
 else
-    LENS=$(tcpdump -r "$EVE_PCAP" -nn "udp port $TB_PORT and src host $(tb_up_ip 1) and dst host $(tb_up_ip 2)" 2>/dev/null |
-        sed -n 's/.*length \([0-9]*\)$/\1/p' | sort -u | wc -l)
+    tcpdump -r "$EVE_PCAP" -nn "udp port $TB_PORT and src host $(tb_up_ip 1) and dst host $(tb_up_ip 2)" 2>/dev/null |
+        sed -n 's/.*length \([0-9]*\)$/\1/p' >"$TB_DIR/lengths"
 fi
+MAIN_LEN=$(sort "$TB_DIR/lengths" | uniq -c | sort -rn | awk 'NR == 1 {print $2}')
+BEFORE=$(awk -v l="$MAIN_LEN" '$1 == l {exit} {n++} END {print n + 0}' "$TB_DIR/lengths")
+LENS=$(awk -v l="$MAIN_LEN" '$1 == l {on = 1} on' "$TB_DIR/lengths" | sort -u | wc -l)
 EVE_HITS=$(grep -a -o -F "$TEXT" "$EVE_PCAP" | wc -l)
 echo "  eve captured $EVE_FRAMES frames ($(du -h "$EVE_PCAP" | cut -f1)), kernel drops: ${EVE_DROPS:-0}"
 echo "  PSP frames: $EVE_PSP; cleartext ($CLEAR_DEF): $EVE_CLEAR"
 echo "  occurrences of the known text: $EVE_HITS (vm2's TAP: $TAP_HITS)"
-echo "  distinct lengths of the PSP frames vm1 -> vm2: $LENS"
+echo "  PSP frames vm1 -> vm2: $(wc -l <"$TB_DIR/lengths"), most of them $MAIN_LEN bytes; from the first of those on, $LENS distinct lengths ($BEFORE frames before it)"
 if ((NORMALIZE)); then
     ((LENS == 1)) && ok "normalized: every frame vm1 -> vm2 has one length" ||
         fail "normalized, yet eve saw $LENS frame lengths vm1 -> vm2"

@@ -833,7 +833,7 @@ mod tests {
         assert!(!table.contains("hint b:"), "{table}");
     }
 
-    /// Issue 19: `scramble-hmac-sha1` (like `null-hmac-sha1` and `none`) is shown as giving no
+    /// `scramble-hmac-sha1` (like `null-hmac-sha1` and `none`) is shown as giving no
     /// confidentiality, for the group, a peer and a session's negotiated suite.
     #[test]
     fn integrity_only_suites_say_no_confidentiality() {

@@ -1,6 +1,5 @@
 //! Eve attacks the segment (root-only; CI runs it): two gateways vm1 and vm2 in namespaces on a
-//! hub, eve on the same hub injecting and capturing with AF_PACKET sockets. Issue 3, "The
-//! testbed": (1) ARP spoofing in clear, (2) replay, (3) single-bit flips, (4) truncated,
+//! hub, eve on the same hub injecting and capturing with AF_PACKET sockets: (1) ARP spoofing in clear, (2) replay, (3) single-bit flips, (4) truncated,
 //! oversized, garbage, wrong-key and unknown-sender frames. Every injected frame must be dropped
 //! and counted by vm1 under the exact reason, vm2 (which sees everything on the hub too) must
 //! count no drop, and afterwards ping and iperf3 still work.

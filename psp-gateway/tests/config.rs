@@ -959,7 +959,7 @@ fn a_keygen_default_key_under_the_thesis_suite_says_why() {
     );
 }
 
-/// Issue 19: the suites that keep nothing confidential (`none`, `null-hmac-sha1`,
+/// The suites that keep nothing confidential (`none`, `null-hmac-sha1`,
 /// `scramble-hmac-sha1`) are used only where the file names them: never a default, for static
 /// keys or `[session] suites`; written, they load (that is the permission they need).
 #[test]

@@ -293,7 +293,7 @@ fn root_starts_and_carries_traffic_with_ipv6_disabled() {
     assert_eq!(tb.ping(2, 1, 5).received, 5);
 }
 
-/// Issue 19: a config that names `scramble-hmac-sha1` (the explicit permission it needs, like
+/// A config that names `scramble-hmac-sha1` (the explicit permission it needs, like
 /// `none`) runs, and the start-up log and `status` say that it keeps nothing confidential.
 #[test]
 fn root_an_integrity_only_suite_says_no_confidentiality() {

@@ -1,4 +1,4 @@
-//! What a first-time user meets (issue 21), with real daemons in namespaces (root, in CI):
+//! What a first-time user meets, with real daemons in namespaces (root, in CI):
 //!
 //! * a freshly created raw uplink, IPv6 on as every distribution leaves it, sends nothing but
 //!   EtherType 0x1982 (the daemon turns IPv6 off before the link comes up; a control interface

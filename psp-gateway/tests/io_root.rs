@@ -873,7 +873,7 @@ fn bench_raw_costs() {
     }
 }
 
-/// Ad-hoc measurement (not in CI; issue 11, PACKET_MMAP): CPU cost per received frame of the
+/// Ad-hoc measurement (not in CI; PACKET_MMAP): CPU cost per received frame of the
 /// raw uplink's `recvmmsg` (64 per call) against a TPACKET_V2 receive ring (`sys::RxRing`),
 /// both copying into a batch as the daemon needs: send 1 920 frames across the veth pair, then
 /// drain them, on one thread.

@@ -1,4 +1,4 @@
-//! Leakage of a normalized tunnel (issue 4, "Leakage test"; root-only, CI runs it): two gateways
+//! Leakage of a normalized tunnel (root-only, CI runs it): two gateways
 //! vm1 and vm2 with `[normalize] enabled` on a raw uplink; an insider in vm1 signals a bit
 //! pattern to eve, who captures the wire from the hub:
 //!

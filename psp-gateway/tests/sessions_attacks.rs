@@ -563,7 +563,7 @@ fn capture_request(tb: &Testbed, from: u8, to: u8, window: Duration) -> Option<V
     None
 }
 
-/// Issue 18's live denial of service: a host with no key replays one captured Request of vm2
+/// The replay denial of service: a host with no key replays one captured Request of vm2
 /// to vm1 at 500 frames/s for 60 s while the two rekey every 4 s (and sessions live only 60 s,
 /// so a stalled rekey shows as a dead session within the test). The replays fail the group
 /// replay window (or, after a restart of vm1, the Request's timestamp) before they can touch the
@@ -669,7 +669,7 @@ fn forged_request(tb: &Testbed, paths: u8, signed: bool, seq: u32) -> Vec<u8> {
         .to_vec()
 }
 
-/// Issue 18 item 2: a pin learnt on first use reaches every opener of the peer (path 1 and
+/// A pin learnt on first use reaches every opener of the peer (path 1 and
 /// path 2), and after a restart the pin read from known_peers is in the openers from the first
 /// frame: eve's Requests "from vm2", signed with her own key, fail the signature check on both
 /// paths, before and after vm1 restarts.
@@ -726,7 +726,7 @@ fn root_first_use_pins_reach_every_opener_even_after_a_restart() {
     drop(vm2);
 }
 
-/// Issue 18 item 6: an insider with the group key puts a unicast IP packet for vm1 inside a
+/// An insider with the group key puts a unicast IP packet for vm1 inside a
 /// broadcast-addressed group frame "from vm2" (no identities, so no signature stops it). vm1
 /// does not deliver it: a session peer's data travels under session keys, and under the group
 /// key only genuine group payloads (ARP, broadcast, multicast) are delivered.

@@ -548,7 +548,7 @@ impl Summary {
     }
 }
 
-/// The target thresholds of issue 4 (unidirectional congestion).
+/// The target thresholds for unidirectional congestion (docs/NORMALIZATION.md).
 const TARGET_1FLOW_OF_BOUND: f64 = 0.80;
 const TARGET_RETR_PCT: f64 = 1.0;
 const TARGET_10FLOW_OF_ALLOWED: f64 = 0.95;
@@ -771,7 +771,7 @@ impl Report {
     }
 
     fn push_targets(&self, md: &mut String, result_cc: Cc) {
-        md.push_str("### Targets (unidirectional congestion, issue 4)\n\n");
+        md.push_str("### Targets (unidirectional congestion)\n\n");
         let main = self.summary(result_cc);
         let faithful = (result_cc != Cc::Faithful && self.modes().contains(&Cc::Faithful))
             .then(|| self.summary(Cc::Faithful));

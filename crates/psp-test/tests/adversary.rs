@@ -109,7 +109,7 @@ fn sweep_network_with_rekeys_and_crossings() {
     sweep(&s, 4 * SEEDS);
 }
 
-/// Issue 18's defect 1 as a property: however the run went, an attacker that keeps replaying
+/// The replay denial of service as a property: however the run went, an attacker that keeps replaying
 /// every handshake frame the hosts sent does not stop the next genuine handshake. The thesis
 /// flow (the gateway's); for the compact flow see
 /// `known_compact_flow_livelock_under_a_replay_flood`.
@@ -495,7 +495,7 @@ fn freshness_raised_on_take_holds_with_signed_frames() {
 // ---- The harness catches what it is for ----------------------------------------------------
 
 /// Without freshness (the gateway before timestamps), the replay flood stops handshakes:
-/// issue 18's defect 1, found by the sweep.
+/// the replay denial of service, found by the sweep.
 #[test]
 fn the_harness_catches_requests_without_freshness() {
     let mut sc = Scenario::new("no freshness");

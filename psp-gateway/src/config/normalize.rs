@@ -58,6 +58,10 @@ pub struct NormalizeConfig {
     /// The inner queue's AQM below that cap (`aqm = "codel" | "drop-tail"`, default CoDel with
     /// `codel_target_ms = 5`, `codel_interval_ms = 100`, `codel_ecn = true`).
     pub aqm: Aqm,
+    /// How far ahead of its departure slot each frame is sealed and handed to the pacer
+    /// (`lead_ms`): what it adds to the latency, and the head start that keeps departures on
+    /// time while the daemon is busy.
+    pub lead_ms: u32,
 }
 
 impl NormalizeConfig {
@@ -66,6 +70,11 @@ impl NormalizeConfig {
         Weight::new(self.w_milli, 1000)
     }
 }
+
+/// The default `lead_ms` (docs/CONFIG.md says how to choose it).
+const DEFAULT_LEAD_MS: u32 = 4;
+/// The largest `lead_ms`.
+const MAX_LEAD_MS: i64 = 100;
 
 /// `[normalize]` and `[peer.normalize]` as written.
 #[derive(Debug, Default, Clone, Deserialize)]
@@ -85,6 +94,7 @@ pub(super) struct RawNormalize {
     codel_target_ms: Option<i64>,
     codel_interval_ms: Option<i64>,
     codel_ecn: Option<bool>,
+    lead_ms: Option<i64>,
 }
 
 /// Settings while they are merged.
@@ -116,6 +126,7 @@ impl NormSettings {
                 packing: Packing::Packed,
                 queue_bytes: CODEL_QUEUE_BYTES,
                 aqm: Aqm::default(),
+                lead_ms: DEFAULT_LEAD_MS,
             },
             codel: true,
             codel_params: CodelParams::default(),
@@ -174,6 +185,15 @@ impl NormSettings {
                 ));
             }
             self.cfg.o_min_ms = u32::try_from(v).unwrap_or(u32::MAX);
+        }
+        if let Some(v) = raw.lead_ms {
+            if !(1..=MAX_LEAD_MS).contains(&v) {
+                return Err(err(
+                    "lead_ms",
+                    format!("{v} is not in 1..={MAX_LEAD_MS} (milliseconds)"),
+                ));
+            }
+            self.cfg.lead_ms = u32::try_from(v).unwrap_or(u32::MAX);
         }
         if let Some(w) = raw.w {
             if !(0.0..=1.0).contains(&w) {
@@ -350,6 +370,16 @@ mod tests {
                 ecn: false,
             })
         );
+    }
+
+    #[test]
+    fn lead_ms_defaults_to_4_and_is_bounded() {
+        assert_eq!(apply("enabled = true").unwrap().unwrap().lead_ms, 4);
+        assert_eq!(apply("enabled = true\nlead_ms = 10").unwrap().unwrap().lead_ms, 10);
+        for bad in ["0", "101", "-1"] {
+            let e = apply(&format!("enabled = true\nlead_ms = {bad}")).unwrap_err();
+            assert!(e.to_string().contains("lead_ms"), "{e}");
+        }
     }
 
     #[test]

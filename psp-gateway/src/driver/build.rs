@@ -178,6 +178,7 @@ fn norm_spec(n: &NormalizeConfig, max_frame: usize, endpoint: Option<SocketAddr>
         cfg: c,
         frame_size,
         wire_extra,
+        lead: Duration::from_millis(u64::from(n.lead_ms)),
     }
 }
 

@@ -42,13 +42,6 @@ use crate::io::{BATCH, Batch, SLOT_LEN, TapIo, UplinkIo};
 use crate::state::StateDir;
 use crate::tofu::Tofu;
 
-/// How far ahead of its slot a normalized stream's frame is sealed and handed to the pacer.
-/// The driver is an ordinary task on tokio's timer (1 ms granularity) and may be busy with a
-/// batch; a frame handed over late would leave late, and lateness that follows the load is
-/// the timing channel normalization closes. The price: an inner frame waits up to this long
-/// more before its slot (docs/NORMALIZATION.md, "Latency").
-const LEAD: Duration = Duration::from_millis(6);
-
 /// The driver's clock: core time is microseconds since `origin` (tokio's clock, so a test's
 /// paused time moves it), and `std_origin` is the same instant on the pacer thread's clock.
 #[derive(Debug, Clone, Copy)]
@@ -265,11 +258,9 @@ impl<T: TapIo, U: UplinkIo> Driver<T, U> {
         let far = now + Duration::from_secs(3600);
         let mut t = self.host.poll_timeout().unwrap_or(far);
         if self.departures.is_some()
-            && let Some(slot) = self.host.poll_departure_timeout()
+            && let Some(prepare) = self.host.poll_departure_timeout()
         {
-            t = t.min(Instant::from_micros(
-                slot.total_micros().saturating_sub(LEAD.total_micros()),
-            ));
+            t = t.min(prepare);
         }
         if let Some(Departures::Inline(q)) = &self.departures
             && let Some((at, ..)) = q.front()
@@ -468,7 +459,7 @@ impl<T: TapIo, U: UplinkIo> Driver<T, U> {
         }
     }
 
-    /// Normalized frames due within [`LEAD`], sealed and handed to the pacer (or, inline,
+    /// Normalized frames due within their stream's lead (`[normalize] lead_ms`), sealed and handed to the pacer (or, inline,
     /// kept until their time); inline departures whose time has come are sent.
     async fn departures(&mut self, now: Instant) -> bool {
         let Some(d) = self.departures.as_mut() else {
@@ -476,7 +467,7 @@ impl<T: TapIo, U: UplinkIo> Driver<T, U> {
         };
         let mut any = false;
         let mut buf = [0u8; SLOT_LEN];
-        while let Some(dep) = self.host.poll_departure(now, LEAD, &mut buf) {
+        while let Some(dep) = self.host.poll_departure(now, &mut buf) {
             any = true;
             let addr = self.endpoints.get(dep.peer.0).and_then(|e| e.path1);
             match d {

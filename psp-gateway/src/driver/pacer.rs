@@ -6,7 +6,7 @@
 //! frames too, to send at once.
 //!
 //! ```text
-//!  driver task: poll_departure(now + LEAD) ─► (slot, frame) ─► channel ─┐
+//!  driver task: poll_departure (lead_ms ahead) ─► (slot, frame) ─► channel ─┐
 //!               other frames ─────────────► (now, frame) ─► channel ─┤
 //!  pacer thread: sleep until a margin before the earliest slot ─► spin ─► send ◄┘
 //! ```

@@ -57,7 +57,7 @@ async fn settle_until(
     panic!("not within 10 s: {}", g.status().await);
 }
 
-/// The proof of issue 20: normalized peers with sessions. Handshakes and rekeys (every 2 s)
+/// Normalized peers with sessions. Handshakes and rekeys (every 2 s)
 /// ride inside the streams; for a simulated minute of traffic both ways every outer frame has
 /// the same length and leaves at the same interval, whether it carries data, a handshake
 /// message or nothing, and no frame is lost.

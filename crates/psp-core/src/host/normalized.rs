@@ -32,6 +32,8 @@ pub struct NormSpec {
     pub frame_size: usize,
     /// Bytes the uplink adds per frame on the wire.
     pub wire_extra: usize,
+    /// How far ahead of its slot a frame is sealed ([`Host::poll_departure`]).
+    pub lead: Duration,
 }
 
 /// A sealed outer frame and the instant it must leave ([`Host::poll_departure`]).
@@ -124,17 +126,12 @@ fn check_inner(frame: &[u8], ours: Mac, peer: &[Mac]) -> Result<(), InnerDrop> {
 }
 
 impl Host {
-    /// The next outer frame of a normalized peer due before `now + lead`, sealed into `out`,
-    /// with the instant it must leave. Call until `None`; the caller's pacer sends each at its
-    /// `at` (a frame prepared late leaves at once: its slot is in the past). A frame that
-    /// cannot be sealed (a session peer between sessions) is skipped and counted.
-    pub fn poll_departure(
-        &mut self,
-        now: Instant,
-        lead: Duration,
-        out: &mut [u8],
-    ) -> Option<Departure> {
-        let horizon = now + lead;
+    /// The next outer frame of a normalized peer whose slot is within its stream's lead
+    /// ([`NormSpec::lead`]) of `now`, sealed into `out`, with the instant it must leave. Call
+    /// until `None`; the caller's pacer sends each at its `at` (a frame prepared late leaves at
+    /// once: its slot is in the past). A frame that cannot be sealed (a session peer between
+    /// sessions) is skipped and counted.
+    pub fn poll_departure(&mut self, now: Instant, out: &mut [u8]) -> Option<Departure> {
         let src = self.cfg.mac;
         for i in 0..self.peers.len() {
             let p = &mut self.peers[i];
@@ -144,7 +141,7 @@ impl Host {
             let Some(slot) = st.ep.poll_timeout() else {
                 continue;
             };
-            if slot > horizon {
+            if slot > now + st.spec.lead {
                 continue;
             }
             let at = slot.max(now);
@@ -191,11 +188,19 @@ impl Host {
         None
     }
 
-    /// The earliest slot of a normalized stream (its frame should be prepared `lead` before).
+    /// When [`poll_departure`](Self::poll_departure) has a frame next: the earliest slot of a
+    /// normalized stream less its lead.
     pub fn poll_departure_timeout(&self) -> Option<Instant> {
         self.peers
             .iter()
-            .filter_map(|p| p.stream.as_ref()?.ep.poll_timeout())
+            .filter_map(|p| {
+                let st = p.stream.as_ref()?;
+                let slot = st.ep.poll_timeout()?;
+                Some(Instant::from_micros(
+                    slot.total_micros()
+                        .saturating_sub(st.spec.lead.total_micros()),
+                ))
+            })
             .min()
     }
 

@@ -133,6 +133,7 @@ pub(super) fn host(me: u8, o: Opts) -> Host {
             cfg: crate::normalize::Config::default(),
             frame_size: 600,
             wire_extra: 0,
+            lead: Duration::ZERO,
         }),
     };
     let signer: Option<SigningKey> = o.identities.then(|| id.signing_key().unwrap());
@@ -187,7 +188,7 @@ impl Net {
     pub(super) fn drain(&mut self, i: usize) {
         loop {
             let mut out = vec![0u8; 2048];
-            while let Some(d) = self.hosts[i].poll_departure(self.now, Duration::ZERO, &mut out) {
+            while let Some(d) = self.hosts[i].poll_departure(self.now, &mut out) {
                 self.push(i, PathId::FIRST, out[..d.len].to_vec());
             }
             while let Some((_, len)) =
@@ -466,7 +467,7 @@ fn requests(n: &Net, from: u8) -> Vec<Vec<u8>> {
         .collect()
 }
 
-/// Issue 18 item 1, in memory: a captured Request of host 2 replayed at 500 frames/s while the
+/// In memory: a captured Request of host 2 replayed at 500 frames/s while the
 /// hosts rekey every 4 s: the replays are `replay`/`too-old` drops at the group window, never
 /// reach the handshake logic, and sessions and rekeys go on.
 #[test]
@@ -605,7 +606,7 @@ fn a_peer_without_identity_is_never_pinned() {
     );
 }
 
-/// Issue 18 item 6, in memory: a unicast ping inside a broadcast frame under the group key
+/// In memory: a unicast ping inside a broadcast frame under the group key
 /// "from" a session peer is not delivered (`group_unicast`); ARP in a broadcast is.
 #[test]
 fn only_genuine_group_payloads_under_the_group_key() {
@@ -742,7 +743,7 @@ fn require_with_one_path_fails_cleanly_and_backs_off() {
     assert!(!n.status(0).up);
 }
 
-/// Issue 20's proof, in memory: normalized peers with sessions. The first handshake runs before
+/// In memory: normalized peers with sessions. The first handshake runs before
 /// any stream; from then on every frame on path 1 is one stream frame of one size (rekeys
 /// included: their messages ride inside the stream), and pings arrive through the streams.
 #[test]

@@ -1,8 +1,6 @@
 //! A `PACKET_MMAP` receive ring (TPACKET_V2) on an AF_PACKET socket: the raw uplink's optional
-//! receive path (issue 11; `PSP_RAW_RX_RING=1`). Measured against `recvmmsg`
-//! (`tests/io_root.rs`, `bench_rx_ring`; BENCHMARKS.md, "Gateway speed and timing"): less CPU
-//! per frame in total, but the copy into the ring moves into the sender's context, and
-//! end-to-end through veth it was slightly slower, so it is off by default.
+//! receive path (`[uplink] rx_ring = true`; off by default, BENCHMARKS.md "Gateway speed and
+//! timing" says why).
 //!
 //! The kernel writes each frame into the next free slot of a shared mapping and flips the
 //! slot's status to `TP_STATUS_USER`; we copy the frame out and hand the slot back with
