@@ -375,7 +375,13 @@ mod tests {
     #[test]
     fn lead_ms_defaults_to_4_and_is_bounded() {
         assert_eq!(apply("enabled = true").unwrap().unwrap().lead_ms, 4);
-        assert_eq!(apply("enabled = true\nlead_ms = 10").unwrap().unwrap().lead_ms, 10);
+        assert_eq!(
+            apply("enabled = true\nlead_ms = 10")
+                .unwrap()
+                .unwrap()
+                .lead_ms,
+            10
+        );
         for bad in ["0", "101", "-1"] {
             let e = apply(&format!("enabled = true\nlead_ms = {bad}")).unwrap_err();
             assert!(e.to_string().contains("lead_ms"), "{e}");

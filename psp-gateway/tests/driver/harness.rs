@@ -545,3 +545,43 @@ pub(crate) fn arp_request(from: u8, to: u8) -> Vec<u8> {
     f.resize(60, 0);
     f
 }
+
+/// The log lines of the gateways running on this thread, while the guard lives (tokio's
+/// current-thread runtime runs them here).
+#[derive(Clone, Default)]
+pub(crate) struct Logs(Arc<std::sync::Mutex<Vec<u8>>>);
+
+impl Logs {
+    /// Captures the log (level `info` and up) until the guard drops.
+    pub(crate) fn capture() -> (Self, tracing::subscriber::DefaultGuard) {
+        let logs = Self::default();
+        let w = logs.clone();
+        let sub = tracing_subscriber::fmt()
+            .with_ansi(false)
+            .with_max_level(tracing::Level::INFO)
+            .with_writer(move || LogWriter(w.clone()))
+            .finish();
+        (logs, tracing::subscriber::set_default(sub))
+    }
+
+    /// The lines that contain `needle`.
+    pub(crate) fn lines(&self, needle: &str) -> Vec<String> {
+        String::from_utf8_lossy(&self.0.lock().expect("logs"))
+            .lines()
+            .filter(|l| l.contains(needle))
+            .map(ToOwned::to_owned)
+            .collect()
+    }
+}
+
+struct LogWriter(Logs);
+
+impl std::io::Write for LogWriter {
+    fn write(&mut self, b: &[u8]) -> std::io::Result<usize> {
+        self.0.0.lock().expect("logs").extend_from_slice(b);
+        Ok(b.len())
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}

@@ -180,3 +180,77 @@ async fn a_session_takes_one_request() {
     a.stop().await;
     b.stop().await;
 }
+
+/// A peer configured with the wrong MAC, or the wrong identity: the log names the MAC or the
+/// peer and the config line to check, once a minute per source, and the status never shows the
+/// peer `up`.
+#[tokio::test(start_paused = true)]
+async fn misconfigured_peers_are_named_in_the_log_once_a_minute() {
+    use crate::harness::Logs;
+    let (logs, _guard) = Logs::capture();
+    let net = Net::new(Opts {
+        identity: true,
+        ..Opts::sessions()
+    });
+    // vm1 has vm2's MAC wrong.
+    let wrong_mac = net
+        .config_text(1)
+        .replace("mac = \"02:50:53:00:00:02\"", "mac = \"02:50:53:00:00:09\"");
+    let a = net.start_with(1, &net.parse(1, &wrong_mac));
+    let b = net.start(2);
+    for i in 0..30u32 {
+        b.tap.inject(&frame(2, 1, i, 100));
+        settle(Duration::from_secs(1)).await;
+    }
+    let warned = logs.lines("02:50:53:00:00:02");
+    assert_eq!(warned.len(), 1, "{warned:?}");
+    assert!(warned[0].contains("mac ="), "{warned:?}");
+    settle(Duration::from_secs(40)).await;
+    b.tap.inject(&frame(2, 1, 99, 100));
+    settle(Duration::from_secs(1)).await;
+    assert_eq!(
+        logs.lines("02:50:53:00:00:02").len(),
+        2,
+        "again after a minute"
+    );
+    let s = a.status().await;
+    assert!(counter(&s, "drops.unknown_peer") > 0, "{s}");
+    assert_ne!(session_state(&s, "vm2"), "up", "{s}");
+    a.stop().await;
+    b.stop().await;
+
+    // vm1 expects another identity for vm2.
+    let other = Net::new(Opts {
+        identity: true,
+        ..Opts::sessions()
+    });
+    let wrong_id = net.config_text(1).replace(
+        &net.config_text(1)
+            .lines()
+            .find(|l| l.starts_with("identity = \""))
+            .expect("vm2's identity line")
+            .to_owned(),
+        other
+            .config_text(1)
+            .lines()
+            .find(|l| l.starts_with("identity = \""))
+            .expect("another identity"),
+    );
+    let a = net.start_with(1, &net.parse(1, &wrong_id));
+    let b = net.start(2);
+    for i in 0..10u32 {
+        b.tap.inject(&frame(2, 1, i, 100));
+        settle(Duration::from_secs(1)).await;
+    }
+    let warned = logs.lines("fail their signature check");
+    assert_eq!(warned.len(), 1, "{warned:?}");
+    assert!(
+        warned[0].contains("vm2") && warned[0].contains("identity ="),
+        "{warned:?}"
+    );
+    let s = a.status().await;
+    assert!(counter(&s, "peer:vm2.drops.bad-signature") > 0, "{s}");
+    assert_ne!(session_state(&s, "vm2"), "up", "{s}");
+    a.stop().await;
+    b.stop().await;
+}
