@@ -88,14 +88,7 @@ impl Stream {
     /// A stream for `spec` sealed with at most `overhead` bytes (the key's, or the largest of
     /// the session suites): every payload is as long as fits `frame_size`.
     pub(super) fn new(now: Instant, spec: NormSpec, overhead: usize) -> Result<Self, &'static str> {
-        let frame_len = spec
-            .frame_size
-            .checked_sub(overhead + crate::wire::ETHERNET_HEADER_LEN)
-            .filter(|l| *l > normalize::HEADER_LEN)
-            .ok_or("the normalized frame size leaves no room for data")?;
-        let mut cfg = spec.cfg;
-        cfg.frame_len = frame_len;
-        cfg.wire_len = spec.frame_size + spec.wire_extra;
+        let cfg = Self::endpoint_config(&spec, overhead)?;
         let ep = Endpoint::new(now, cfg, vec![0; cfg.storage_len()])
             .map_err(|_| "the normalization settings are refused")?;
         Ok(Self {
@@ -104,6 +97,24 @@ impl Stream {
             counters: NormCounters::default(),
             delivering: false,
         })
+    }
+}
+
+impl Stream {
+    /// The endpoint settings of a stream for `spec` sealed with at most `overhead` bytes.
+    fn endpoint_config(
+        spec: &NormSpec,
+        overhead: usize,
+    ) -> Result<normalize::Config, &'static str> {
+        let frame_len = spec
+            .frame_size
+            .checked_sub(overhead + crate::wire::ETHERNET_HEADER_LEN)
+            .filter(|l| *l > normalize::HEADER_LEN)
+            .ok_or("the normalized frame size leaves no room for data")?;
+        let mut cfg = spec.cfg;
+        cfg.frame_len = frame_len;
+        cfg.wire_len = spec.frame_size + spec.wire_extra;
+        Ok(cfg)
     }
 }
 
@@ -268,8 +279,18 @@ impl Host {
     pub fn norm_max_inner_len(&self) -> Option<usize> {
         self.peers
             .iter()
-            .filter_map(|p| p.stream.as_ref())
-            .map(|s| s.ep.config().max_sendable_inner_len())
+            .filter_map(|p| {
+                let spec = p.spec.normalize.as_ref()?;
+                // A session peer's stream does not run before its first session: its
+                // settings decide all the same.
+                let overhead = match (&p.session, &self.cfg.session) {
+                    (Some(_), Some(settings)) => super::keys::session_overhead(&settings.handshake),
+                    _ => self.statics.overhead_of(p.key, &self.group),
+                };
+                Stream::endpoint_config(spec, overhead)
+                    .ok()
+                    .map(|c| c.max_sendable_inner_len())
+            })
             .min()
     }
 

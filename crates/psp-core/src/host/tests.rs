@@ -864,3 +864,31 @@ fn reconfigure_is_all_or_nothing_and_keeps_unchanged_peers() {
     assert_eq!(n.status(0).current.map(|c| c.0), key_id);
     assert_eq!(traffic(&mut n, 1), 0, "the session still carries frames");
 }
+
+/// The protected side's MTU follows the normalized streams' capacity before any stream runs:
+/// a session peer's stream starts with its first session, and a full-size frame sent then must
+/// fit it (it was refused, counted as an inner drop, when the MTU was taken from running
+/// streams only).
+#[test]
+fn the_largest_normalized_inner_frame_is_known_before_the_session() {
+    let mut n = Net::new(Opts {
+        normalize: true,
+        ..Opts::default()
+    });
+    let before = n.hosts[0]
+        .norm_max_inner_len()
+        .expect("a normalized peer is configured");
+    up(&mut n);
+    n.advance(500);
+    assert_eq!(n.hosts[0].norm_max_inner_len(), Some(before));
+    let mut big = ping(1, 7);
+    big.resize(before, 0);
+    let sent = n.hosts[0]
+        .norm_status(PeerId(0))
+        .map(|(s, ..)| s.inner_queued);
+    assert_eq!(n.send(0, &big), TapResult::Queued);
+    let after = n.hosts[0]
+        .norm_status(PeerId(0))
+        .map(|(s, ..)| s.inner_queued);
+    assert_eq!(after, sent.map(|q| q + 1), "the full-size frame was queued");
+}
