@@ -114,7 +114,15 @@ pub(super) struct Cx<'a> {
 pub(super) struct SessionPeer {
     ring: KeyRing,
     hs: Option<Handshake>,
+    /// The timestamp of the Request the running responder handshake answers.
+    hs_ts: Option<Tai64n>,
+    /// The highest Request timestamp whose handshake was established (raised then, not when a
+    /// Request is taken: a Request is not authenticated before Confirm).
     freshness: Freshness,
+    /// The highest Request timestamp taken, and when it was raised: a Request not newer than it
+    /// is refused for one handshake timeout after that take, and never wins a crossing.
+    taken: Freshness,
+    taken_at: Option<Instant>,
     pin: Pin,
     /// The configured address; else learnt from a waiting frame or a completed handshake.
     addr: Option<IpAddr>,
@@ -148,7 +156,10 @@ impl SessionPeer {
         Self {
             ring: KeyRing::new(settings.ring),
             hs: None,
+            hs_ts: None,
             freshness: Freshness::new(),
+            taken: Freshness::new(),
+            taken_at: None,
             pin,
             addr: address,
             offered_addr: None,
@@ -220,8 +231,21 @@ impl SessionPeer {
         match &self.hs {
             Some(hs) => {
                 at(hs.poll_timeout());
-                if let (true, true, Some(s)) = (wanted, stallable(hs), self.started) {
-                    at(Some(s + STALL));
+                if let (true, Some(s)) = (stallable(hs), self.started) {
+                    // A stalled responder yields once a session is needed: now if frames wait,
+                    // else when a rekey would start.
+                    let needed = if wanted {
+                        Some(s)
+                    } else {
+                        let aged = self
+                            .established
+                            .filter(|_| self.ring.current_heard())
+                            .map(|(est, role)| self.aged_at(est, role));
+                        [self.ring.rekey_time(), aged].into_iter().flatten().min()
+                    };
+                    if let Some(n) = needed {
+                        at(Some(n.max(s + STALL)));
+                    }
                 }
             }
             None if self.pin_wait.is_none() && self.addr.is_some() => {
@@ -313,41 +337,47 @@ impl SessionPeer {
 
     /// Starts a handshake if the peer needs one and may have one.
     fn consider(&mut self, cx: &mut Cx<'_>) {
-        if let (Some(hs), Some(t)) = (&self.hs, self.started)
-            && (self.want || !self.pending.is_empty())
-            && stallable(hs)
-            && cx.now >= t + STALL
-        {
-            // Its initiator never answered (likely a replayed Request), and we need a session.
-            self.hs = None;
-        }
-        if self.hs.is_some() || self.pin_wait.is_some() || self.holdoff.is_some_and(|t| cx.now < t)
-        {
-            return;
-        }
         let now = cx.now;
-        let has_current = self.ring.current().is_some();
-        let due = self.ring.rekey_due(now) && self.ring.next().is_none();
-        let heard = self.ring.current_heard();
-        let aged = self
-            .established
-            .is_some_and(|(at, role)| now >= self.aged_at(at, role));
-        let asked = self.want && !has_current;
-        let why = if asked {
-            "keys lost"
-        } else if !self.pending.is_empty() {
-            "first frame"
-        } else if due && (has_current || self.established.is_some()) {
-            "keys wear out"
-        } else if has_current && aged && heard {
-            "rekey time"
-        } else {
+        let Some(why) = self.need(now) else {
             return;
         };
+        if let (Some(hs), Some(t)) = (&self.hs, self.started)
+            && stallable(hs)
+            && now >= t + STALL
+        {
+            // Its initiator never answered (a replayed or forged Request, a peer gone), and we
+            // need a session.
+            self.hs = None;
+        }
+        if self.hs.is_some() || self.pin_wait.is_some() || self.holdoff.is_some_and(|t| now < t) {
+            return;
+        }
         if self.initiate(cx) {
             cx.events
                 .push_back(Event::HandshakeStarted { peer: cx.peer, why });
             self.drive(cx);
+        }
+    }
+
+    /// Why this host needs a new session with the peer now, if it does (the reason
+    /// [`Event::HandshakeStarted`] gives).
+    fn need(&self, now: Instant) -> Option<&'static str> {
+        let has_current = self.ring.current().is_some();
+        let next_waits = self.ring.next().is_some();
+        let due = self.ring.rekey_due(now) && !next_waits;
+        let aged = self
+            .established
+            .is_some_and(|(at, role)| now >= self.aged_at(at, role));
+        if self.want && !has_current {
+            Some("keys lost")
+        } else if !self.pending.is_empty() {
+            Some("first frame")
+        } else if due && (has_current || self.established.is_some()) {
+            Some("keys wear out")
+        } else if has_current && aged && self.ring.current_heard() && !next_waits {
+            Some("rekey time")
+        } else {
+            None
         }
     }
 
@@ -367,6 +397,7 @@ impl SessionPeer {
         };
         let ts = (cx.timestamp)(cx.wall);
         self.hs = Some(Handshake::initiate(cx.now, cfg, peer, ts, cx.rng));
+        self.hs_ts = None;
         self.started = Some(cx.now);
         cx.counters.initiated += 1;
         true
@@ -406,9 +437,21 @@ impl SessionPeer {
             self.drive(cx);
             return Ok(());
         }
-        // Only a Request newer than every one accepted from this peer may start a handshake,
-        // and so replace the one in progress: a replay never does. Before the token bucket.
-        if !self.freshness.is_fresh(req.timestamp) {
+        // Only a Request newer than every one whose handshake was established may start one,
+        // and so replace the one in progress: a replay never does. Nor one not newer than the
+        // Request the running responder handshake answers, or (for one handshake timeout) than
+        // the newest taken. All before the token bucket.
+        let ts = req.timestamp;
+        let running_newer = self
+            .hs
+            .as_ref()
+            .is_some_and(|h| h.role() == Role::Responder && !h.is_closed())
+            && self.hs_ts.is_some_and(|t| t >= ts);
+        let recently_taken = !self.taken.is_fresh(ts)
+            && self
+                .taken_at
+                .is_some_and(|t| cx.now < t + cx.settings.handshake.timeout);
+        if !self.freshness.is_fresh(ts) || running_newer || recently_taken {
             cx.counters.stale_requests += 1;
             return Err(());
         }
@@ -421,7 +464,9 @@ impl SessionPeer {
             && !hs.is_closed()
             && cx.cfg.mac < cx.spec.macs[0]
         {
-            // Crossing handshakes: the host with the lower MAC stays initiator.
+            // Crossing handshakes: the host with the lower MAC stays initiator. (Within a
+            // timeout of a take, a Request not newer than it was refused above; after that the
+            // MAC order alone decides, or two hosts could each wait for the other for ever.)
             return Ok(());
         }
         let cfg = hs_config(cx, cx.spec);
@@ -432,8 +477,13 @@ impl SessionPeer {
         };
         match Handshake::respond(cx.now, cfg, peer, path, bytes, cx.rng) {
             Ok(hs) => {
-                self.freshness.accept(req.timestamp);
+                if self.taken.is_fresh(ts) {
+                    // Only a take that raises the watermark restarts its timeout.
+                    self.taken.accept(ts);
+                    self.taken_at = Some(cx.now);
+                }
                 self.hs = Some(hs);
+                self.hs_ts = Some(ts);
                 self.started = Some(cx.now);
                 self.offered_addr = Some(req.initiator_addr);
                 self.drive(cx);
@@ -517,10 +567,14 @@ impl SessionPeer {
             self.abandon(cx, "install");
             return;
         }
-        if keys.role() == Role::Responder
-            && let Some(addr) = self.offered_addr.take()
-        {
-            self.addr = Some(addr);
+        if keys.role() == Role::Responder {
+            if let Some(addr) = self.offered_addr.take() {
+                self.addr = Some(addr);
+            }
+            // The Request this handshake answered is authentic now: only newer ones may come.
+            if let Some(t) = self.hs_ts {
+                self.freshness.accept(t);
+            }
         }
         let took = self
             .started
