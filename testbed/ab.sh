@@ -1,11 +1,11 @@
 #!/usr/bin/env bash
-# testbed/ab.sh: an A/B of psp-gateway binaries (issue 11's hot-path steps, BENCHMARKS.md
-# "Gateway speed and timing"). Root; not in CI. One topology (vm1, vm2 on the lan bridge); for
+# testbed/ab.sh: an A/B of psp-gateway binaries (BENCHMARKS.md "Gateway speed and timing": two
+# builds of the daemon, before and after a change, in one run). Root; not in CI. One topology (vm1, vm2 on the lan bridge); for
 # each round, each binary in turn runs both gateways for a ping and an iperf3 TCP x1 vm1 -> vm2.
 #
 # Usage: sudo testbed/ab.sh UPLINK SUITE SECONDS ROUNDS BINARY...
-#   UPLINK raw|udp; SUITE e.g. aes128-gcm; a BINARY may be a wrapper script that sets an
-#   environment variable (PSP_RAW_RX_RING=1, PSP_BUSY_POLL_US=100) and execs psp-gateway.
+#   UPLINK raw|udp; SUITE e.g. aes128-gcm; BINARY a psp-gateway executable (or a wrapper
+#   script that execs one).
 # Output: one line per run, `round R NAME tcp_mbps=… rtt_ms=…`.
 set -euo pipefail
 (($# >= 5)) || { sed -n '2,10p' "$0"; exit 2; }

@@ -559,7 +559,7 @@ if [ -n "$OTHER_LINE" ]; then
 fi
 {
     echo
-    echo "### Inner-queue AQM (issue 11): unidirectional congestion, $RESULT_CC, same run"
+    echo "### Inner-queue AQM: unidirectional congestion, $RESULT_CC, same run"
     echo
     echo "| AQM | Base RTT (unloaded) | RTT, 1 flow | Goodput, 1 flow | Retransmissions, 10 flows | Goodput, 10 flows | RTT, 10 flows | AQM drops | AQM marks | Queue-full drops | Load (1 min, max) |"
     echo "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"

@@ -1,6 +1,5 @@
 #!/usr/bin/env bash
-# testbed/flood.sh: the receive task under a keyless garbage flood (issue 18 item 3,
-# BENCHMARKS.md "Garbage flood"). Root; not in CI (the quick variant is a unit test,
+# testbed/flood.sh: the daemon under a keyless garbage flood (BENCHMARKS.md "Garbage flood"). Root; not in CI (the quick variant is a unit test,
 # `the_icv_is_checked_before_the_signature`).
 #
 # Two gateways with identities (group frames signed, so the receiver holds a verifier for its

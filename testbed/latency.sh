@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
-# testbed/latency.sh: the ping RTT psp-gateway adds (issue 11, BENCHMARKS.md "Gateway speed and
-# timing"). Root; not in CI. 200 pings 5 ms apart over plain veth (uplink addresses), then
-# through the tunnel. The environment passes to the daemons (e.g. PSP_BUSY_POLL_US=100).
+# testbed/latency.sh: the ping RTT psp-gateway adds (BENCHMARKS.md "Gateway speed and timing").
+# Root; not in CI. 200 pings 5 ms apart over plain veth (uplink addresses), then through the
+# tunnel.
 #
 # Usage: sudo testbed/latency.sh UPLINK SUITE [BINARY]   (default target/release/psp-gateway)
 # Output: `plain_rtt_ms=… tunnel_rtt_ms=… added_ms=…`

@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
-# testbed/scale.sh: one gateway with many configured peers (issue 11, "Scale"): vm1 lists vm2
+# testbed/scale.sh: one gateway with many configured peers (BENCHMARKS.md "Scale"): vm1 lists vm2
 # plus N-1 idle peers (MACs that never send). Measures the daemon's start-up time (exec to the
 # status socket answering), its resident memory after start and after traffic, and the
 # throughput to the one real peer, against the same topology with one peer, in one run (median
 # of 3 iperf3 runs each, interleaved). Static keys by default; --session for per-session keys
-# (the idle peers then have key rings and the driver looks at all of them every 100 ms). Root.
+# (the idle peers then have key rings; the host wakes only for their timers). Root.
 #
 # Usage: testbed/scale.sh [--peers N] [--secs S] [--session] [--no-build]
 # Last line: RESULT peers=N start_ms_1=… start_ms_n=… rss_kib_1=… rss_kib_n=… tcp_mbps_1=… tcp_mbps_n=… n_vs_1=…

@@ -330,7 +330,7 @@ async fn serve(config: Config, opts: &Options) -> Result<(), DaemonError> {
             _ = int.recv() => break Ok(()),
             r = &mut driver_task => {
                 done = true;
-                break Err(task_error("dataplane", r));
+                break Err(task_error("driver", r));
             }
         }
     };

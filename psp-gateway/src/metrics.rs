@@ -1,9 +1,10 @@
 //! The Prometheus endpoint (`[metrics] listen`): a minimal HTTP/1.1 server answering
-//! `GET /metrics` with the daemon's counters, read from the live atomics at scrape time (the
-//! hot path updates nothing extra).
+//! `GET /metrics` with the daemon's counters: each scrape asks the driver for a snapshot (the
+//! hot path counts nothing extra).
 //!
-//! One scrape builds a [`Family`] list from [`Shared`] and the current [`PeerSet`] (the same
-//! counters `status` reads), then encodes it in one of two formats:
+//! One scrape builds a [`Family`] list from the snapshot (the counters `status` renders,
+//! declared once in psp-core's `host::counters` and placed by `status::host_counters`), then
+//! encodes it in one of two formats:
 //!
 //! * OpenMetrics 1.0.0 through `prometheus-client`'s [`Collector`], when the request's `Accept`
 //!   names `application/openmetrics-text` (Prometheus' own scraper does);

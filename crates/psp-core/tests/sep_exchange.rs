@@ -505,8 +505,8 @@ fn run(mut x: Exchange) -> Exchange {
             == psp_core::handshake::messages::Body::ConfirmAck(secrets.tag(Role::Responder))
     );
 
-    // The data path: each host's key ring, the initiator's keepalive first (the driver's
-    // `announce`), then its queued ping; the responder answers once the keepalive opened.
+    // The data path: each host's key ring, the initiator's keepalive first (the host sends it
+    // as soon as it is established), then its queued ping; the responder answers once the keepalive opened.
     let mut ring_i = KeyRing::new(KeyRingConfig::default());
     let mut ring_r = KeyRing::new(KeyRingConfig::default());
     ring_i.install(now, &ki).unwrap();

@@ -119,8 +119,8 @@ pub(crate) struct Driver<T: TapIo, U: UplinkIo> {
     tap: Arc<T>,
     uplinks: Vec<Arc<U>>,
     endpoints: Vec<Endpoints>,
-    /// Peers that get broadcasts in their normalized stream (no group-key copy over UDP).
-    normalized: Vec<bool>,
+    /// Departures go to a pacer thread (the daemon) rather than inline (tests).
+    pacer_thread: bool,
     names: Vec<String>,
     clock: Clock,
     state: Option<Arc<StateDir>>,
@@ -169,19 +169,14 @@ impl<T: TapIo, U: UplinkIo> Driver<T, U> {
     /// # Errors
     /// The pacer thread cannot be spawned.
     pub(crate) fn new(p: Parts<T, U>) -> io::Result<Self> {
-        let normalized: Vec<bool> = p.host.peers().map(|(_, s)| s.normalize.is_some()).collect();
-        let departures = match (normalized.iter().any(|n| *n), p.pacer_thread) {
-            (false, _) => None,
-            (true, true) => Some(Departures::Thread(Pacer::spawn(Arc::clone(&p.uplinks[0]))?)),
-            (true, false) => Some(Departures::Inline(VecDeque::new())),
-        };
+        let departures = departures_for(&p.host, p.pacer_thread, &p.uplinks[0])?;
         let udp = p.uplinks[0].is_addressed();
         Ok(Self {
             host: p.host,
             tap: p.tap,
             uplinks: p.uplinks,
             endpoints: p.endpoints,
-            normalized,
+            pacer_thread: p.pacer_thread,
             names: p.names,
             clock: p.clock,
             state: p.state,
@@ -240,6 +235,7 @@ impl<T: TapIo, U: UplinkIo> Driver<T, U> {
                 }
                 r = recv_opt(up2.as_deref(), &mut rx2) => {
                     r?;
+                    self.io.io_dropped += up2.as_deref().map_or(0, UplinkIo::take_dropped);
                     self.open_uplink_batch(PathId::SECOND, &mut rx2, &mut delivered, &mut writer).await;
                 }
                 () = tokio::time::sleep_until(wake) => {
@@ -296,11 +292,11 @@ impl<T: TapIo, U: UplinkIo> Driver<T, U> {
         self.host
             .reconfigure(now, group, specs)
             .map_err(|e| e.to_string())?;
-        self.normalized = self
-            .host
-            .peers()
-            .map(|(_, s)| s.normalize.is_some())
-            .collect();
+        if self.departures.is_none() {
+            // The first normalized peer came with this reload: its stream needs a pacer.
+            self.departures = departures_for(&self.host, self.pacer_thread, &self.uplinks[0])
+                .map_err(|e| format!("the pacer thread: {e}"))?;
+        }
         self.names = self.host.peers().map(|(_, s)| s.name.clone()).collect();
         self.endpoints = endpoints;
         Ok(changed)
@@ -331,7 +327,7 @@ impl<T: TapIo, U: UplinkIo> Driver<T, U> {
                     Dest::Peer(p) => out.commit_slot(i, len, self.endpoint(p, PathId::FIRST)),
                     Dest::Group if self.udp => {
                         // One copy per peer endpoint that is not normalized.
-                        let mut eps = self.group_endpoints();
+                        let mut eps = self.group_endpoints(now);
                         let first = eps.next();
                         out.commit_slot(i, len, first);
                         copies.extend(eps.map(|e| (at, e)));
@@ -545,14 +541,31 @@ impl<T: TapIo, U: UplinkIo> Driver<T, U> {
         }
     }
 
-    /// The endpoints a broadcast goes to over UDP: every peer that is not normalized.
-    fn group_endpoints(&self) -> impl Iterator<Item = SocketAddr> + '_ {
+    /// The endpoints a broadcast goes to over UDP: every peer whose broadcasts do not travel in
+    /// its normalized stream now (a normalized session peer gets copies until its first session).
+    fn group_endpoints(&self, now: Instant) -> impl Iterator<Item = SocketAddr> + '_ {
         self.endpoints
             .iter()
-            .zip(&self.normalized)
-            .filter(|(_, n)| !**n)
-            .filter_map(|(e, _)| e.path1)
+            .enumerate()
+            .filter(move |(i, _)| !self.host.streams_to(PeerId(*i), now))
+            .filter_map(|(_, e)| e.path1)
     }
+}
+
+/// Where normalized departures go: nowhere without normalized peers, else the pacer thread
+/// (`thread`) or this task.
+fn departures_for<U: UplinkIo>(
+    host: &Host,
+    thread: bool,
+    uplink: &Arc<U>,
+) -> io::Result<Option<Departures>> {
+    Ok(
+        match (host.peers().any(|(_, s)| s.normalize.is_some()), thread) {
+            (false, _) => None,
+            (true, true) => Some(Departures::Thread(Pacer::spawn(Arc::clone(uplink))?)),
+            (true, false) => Some(Departures::Inline(VecDeque::new())),
+        },
+    )
 }
 
 /// Receives on the second uplink, if there is one (never ready otherwise).

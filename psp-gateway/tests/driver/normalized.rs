@@ -123,15 +123,26 @@ async fn sessions_inside_normalized_streams_change_nothing_an_observer_sees() {
 /// exactly once.
 #[tokio::test(start_paused = true)]
 async fn broadcasts_reach_normalized_session_peers_before_and_after_the_session() {
+    for udp in [false, true] {
+        broadcasts_before_and_after_the_session(udp).await;
+    }
+}
+
+async fn broadcasts_before_and_after_the_session(udp: bool) {
     use crate::harness::arp_request;
     let net = Net::new(Opts {
         extra: "[normalize]\nenabled = true\ns_goal_kbps = 2000\n".into(),
+        udp,
         ..Opts::sessions()
     });
     let (a, b) = (net.start(1), net.start(2));
     a.tap.inject(&arp_request(1, 2));
     settle(Duration::from_millis(50)).await;
-    assert_eq!(b.tap.take(), [arp_request(1, 2)], "before any session");
+    assert_eq!(
+        b.tap.take(),
+        [arp_request(1, 2)],
+        "before any session (udp {udp})"
+    );
     assert_eq!(
         exchange(&b, &a, (2, 1), 10..13, Duration::from_millis(500))
             .await

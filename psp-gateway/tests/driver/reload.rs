@@ -161,3 +161,90 @@ async fn a_reload_without_peers_stops_their_traffic() {
     a.stop().await;
     b.stop().await;
 }
+
+/// A reload that changes a peer's settings but not its keys keeps what they protect: a frame
+/// captured before the reload is still a replay after it, and a session peer keeps its
+/// session (its key id) instead of handshaking again.
+#[tokio::test(start_paused = true)]
+async fn a_changed_peer_keeps_its_windows_and_sessions() {
+    for session in [false, true] {
+        let net = Net::new(Opts {
+            session,
+            ..Opts::default()
+        });
+        let (a, b) = (net.start(1), net.start(2));
+        let _ = net.capture(0);
+        assert_eq!(
+            exchange(&b, &a, (2, 1), 0..3, Duration::from_millis(200))
+                .await
+                .len(),
+            3
+        );
+        let old: Vec<Vec<u8>> = net
+            .capture(0)
+            .into_iter()
+            .filter(|f| f[..6] == crate::harness::mac(1) && f[6..12] == crate::harness::mac(2))
+            .collect();
+        let before = a.status().await;
+        // vm2 gets a second MAC in vm1's config: the peer changed, its keys did not.
+        let text = net.config_text(1).replace(
+            "mac = \"02:50:53:00:00:02\"",
+            "macs = [\"02:50:53:00:00:02\", \"02:50:53:00:00:12\"]",
+        );
+        assert_eq!(a.reload(net.parse(1, &text)).await, Ok(1));
+        let last = old.last().expect("a frame vm2 -> vm1").clone();
+        net.segs[0].inject(&last);
+        settle(Duration::from_millis(20)).await;
+        let after = a.status().await;
+        assert_eq!(
+            counter(&after, "peer:vm2.drops.replay") - counter(&before, "peer:vm2.drops.replay"),
+            1,
+            "session {session}: {after}"
+        );
+        if session {
+            assert_eq!(
+                after["peers"][0]["session"]["key_id"], before["peers"][0]["session"]["key_id"],
+                "{after}"
+            );
+        }
+        assert_eq!(
+            exchange(&b, &a, (2, 1), 10..13, Duration::from_millis(50))
+                .await
+                .len(),
+            3
+        );
+        a.stop().await;
+        b.stop().await;
+    }
+}
+
+/// A peer pinned on first use since the start is unchanged for a reload of the same file (the
+/// pin read back from `known_peers` is the one learnt): its session stays.
+#[tokio::test(start_paused = true)]
+async fn a_pin_learnt_since_the_start_is_no_change() {
+    let net = Net::new(Opts {
+        identity: true,
+        tofu: true,
+        ..Opts::sessions()
+    });
+    let (a, b) = (net.start(1), net.start(2));
+    assert_eq!(
+        exchange(&a, &b, (1, 2), 0..3, Duration::from_millis(200))
+            .await
+            .len(),
+        3
+    );
+    let before = a.status().await;
+    assert!(
+        before["peers"][0]["session"]["identity"].is_string(),
+        "{before}"
+    );
+    assert_eq!(a.reload(net.config(1)).await, Ok(0));
+    let after = a.status().await;
+    assert_eq!(
+        after["peers"][0]["session"]["key_id"], before["peers"][0]["session"]["key_id"],
+        "{after}"
+    );
+    a.stop().await;
+    b.stop().await;
+}

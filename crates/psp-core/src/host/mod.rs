@@ -489,7 +489,7 @@ impl Host {
             let mut p = match made {
                 Some(mut p) => {
                     if let Some(o) = old.remove(&spec.name) {
-                        p.counters = o.counters;
+                        p.carry_over(o, !group_changed);
                     }
                     p
                 }
@@ -638,6 +638,15 @@ impl Host {
         rng: &mut dyn CryptoRngCore,
     ) {
         self.with_session(peer, now, rng, |s, cx| s.pin_saved(cx, saved));
+        // The spec records the pin learnt, so a reload that names the same `known_peers` pin
+        // finds the peer unchanged.
+        if let Some(p) = self.peers.get_mut(peer.0)
+            && let Some(s) = p.session.as_deref()
+            && let Keying::Session { pin, .. } = &mut p.spec.keying
+            && let (Pin::Tofu(None), Some(k)) = (*pin, s.pin())
+        {
+            *pin = Pin::Tofu(Some(k));
+        }
         self.take_clock_event();
     }
 

@@ -338,6 +338,15 @@ impl Host {
                 .is_none_or(|s| s.ring().sealer(now).is_ok())
     }
 
+    /// Whether broadcasts to `peer` travel inside its normalized stream now (then it needs no
+    /// copy under the group key): a static normalized peer always, a session peer while it
+    /// has a live session.
+    pub fn streams_to(&self, peer: PeerId, now: Instant) -> bool {
+        self.peers.get(peer.0).is_some_and(|p| {
+            p.stream.is_some() && p.session.as_deref().is_none_or(|s| s.seals(now))
+        })
+    }
+
     /// Broadcast frames go to every normalized peer's stream too.
     pub(super) fn push_group_to_streams(&mut self, now: Instant, frame: &[u8]) {
         for i in 0..self.peers.len() {

@@ -119,3 +119,31 @@ impl Peer {
         self.session.as_ref().and_then(|s| s.pin())
     }
 }
+
+impl Peer {
+    /// Takes over from `old`, the same peer before a reload changed its settings, whatever
+    /// the new settings leave valid: its counters always; its openers and their replay windows,
+    /// its sessions (keys, handshake, Request freshness) and its stream when what they depend on
+    /// is unchanged (a frame captured before the reload must not open twice); the group
+    /// openers when the group key is the same (`group_kept`) and so is the peer's pin.
+    pub(super) fn carry_over(&mut self, mut old: Self, group_kept: bool) {
+        self.counters = core::mem::take(&mut old.counters);
+        self.bad_signature_reported = old.bad_signature_reported;
+        let same_keying = old.spec.keying == self.spec.keying;
+        if same_keying {
+            if self.unicast.is_some() {
+                self.unicast = old.unicast.take();
+            }
+            if self.session.is_some() {
+                self.session = old.session.take();
+            }
+            if old.spec.normalize == self.spec.normalize && old.stream.is_some() {
+                self.stream = old.stream.take();
+            }
+        }
+        if group_kept && old.pin() == self.pin() {
+            self.group = old.group;
+            self.budget = old.budget;
+        }
+    }
+}

@@ -177,6 +177,11 @@ impl SessionPeer {
         }
     }
 
+    /// Whether a current session that seals is up.
+    pub(super) fn seals(&self, now: Instant) -> bool {
+        self.ring.current().is_some_and(|c| now < c.expires_at())
+    }
+
     /// Whether the peer surely streams to us: a live current session under which a frame of the
     /// peer has opened (so it seals under it too; until then its broadcasts may come under the
     /// group key).
