@@ -693,9 +693,13 @@ fn reload_keeps_the_tunnel(tb: &Testbed, vm1: &common::Gateway, vm2: &common::Ga
 
 #[test]
 fn root_insider_cannot_signal_through_a_normalized_tunnel() {
+    // With sessions rekeyed every 2 s: the handshakes ride inside the streams, and every
+    // measurement below runs across several rekeys.
     let tb = Testbed::up(TestbedOptions {
         suite: "aes128-gcm".into(),
         config_extra: format!("[normalize]\nenabled = true\ns_goal_kbps = {S_GOAL_KBPS}\n"),
+        session: true,
+        session_extra: "rekey_after_s = 2".into(),
         ..TestbedOptions::default()
     });
     let vm1 = tb.start(1);
@@ -723,4 +727,8 @@ fn root_insider_cannot_signal_through_a_normalized_tunnel() {
     path_change(&tb, &vm1);
     reload_keeps_the_tunnel(&tb, &vm1, &vm2);
     println!("{}", vm1.status_table());
+    let s = vm1.status_json();
+    let rekeys = counter(&s, "peer:vm2.session.rekeys");
+    assert!(rekeys >= 10, "only {rekeys} rekeys while measuring: {s}");
+    println!("rekeys during the measurements: {rekeys}");
 }
