@@ -254,3 +254,33 @@ async fn misconfigured_peers_are_named_in_the_log_once_a_minute() {
     a.stop().await;
     b.stop().await;
 }
+
+/// A restarted gateway reaches a peer that stays idle: its first broadcast (the ARP request a
+/// restarted host sends) opens at the peer (the group key's numbers continue above the last
+/// run's, from the state directory), so the peer answers and the session follows.
+#[tokio::test(start_paused = true)]
+async fn a_restarted_gateway_reaches_an_idle_peer() {
+    use crate::harness::arp_request;
+    let net = Net::new(Opts::sessions());
+    let b = net.start(2);
+    for round in 0..10u32 {
+        let a = net.start(1);
+        let _ = b.tap.take();
+        a.tap.inject(&arp_request(1, 2));
+        settle(Duration::from_millis(20)).await;
+        assert_eq!(b.tap.take(), [arp_request(1, 2)], "restart {round}");
+        let got = exchange(
+            &a,
+            &b,
+            (1, 2),
+            round * 10..round * 10 + 3,
+            Duration::from_millis(300),
+        )
+        .await;
+        assert_eq!(got.len(), 3, "restart {round}");
+        a.stop().await;
+    }
+    let s = b.status().await;
+    assert_eq!(counter(&s, "peer:vm1.drops.too-old"), 0, "{s}");
+    b.stop().await;
+}
