@@ -9,7 +9,6 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use psp_core::handshake::Tai64n;
-use psp_core::host::Host;
 use tokio::net::UnixListener;
 use tokio::signal::unix::{SignalKind, signal};
 use tokio::sync::{mpsc, oneshot};
@@ -202,24 +201,12 @@ async fn serve(config: Config, opts: &Options) -> Result<(), DaemonError> {
         .map_err(|e| runtime(format_args!("TAP {name} MAC"), e))?;
 
     let udp = matches!(uplink, Uplink::Udp(_));
-    let (specs, endpoints) = build::peers(&config, max_frame, udp, |n| {
-        tofu.as_ref().and_then(|t| t.get(n))
-    });
-    let names = specs.iter().map(|s| s.name.clone()).collect();
-    let clock_floor = state
-        .read("request-clock")
-        .ok()
-        .flatten()
-        .and_then(|t| hex::decode(t.trim()).ok())
-        .and_then(|b| <[u8; 12]>::try_from(b).ok())
-        .map(Tai64n);
-    let host = Host::new(
-        clock.now(),
-        build::host_config(&config, mac, max_frame, wall_origin),
-        build::key_spec(&config.group, max_frame),
-        build::signer(&config),
-        specs,
-        clock_floor,
+    let (host, names, endpoints) = build::host(
+        &config,
+        (mac, max_frame, udp),
+        (clock.now(), wall_origin),
+        &state,
+        tofu.as_ref(),
     )
     .map_err(|e| runtime("peers", e))?;
     // Faithful packing carries one inner frame per outer frame: the paper's smaller MTU.

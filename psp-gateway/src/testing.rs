@@ -6,7 +6,6 @@
 use std::sync::Arc;
 
 use psp_core::handshake::Tai64n;
-use psp_core::host::Host;
 use serde_json::Value;
 use tokio::sync::{mpsc, oneshot};
 use tokio::task::JoinHandle;
@@ -104,24 +103,12 @@ impl MemGateway {
         let udp = uplinks
             .first()
             .is_some_and(crate::io::UplinkIo::is_addressed);
-        let (specs, endpoints) = build::peers(config, MAX_FRAME, udp, |n| {
-            tofu.as_ref().and_then(|t| t.get(n))
-        });
-        let names = specs.iter().map(|s| s.name.clone()).collect();
-        let clock_floor = state
-            .read("request-clock")
-            .ok()
-            .flatten()
-            .and_then(|t| hex::decode(t.trim()).ok())
-            .and_then(|b| <[u8; 12]>::try_from(b).ok())
-            .map(Tai64n);
-        let host = Host::new(
-            clock.now(),
-            build::host_config(config, mac, MAX_FRAME, Tai64n::from_unix(1_800_000_000, 0)),
-            build::key_spec(&config.group, MAX_FRAME),
-            build::signer(config),
-            specs,
-            clock_floor,
+        let (host, names, endpoints) = build::host(
+            config,
+            (mac, MAX_FRAME, udp),
+            (clock.now(), Tai64n::from_unix(1_800_000_000, 0)),
+            &state,
+            tofu.as_ref(),
         )
         .map_err(|e| e.to_string())?;
         let tap = MemTap::new();

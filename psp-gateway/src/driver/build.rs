@@ -7,7 +7,8 @@ use core::net::SocketAddr;
 
 use psp_core::handshake::{self, Identity, KeyRingConfig, Tai64n};
 use psp_core::host::{
-    self, KeySpec, Keying, NormSpec, PeerSpec, Pin, SessionSettings, session_overhead,
+    self, Host, KeySpec, Keying, NormSpec, PeerSpec, Pin, SessionSettings, SpecError,
+    session_overhead,
 };
 use psp_core::normalize;
 use psp_core::time::Duration;
@@ -216,4 +217,37 @@ pub(crate) fn max_overhead(config: &Config, max_frame: usize) -> usize {
     });
     let _ = max_frame;
     group.max(statics).max(sessions)
+}
+
+/// The host of `config` (its TAP's MAC `mac`, uplinks carrying `max_frame`, `udp` endpoints),
+/// started at `now` with the Request clock's floor from `state` and first-use pins from `tofu`;
+/// with the peers' names and endpoints, in the host's order.
+///
+/// # Errors
+/// A key or setting the host refuses.
+pub(crate) fn host(
+    config: &Config,
+    (mac, max_frame, udp): ([u8; 6], usize, bool),
+    (now, wall_origin): (psp_core::time::Instant, Tai64n),
+    state: &crate::state::StateDir,
+    tofu: Option<&crate::tofu::Tofu>,
+) -> Result<(Host, Vec<String>, Vec<Endpoints>), SpecError> {
+    let (specs, endpoints) = peers(config, max_frame, udp, |n| tofu.and_then(|t| t.get(n)));
+    let names = specs.iter().map(|s| s.name.clone()).collect();
+    let clock_floor = state
+        .read("request-clock")
+        .ok()
+        .flatten()
+        .and_then(|t| hex::decode(t.trim()).ok())
+        .and_then(|b| <[u8; 12]>::try_from(b).ok())
+        .map(Tai64n);
+    let host = Host::new(
+        now,
+        host_config(config, mac, max_frame, wall_origin),
+        key_spec(&config.group, max_frame),
+        signer(config),
+        specs,
+        clock_floor,
+    )?;
+    Ok((host, names, endpoints))
 }

@@ -9,7 +9,7 @@ use psp_core::protect::{Sealer, SealerConfig};
 use psp_core::time::Instant as CoreInstant;
 use psp_core::wire::Seq;
 
-use crate::harness::{Net, Opts, counter, drop_delta, exchange, frame, mac, settle, want};
+use crate::harness::{Net, Opts, counter, drop_delta, exchange, flows, frame, mac, settle, want};
 
 const SUITE: SuiteId = SuiteId::BfCbcHmacSha1;
 /// Clear part of a PSP frame without security number and timestamp; the suite's ICV.
@@ -107,12 +107,7 @@ async fn a_keyless_host_gets_every_opener_drop_reason_and_nothing_else() {
     let vm2 = net.start(2);
     let fresh = {
         let vm1 = net.start(1);
-        assert_eq!(
-            exchange(&vm2, &vm1, (2, 1), 0..3, Duration::from_millis(10))
-                .await
-                .len(),
-            3
-        );
+        flows(&vm2, &vm1, (2, 1), 0..3, Duration::from_millis(10)).await;
         vm1.stop().await;
         fresh_frames(&net, &vm2, 4).await
     };
@@ -217,18 +212,8 @@ async fn a_keyless_host_gets_every_opener_drop_reason_and_nothing_else() {
     )
     .await;
     // Good traffic both ways afterwards; vm2's own frames still open (window not pinned).
-    assert_eq!(
-        exchange(&vm1, &vm2, (1, 2), 10..20, Duration::from_millis(10))
-            .await
-            .len(),
-        10
-    );
-    assert_eq!(
-        exchange(&vm2, &vm1, (2, 1), 20..30, Duration::from_millis(10))
-            .await
-            .len(),
-        10
-    );
+    flows(&vm1, &vm2, (1, 2), 10..20, Duration::from_millis(10)).await;
+    flows(&vm2, &vm1, (2, 1), 20..30, Duration::from_millis(10)).await;
     vm1.stop().await;
     vm2.stop().await;
 }
@@ -321,12 +306,7 @@ async fn an_insider_mints_fresh_requests_unless_identities_are_pinned() {
             ..Opts::sessions()
         });
         let (a, b) = (net.start(1), net.start(2));
-        assert_eq!(
-            exchange(&a, &b, (1, 2), 0..3, Duration::from_millis(200))
-                .await
-                .len(),
-            3
-        );
+        flows(&a, &b, (1, 2), 0..3, Duration::from_millis(200)).await;
         settle(Duration::from_secs(2)).await;
         let _ = net.capture(0);
         let before = a.status().await;

@@ -13,8 +13,8 @@ use psp_core::wire::{Protocol, Seq};
 use psp_gateway::testing::{MemGateway, MemOptions};
 
 use crate::harness::{
-    Net, Opts, broadcast, counter, drop_delta, exchange, frame, handshake_kinds, ids, mac, settle,
-    want,
+    Net, Opts, broadcast, counter, drop_delta, exchange, flows, frame, handshake_kinds, ids, mac,
+    settle, want,
 };
 
 /// Sends `frames` from vm1's protected side and checks vm1's drop counters moved by `wants`.
@@ -131,12 +131,7 @@ async fn io_refusals_are_counted_and_traffic_resumes() {
         want(&[("drops.rx_tap_error", 3)])
     );
     b.tap.set_write_fails(false);
-    assert_eq!(
-        exchange(&a, &b, (1, 2), 20..23, Duration::from_millis(10))
-            .await
-            .len(),
-        3
-    );
+    flows(&a, &b, (1, 2), 20..23, Duration::from_millis(10)).await;
     a.stop().await;
     b.stop().await;
 }
@@ -172,12 +167,7 @@ async fn path_two_takes_handshake_messages_only() {
         ..Opts::sessions()
     });
     let (a, b) = (net.start(1), net.start(2));
-    assert_eq!(
-        exchange(&a, &b, (1, 2), 0..3, Duration::from_millis(200))
-            .await
-            .len(),
-        3
-    );
+    flows(&a, &b, (1, 2), 0..3, Duration::from_millis(200)).await;
     let key = net.key("group");
     let data = sealed(
         gk(&key),
@@ -212,12 +202,7 @@ async fn an_insider_with_the_group_key_is_counted_not_delivered() {
     });
     let (a, b) = (net.start(1), net.start(2));
     let _ = net.capture(0);
-    assert_eq!(
-        exchange(&a, &b, (1, 2), 0..3, Duration::from_millis(200))
-            .await
-            .len(),
-        3
-    );
+    flows(&a, &b, (1, 2), 0..3, Duration::from_millis(200)).await;
     let requests = handshake_kinds(&net, &net.capture(0), 1, 2);
     assert_eq!(requests.first().map(String::as_str), Some("Request"));
     let key = net.key("group");
@@ -246,12 +231,7 @@ async fn an_insider_with_the_group_key_is_counted_not_delivered() {
     let net = Net::new(Opts::sessions());
     let (a, b) = (net.start(1), net.start(2));
     let _ = net.capture(0);
-    assert_eq!(
-        exchange(&a, &b, (1, 2), 0..3, Duration::from_millis(200))
-            .await
-            .len(),
-        3
-    );
+    flows(&a, &b, (1, 2), 0..3, Duration::from_millis(200)).await;
     let key = net.key("group");
     let ins = |seq: u32, cfg: SealerConfig, proto: Protocol, payload: &[u8]| {
         sealed(gk(&key), seq, (2, 1), cfg, None, proto, payload)
@@ -304,12 +284,7 @@ async fn an_insider_with_the_group_key_is_counted_not_delivered() {
         - counter(&before, "peer:vm2.session.messages_limited");
     assert!(limited > 100, "{limited} of 200 limited: {after}");
     // The session carried on.
-    assert_eq!(
-        exchange(&a, &b, (1, 2), 10..13, Duration::from_millis(50))
-            .await
-            .len(),
-        3
-    );
+    flows(&a, &b, (1, 2), 10..13, Duration::from_millis(50)).await;
     a.stop().await;
     b.stop().await;
 }
@@ -325,12 +300,7 @@ async fn a_replayed_request_is_stale() {
     });
     let (a, b) = (net.start(1), net.start(2));
     let _ = net.capture(0);
-    assert_eq!(
-        exchange(&b, &a, (2, 1), 0..3, Duration::from_millis(200))
-            .await
-            .len(),
-        3
-    );
+    flows(&b, &a, (2, 1), 0..3, Duration::from_millis(200)).await;
     let first = net.capture(0);
     // Two-way traffic for 7 s: rekeys (new Requests) in between.
     for i in 0..70u32 {
@@ -375,12 +345,7 @@ async fn a_replayed_request_is_stale() {
         &[("peers.vm2.session.stale_requests", 1)],
     )
     .await;
-    assert_eq!(
-        exchange(&a, &b, (1, 2), 10..13, Duration::from_millis(50))
-            .await
-            .len(),
-        3
-    );
+    flows(&a, &b, (1, 2), 10..13, Duration::from_millis(50)).await;
     a.stop().await;
     b.stop().await;
 }
@@ -393,12 +358,7 @@ async fn impossible_padding_is_bad_padding() {
         ..Opts::default()
     });
     let (a, b) = (net.start(1), net.start(2));
-    assert_eq!(
-        exchange(&b, &a, (2, 1), 0..3, Duration::from_millis(10))
-            .await
-            .len(),
-        3
-    );
+    flows(&b, &a, (2, 1), 0..3, Duration::from_millis(10)).await;
     let mut f = Vec::new();
     f.extend_from_slice(&mac(1));
     f.extend_from_slice(&mac(2));

@@ -585,3 +585,17 @@ impl std::io::Write for LogWriter {
         Ok(())
     }
 }
+
+/// Asserts that every frame of `ids_sent` from vmA's host reaches vmB's host, in order, within
+/// `wait` ([`exchange`]).
+pub(crate) async fn flows(
+    a: &MemGateway,
+    b: &MemGateway,
+    dir: (u8, u8),
+    ids_sent: core::ops::Range<u32>,
+    wait: Duration,
+) {
+    let want: Vec<u32> = ids_sent.clone().collect();
+    let got = exchange(a, b, dir, ids_sent, wait).await;
+    assert_eq!(got, want, "vm{} -> vm{}", dir.0, dir.1);
+}

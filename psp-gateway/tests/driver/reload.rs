@@ -2,7 +2,7 @@
 
 use core::time::Duration;
 
-use crate::harness::{Net, Opts, counter, exchange, frame, ids, settle};
+use crate::harness::{Net, Opts, counter, exchange, flows, frame, ids, settle};
 
 /// A reload with nothing changed touches nothing: the sessions, their keys and counters stay
 /// (no handshake, no lost frame), and it says no peer changed.
@@ -10,12 +10,7 @@ use crate::harness::{Net, Opts, counter, exchange, frame, ids, settle};
 async fn a_reload_without_changes_keeps_the_sessions() {
     let net = Net::new(Opts::sessions());
     let (a, b) = (net.start(1), net.start(2));
-    assert_eq!(
-        exchange(&a, &b, (1, 2), 0..3, Duration::from_millis(200))
-            .await
-            .len(),
-        3
-    );
+    flows(&a, &b, (1, 2), 0..3, Duration::from_millis(200)).await;
     let before = a.status().await;
     let key_id = before["peers"][0]["session"]["key_id"].clone();
     for _ in 0..3 {
@@ -64,12 +59,7 @@ async fn a_reload_changes_keys_adds_and_removes_peers() {
     };
     let a = net.start_with(1, &net.parse(1, &without_vm3(1)));
     let (b, c) = (net.start(2), net.start(3));
-    assert_eq!(
-        exchange(&a, &b, (1, 2), 0..3, Duration::from_millis(10))
-            .await
-            .len(),
-        3
-    );
+    flows(&a, &b, (1, 2), 0..3, Duration::from_millis(10)).await;
     assert!(
         exchange(&a, &c, (1, 3), 0..3, Duration::from_millis(10))
             .await
@@ -79,25 +69,10 @@ async fn a_reload_changes_keys_adds_and_removes_peers() {
     assert_eq!(counter(&s, "drops.no_route"), 3, "{s}");
     // Add vm3.
     assert_eq!(a.reload(net.config(1)).await, Ok(1));
-    assert_eq!(
-        exchange(&a, &c, (1, 3), 10..13, Duration::from_millis(10))
-            .await
-            .len(),
-        3
-    );
-    assert_eq!(
-        exchange(&c, &a, (3, 1), 20..23, Duration::from_millis(10))
-            .await
-            .len(),
-        3
-    );
+    flows(&a, &c, (1, 3), 10..13, Duration::from_millis(10)).await;
+    flows(&c, &a, (3, 1), 20..23, Duration::from_millis(10)).await;
     // vm2 still fine (unchanged peer, untouched).
-    assert_eq!(
-        exchange(&a, &b, (1, 2), 30..33, Duration::from_millis(10))
-            .await
-            .len(),
-        3
-    );
+    flows(&a, &b, (1, 2), 30..33, Duration::from_millis(10)).await;
     // A new key for vm1-vm2 on both sides.
     let fresh = std::process::Command::new(env!("CARGO_BIN_EXE_psp-gateway"))
         .args(["keygen", "--suite", "aes128-gcm"])
@@ -106,18 +81,8 @@ async fn a_reload_changes_keys_adds_and_removes_peers() {
     std::fs::write(net.dir.join("vm1-vm2.key"), &fresh.stdout).expect("write key");
     assert_eq!(a.reload(net.config(1)).await, Ok(1));
     assert_eq!(b.reload(net.config(2)).await, Ok(1));
-    assert_eq!(
-        exchange(&a, &b, (1, 2), 40..43, Duration::from_millis(10))
-            .await
-            .len(),
-        3
-    );
-    assert_eq!(
-        exchange(&b, &a, (2, 1), 50..53, Duration::from_millis(10))
-            .await
-            .len(),
-        3
-    );
+    flows(&a, &b, (1, 2), 40..43, Duration::from_millis(10)).await;
+    flows(&b, &a, (2, 1), 50..53, Duration::from_millis(10)).await;
     // Remove vm3 again.
     assert_eq!(a.reload(net.parse(1, &without_vm3(1))).await, Ok(0));
     assert!(
@@ -136,12 +101,7 @@ async fn a_reload_changes_keys_adds_and_removes_peers() {
 async fn a_reload_without_peers_stops_their_traffic() {
     let net = Net::new(Opts::default());
     let (a, b) = (net.start(1), net.start(2));
-    assert_eq!(
-        exchange(&a, &b, (1, 2), 0..3, Duration::from_millis(10))
-            .await
-            .len(),
-        3
-    );
+    flows(&a, &b, (1, 2), 0..3, Duration::from_millis(10)).await;
     let mut cfg = net.config(1);
     cfg.peers.clear();
     assert_eq!(a.reload(cfg).await, Ok(0));
@@ -152,12 +112,7 @@ async fn a_reload_without_peers_stops_their_traffic() {
     );
     assert_eq!(counter(&a.status().await, "drops.no_route"), 3);
     assert_eq!(a.reload(net.config(1)).await, Ok(1));
-    assert_eq!(
-        exchange(&a, &b, (1, 2), 20..23, Duration::from_millis(10))
-            .await
-            .len(),
-        3
-    );
+    flows(&a, &b, (1, 2), 20..23, Duration::from_millis(10)).await;
     a.stop().await;
     b.stop().await;
 }
@@ -174,12 +129,7 @@ async fn a_changed_peer_keeps_its_windows_and_sessions() {
         });
         let (a, b) = (net.start(1), net.start(2));
         let _ = net.capture(0);
-        assert_eq!(
-            exchange(&b, &a, (2, 1), 0..3, Duration::from_millis(200))
-                .await
-                .len(),
-            3
-        );
+        flows(&b, &a, (2, 1), 0..3, Duration::from_millis(200)).await;
         let old: Vec<Vec<u8>> = net
             .capture(0)
             .into_iter()
@@ -207,12 +157,7 @@ async fn a_changed_peer_keeps_its_windows_and_sessions() {
                 "{after}"
             );
         }
-        assert_eq!(
-            exchange(&b, &a, (2, 1), 10..13, Duration::from_millis(50))
-                .await
-                .len(),
-            3
-        );
+        flows(&b, &a, (2, 1), 10..13, Duration::from_millis(50)).await;
         a.stop().await;
         b.stop().await;
     }
@@ -228,12 +173,7 @@ async fn a_pin_learnt_since_the_start_is_no_change() {
         ..Opts::sessions()
     });
     let (a, b) = (net.start(1), net.start(2));
-    assert_eq!(
-        exchange(&a, &b, (1, 2), 0..3, Duration::from_millis(200))
-            .await
-            .len(),
-        3
-    );
+    flows(&a, &b, (1, 2), 0..3, Duration::from_millis(200)).await;
     let before = a.status().await;
     assert!(
         before["peers"][0]["session"]["identity"].is_string(),
