@@ -101,6 +101,14 @@ impl Stream {
 }
 
 impl Stream {
+    /// Whether a stream for `spec` sealed with at most `overhead` bytes can run.
+    pub(super) fn check(spec: &NormSpec, overhead: usize) -> Result<(), &'static str> {
+        let cfg = Self::endpoint_config(spec, overhead)?;
+        Endpoint::new(Instant::ZERO, cfg, vec![0; cfg.storage_len()])
+            .map(|_| ())
+            .map_err(|_| "the normalization settings are refused")
+    }
+
     /// The endpoint settings of a stream for `spec` sealed with at most `overhead` bytes.
     fn endpoint_config(
         spec: &NormSpec,

@@ -88,7 +88,16 @@ impl Peer {
                 )
             }
         };
-        // A static peer's stream starts now; a session peer's with its first session.
+        // A static peer's stream starts now; a session peer's with its first session, with
+        // settings checked now (a stream that could not start would leave its traffic
+        // unnormalized).
+        if let (Some(n), Some(_), Some(settings)) = (&spec.normalize, &session, &cfg.session) {
+            let overhead = super::keys::session_overhead(&settings.handshake);
+            super::normalized::Stream::check(n, overhead).map_err(|problem| SpecError {
+                peer: spec.name.clone(),
+                problem,
+            })?;
+        }
         let stream = match (&spec.normalize, &session) {
             (Some(n), None) => Some(
                 super::normalized::Stream::new(now, *n, key_overhead(key)).map_err(|problem| {
