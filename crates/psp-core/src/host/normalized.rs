@@ -122,6 +122,7 @@ impl Stream {
         let mut cfg = spec.cfg;
         cfg.frame_len = frame_len;
         cfg.wire_len = spec.frame_size + spec.wire_extra;
+        cfg.aqm_lead = spec.lead;
         Ok(cfg)
     }
 }

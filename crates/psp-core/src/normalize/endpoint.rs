@@ -426,6 +426,7 @@ impl<S: AsRef<[u8]> + AsMut<[u8]>> Endpoint<S> {
                     let mut q = TxQueue {
                         ring: &mut self.tx,
                         region: &mut self.storage.as_mut()[..tx_len],
+                        lead: self.cfg.aqm_lead,
                     };
                     codel.dequeue(now, &mut q);
                 }
@@ -487,6 +488,8 @@ impl<S: AsRef<[u8]> + AsMut<[u8]>> Endpoint<S> {
 struct TxQueue<'a> {
     ring: &'a mut FrameRing,
     region: &'a mut [u8],
+    /// Not queueing: the caller's fixed lead ([`Config::aqm_lead`]).
+    lead: Duration,
 }
 
 impl Queue for TxQueue<'_> {
@@ -494,7 +497,11 @@ impl Queue for TxQueue<'_> {
         let r = self.ring.front(self.region)?;
         let stamp = Instant::from_micros(self.ring.front_stamp(self.region)?);
         Some(Head {
-            sojourn: now.saturating_since(stamp),
+            sojourn: Duration::from_micros(
+                now.saturating_since(stamp)
+                    .total_micros()
+                    .saturating_sub(self.lead.total_micros()),
+            ),
             backlog: self.ring.bytes() - r.len(),
         })
     }
@@ -748,6 +755,32 @@ mod tests {
         // 3 frames: 3 ms of sojourn, below target.
         let (s, _) = standing_queue(Aqm::default(), 3);
         assert_eq!(s.aqm_drops, 0);
+    }
+
+    /// A caller that asks for each frame 4 ms before its slot (the gateway's lead): with
+    /// `aqm_lead` set, CoDel sees the 3 ms a short queue really waits, not 7.
+    #[test]
+    fn codel_does_not_count_the_callers_lead() {
+        let run = |aqm_lead: u64| {
+            let mut c = cfg(Packing::Single);
+            c.aqm_lead = Duration::from_millis(aqm_lead);
+            let mut a = endpoint(c);
+            let mut out = [0u8; 200];
+            for ms in 0..1000u64 {
+                let now = Instant::from_millis(ms);
+                while a.stats().inner_queue_frames < 3 {
+                    a.handle_inner(now, &[ms as u8; 100]).unwrap();
+                }
+                // The slot of `now + 4 ms` is prepared now.
+                while a
+                    .poll_transmit(now + Duration::from_millis(4), &mut out)
+                    .is_some()
+                {}
+            }
+            a.stats().aqm_drops
+        };
+        assert!(run(0) > 0, "the lead counted as queueing: drops");
+        assert_eq!(run(4), 0);
     }
 
     #[test]

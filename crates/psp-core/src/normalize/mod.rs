@@ -210,6 +210,10 @@ pub struct Config {
     /// A partial inner frame is dropped once the highest received outer sequence number is this
     /// far past its newest fragment (the reordering tolerated by reassembly).
     pub reorder_window: u64,
+    /// How long before its slot the caller asks for each outer frame ([`Endpoint::poll_transmit`]
+    /// at the slot, called this much earlier): a fixed wait in the caller's pipeline that the
+    /// [`Aqm`] does not count as queueing (0: frames are asked for at their slot).
+    pub aqm_lead: Duration,
 }
 
 impl Default for Config {
@@ -232,6 +236,7 @@ impl Default for Config {
             max_inner_len: 1518,
             reassembly_slots: 4,
             reorder_window: 256,
+            aqm_lead: Duration::ZERO,
         }
     }
 }
