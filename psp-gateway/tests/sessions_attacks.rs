@@ -24,7 +24,7 @@ use psp_core::handshake::{
 };
 use psp_core::protect::{Opener, OpenerConfig, Sealer, SealerConfig};
 use psp_core::time::Instant as PspInstant;
-use psp_core::wire::{Protocol, Seq};
+use psp_core::wire::{Frame, Protocol, Seq};
 
 use common::{PacketSocket, Testbed, TestbedOptions, counter, ensure_tools, wait_status};
 
@@ -255,7 +255,11 @@ fn sk(key: &[u8]) -> SuiteKey {
 
 fn open_group(key: &[u8], frame: &mut [u8]) -> Option<(Protocol, Vec<u8>, u32)> {
     let mut o = Opener::new(sk(key), OpenerConfig::new()).ok()?;
-    let seq = u32::from_be_bytes(frame.get(16..20)?.try_into().ok()?);
+    // The sequence number the sender sealed it with (eve re-seals a rewrite under the same one).
+    let seq = Frame::new_checked(&*frame, SUITE.icv_len())
+        .ok()?
+        .seq_number()
+        .0;
     let opened = o.open(PspInstant::from_millis(0), frame).ok()?;
     Some((opened.protocol(), opened.payload().to_vec(), seq))
 }
@@ -455,6 +459,13 @@ fn root_rewriting_a_share_on_one_path_is_an_smkex_mismatch() {
     stop.store(true, Ordering::Relaxed);
     let loot = eve.join().expect("eve");
     assert!(loot.rewrites > 0, "eve rewrote no share");
+    // Eve relays in order and re-seals under the original sequence number: the hosts' windows
+    // refuse nothing, so the mismatch is the handshake's verdict, not a lost message.
+    for (s, peer) in [(&s1, "vm2"), (&s2, "vm1")] {
+        for reason in ["too-old", "replay"] {
+            assert_eq!(counter(s, &format!("peer:{peer}.drops.{reason}")), 0, "{s}");
+        }
+    }
     assert_eq!(p.received, 0, "no session, no traffic: {p:?}");
     let mismatches = counter(&s1, "peer:vm2.session.handshake_failures.smkex_mismatch")
         + counter(&s2, "peer:vm1.session.handshake_failures.smkex_mismatch");
