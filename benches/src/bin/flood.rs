@@ -1,8 +1,12 @@
 //! `flood`: sends keyless garbage PSP frames on an interface at a fixed rate, as a host on the
 //! segment without any key would: a valid clear header (EtherType 0x1982, version 0, the ENC and
 //! digital-signature flags, increasing sequence numbers) and random bytes where the section, the
-//! ICV and the signature are. The receiver's work per frame is what `testbed/flood.sh` measures
-//! (docs/PROTOCOL.md §3: the ICV is checked before the signature).
+//! ICV and the signature are, except that the signature is shaped to be worth verifying: its R is
+//! a valid curve point (the base point's encoding) and its s is canonical (below the group order),
+//! so a receiver that verifies before the ICV pays a full Ed25519 verification for every frame
+//! (random bytes would be refused cheaply 15 times in 16, for a non-canonical s). The receiver's
+//! work per frame is what `testbed/flood.sh` measures (docs/PROTOCOL.md §3: the ICV is checked
+//! before the signature).
 //!
 //! ```text
 //! flood --iface up0 --dst 02:50:53:00:00:01 --src 02:50:53:00:00:02 --rate 20000 --seconds 10
@@ -15,6 +19,12 @@ use std::time::Instant;
 use psp_gateway::io::sys::PacketSocket;
 
 const ETH_P_PSP: u16 = 0x1982;
+
+/// The compressed Edwards encoding of Ed25519's base point (RFC 8032 §5.1).
+const BASE_POINT: [u8; 32] = [
+    0x58, 0x66, 0x66, 0x66, 0x66, 0x66, 0x66, 0x66, 0x66, 0x66, 0x66, 0x66, 0x66, 0x66, 0x66, 0x66,
+    0x66, 0x66, 0x66, 0x66, 0x66, 0x66, 0x66, 0x66, 0x66, 0x66, 0x66, 0x66, 0x66, 0x66, 0x66, 0x66,
+];
 
 fn mac(s: &str) -> [u8; 6] {
     let mut m = [0u8; 6];
@@ -71,6 +81,9 @@ fn main() {
             x ^= x << 17;
             *b = x as u8;
         }
+        // The signature's R: the base point; its s: random below 2^252 (canonical).
+        frame[len - 64..len - 32].copy_from_slice(&BASE_POINT);
+        frame[len - 1] &= 0x0f;
         frame[15..19].copy_from_slice(&seq.to_be_bytes());
         seq = seq.wrapping_add(1);
         if sock.send(&frame).is_ok() {
