@@ -691,8 +691,9 @@ JOURNAL_EXPECTED='^$'
 [[ $MODE == nspawn ]] && JOURNAL_EXPECTED='Failed to kill control group /system.slice/psp-gateway.service, ignoring: Input/output error'
 journal_check() {
     local n=$1 when=$2 lines
-    lines=$(gx "$n" 'journalctl -b -u psp-gateway --no-pager -o cat -p warning' | grep -v -E "$JOURNAL_EXPECTED")
+    lines=$(gx "$n" 'journalctl -b -u psp-gateway --no-pager -o cat -p warning')
     lines+=$(gx "$n" "journalctl -b -u psp-gateway --no-pager -o cat | grep -E ' (WARN|ERROR) ' || true")
+    lines=$(grep -v -E "$JOURNAL_EXPECTED" <<<"$lines" || true)
     if [[ -z $lines ]]; then
         ok "vm$n: no warning or error from psp-gateway in the journal ($when)"
     else
@@ -900,6 +901,11 @@ if [[ $MODE == vm ]] && ((ANCHORS)); then
             ip addr add 10.79.0.$n/24 dev wg0
             ip link set wg0 up" || fail "vm$n: setting up the anchors failed"
     done
+    # The anchors need addresses on eth1 and eth2 (plain iperf3, WireGuard's endpoints, the UDP
+    # uplinks), so the raw psp candidates run on uplinks that have one, and the daemon warns about
+    # it at each start, as it should (docs/CONFIG.md, "Preparing an uplink"). Expected from here on;
+    # any other warning still fails the check.
+    JOURNAL_EXPECTED+='|uplink(\[1\])? eth[12] has an address \(192\.168\.5[12]\.[12]\)'
     gx 2 'iperf3 -s -D -I /run/iperf3.pid' || fail "iperf3 server on vm2"
     for c in plain macsec wg; do wait_ping 1 "${DST[$c]}" 20 || fail "$c: no ping reply"; done
     # Both gateways restarted on the raw configuration: the anchors start from a known state
