@@ -131,25 +131,8 @@ fn root_a_request_flood_is_rate_limited_and_the_session_keeps_its_latency() {
     // Eve floods vm2 with requests claiming to come from vm1, under the group key.
     // Distinct requests (new handshake ids each), so each one is a new half-open handshake.
     let requests: Vec<Vec<u8>> = (0..64)
-        .map(|_| {
-            let mut hs = Handshake::initiate(
-                PspInstant::from_millis(0),
-                eve_config(1, 1, SmkexMode::Off),
-                Peer {
-                    mac: mac(2),
-                    addr: "10.77.0.2".parse().expect("ip"),
-                    pinned_static: None,
-                },
-                // An insider mints fresh timestamps: freshness does not stop it.
-                Tai64n::from_system_time(std::time::SystemTime::now()),
-                &mut rand_core_os(),
-            );
-            let mut msg = vec![0u8; 512];
-            let t = hs
-                .poll_transmit(PspInstant::from_millis(0), &mut msg)
-                .expect("request");
-            msg[..t.len].to_vec()
-        })
+        // An insider mints fresh timestamps: freshness does not stop it.
+        .map(|_| minted_request(1, 2, 1, SmkexMode::Off))
         .collect();
     let stop = Arc::new(AtomicBool::new(false));
     let flood = {
@@ -642,15 +625,15 @@ fn root_a_replayed_request_never_stops_the_sessions() {
     assert_eq!(counter(&s, "peer:vm2.session.messages_limited"), 0, "{s}");
 }
 
-/// A Request "from vm2" minted by eve with the group key: her own handshake, sealed at a
-/// sequence number above any window, signed with her own identity when `signed`.
-fn forged_request(tb: &Testbed, paths: u8, signed: bool, seq: u32) -> Vec<u8> {
+/// The Request message of a new handshake eve starts as host `from` toward host `to` (a fresh
+/// handshake id and the current time: what an insider with the group key can mint).
+fn minted_request(from: u8, to: u8, paths: u8, smkex: SmkexMode) -> Vec<u8> {
     let mut hs = Handshake::initiate(
         PspInstant::from_millis(0),
-        eve_config(2, paths, SmkexMode::Preferred),
+        eve_config(from, paths, smkex),
         Peer {
-            mac: mac(1),
-            addr: "10.77.0.1".parse().expect("ip"),
+            mac: mac(to),
+            addr: format!("10.77.0.{to}").parse().expect("ip"),
             pinned_static: None,
         },
         Tai64n::from_system_time(std::time::SystemTime::now()),
@@ -660,6 +643,14 @@ fn forged_request(tb: &Testbed, paths: u8, signed: bool, seq: u32) -> Vec<u8> {
     let t = hs
         .poll_transmit(PspInstant::from_millis(0), &mut msg)
         .expect("request");
+    msg.truncate(t.len);
+    msg
+}
+
+/// A Request "from vm2" minted by eve with the group key: her own handshake, sealed at a
+/// sequence number above any window, signed with her own identity when `signed`.
+fn forged_request(tb: &Testbed, paths: u8, signed: bool, seq: u32) -> Vec<u8> {
+    let request = minted_request(2, 1, paths, SmkexMode::Preferred);
     let mut sealer = Sealer::new(group_key(tb), Seq(seq), SealerConfig::new()).expect("sealer");
     if signed {
         let mut seed = [0u8; 32];
@@ -673,7 +664,7 @@ fn forged_request(tb: &Testbed, paths: u8, signed: bool, seq: u32) -> Vec<u8> {
             mac(1),
             mac(2),
             Protocol::SessionEstablishment,
-            &msg[..t.len],
+            &request,
             &mut out,
         )
         .expect("seal")
