@@ -137,7 +137,7 @@ pub(crate) enum Section {
 pub(crate) fn host_counters(snap: &Snapshot, f: &mut dyn FnMut(Section, Counter)) {
     snap.host.visit(&mut |mut k: Counter| {
         let section = match k.name {
-            "group_tx_frames" | "group_tx_bytes" => {
+            "group_tx_frames" | "group_tx_bytes" | "group_copies" => {
                 k.name = &k.name["group_".len()..];
                 Section::Group
             }
@@ -330,6 +330,7 @@ pub(crate) fn document(info: &Info, snap: &Snapshot) -> Value {
             "confidentiality": snap.group_suite.is_confidential(),
             "tx_frames": h.group_tx_frames,
             "tx_bytes": h.group_tx_bytes,
+            "copies": h.group_copies,
         },
         "peers": peers,
         "drops": drops,
@@ -758,7 +759,7 @@ mod tests {
 
     fn doc(peers: &[Value]) -> Value {
         json!({
-            "interface": "psp0", "mac": "02:00:00:00:00:01", "uplink": "raw:eth1", "mtu": 1412,
+            "interface": "psp0", "mac": "02:00:00:00:00:01", "uplink": "raw:eth1", "mtu": 1465,
             "paths": [{"path": 1, "uplink": "raw:eth1", "link": "up"},
                       {"path": 2, "uplink": "raw:eth2", "link": "down"}],
             "public_key": "ab".repeat(32), "uptime_ms": 1500,

@@ -26,6 +26,7 @@ pub(super) struct RawSession {
     known_peers: Option<String>,
     address: Option<String>,
     queue: Option<i64>,
+    group_frames: Option<String>,
 }
 
 /// The host's identity key file (`identity_file`), as `psp-gateway keygen --identity` writes it.
@@ -74,6 +75,12 @@ pub struct SessionConfig {
     pub address: (IpAddr, u8),
     /// Frames held per peer while its session is set up (`queue`, 1..=1024, default 64).
     pub queue: usize,
+    /// `group_frames = "copies" | "signed"` (default `copies`): whether a broadcast too large
+    /// to go signed under the group key goes to each peer as a group copy under its own key
+    /// (the TAP MTU then leaves room for unicast frames plus 8 bytes), or the TAP MTU leaves
+    /// room for a full-size signed group frame (the thesis' way: 64 bytes less for all traffic
+    /// with an identity).
+    pub group_copies: bool,
 }
 
 fn err(file: &Path, key: &str, problem: impl core::fmt::Display) -> ConfigError {
@@ -132,6 +139,19 @@ pub(super) fn build(
                 file,
                 "smkex",
                 format_args!("{o:?} is not an SMKEX mode; want \"require\", \"prefer\" or \"off\""),
+            ));
+        }
+    };
+    let group_copies = match raw.group_frames.as_deref() {
+        None | Some("copies") => true,
+        Some("signed") => false,
+        Some(o) => {
+            return Err(err(
+                file,
+                "group_frames",
+                format_args!(
+                    "{o:?} is not a way to send group frames; want \"copies\" or \"signed\""
+                ),
             ));
         }
     };
@@ -232,5 +252,6 @@ pub(super) fn build(
         known_peers,
         address,
         queue: usize::try_from(queue).unwrap_or(64),
+        group_copies,
     })
 }

@@ -89,6 +89,7 @@ pub(crate) fn host_config(
         max_frame,
         session,
         wall_origin,
+        group_copies: config.session.as_ref().is_some_and(|s| s.group_copies),
     }
 }
 
@@ -185,7 +186,9 @@ fn norm_spec(n: &NormalizeConfig, max_frame: usize, endpoint: Option<SocketAddr>
 
 /// The largest number of bytes sealing adds to an inner frame under `config`: the group key's
 /// (with the 64-byte signature when this host has an identity), every `key_file` key's, and
-/// every session suite's (their frames carry a key id). The TAP MTU leaves room for it.
+/// every session suite's (their frames carry a key id); with group copies (`group_frames`), a
+/// large broadcast costs a unicast frame's overhead plus 8 instead of the signed group key's
+/// ([`psp_core::host::tap_overhead`]). The TAP MTU leaves room for it.
 pub(crate) fn max_overhead(config: &Config, max_frame: usize) -> usize {
     use psp_core::crypto::SuiteKey;
     use psp_core::protect::Sealer;
@@ -216,7 +219,8 @@ pub(crate) fn max_overhead(config: &Config, max_frame: usize) -> usize {
         session_overhead(&hs)
     });
     let _ = max_frame;
-    group.max(statics).max(sessions)
+    let copies = config.session.as_ref().is_some_and(|s| s.group_copies);
+    host::tap_overhead(group, statics.max(sessions), copies)
 }
 
 /// The host of `config` (its TAP's MAC `mac`, uplinks carrying `max_frame`, `udp` endpoints),

@@ -164,6 +164,8 @@ declare! {
         pub group_tx_frames: u64,
         /// Inner bytes of those frames.
         pub group_tx_bytes: u64,
+        /// Broadcast/multicast frames too large to go signed under the group key, sent as group copies (one per peer, counted in its tx_frames).
+        pub group_copies: u64,
         /// Received PSP frames whose source MAC is no configured peer (or is our own).
         pub unknown_peer: u64,
         /// Frames too short to carry an Ethernet header, received or from the protected side.
@@ -228,6 +230,6 @@ mod tests {
         assert!(seen.iter().any(|k| k.name == "tx_frames" && k.value == 3));
         let mut h = Vec::new();
         HostCounters::default().visit(&mut |k| h.push(k.name));
-        assert_eq!(h.len(), 11);
+        assert_eq!(h.len(), 12);
     }
 }

@@ -103,6 +103,31 @@ pub struct Config {
     pub session: Option<SessionSettings>,
     /// The wall clock at [`Instant::ZERO`] (Request timestamps are this plus `now`).
     pub wall_origin: Tai64n,
+    /// What happens to a broadcast or multicast frame too large to go under the group key
+    /// (with this host's signature, 64 bytes, the group key's frames are the largest):
+    /// `false`, the thesis' way, drops it (`tx_unsupported`; the caller sizes its MTU so none
+    /// is); `true` sends it as a *group copy* to each peer under that peer's own key (its
+    /// session, or its static key): sub-protocol 0x0006, [`GROUP_COPY_EXTRA`] bytes more than a
+    /// unicast frame ([`tap_overhead`]).
+    pub group_copies: bool,
+}
+
+/// What a group copy adds to a unicast frame of the same inner frame: the destination MAC and
+/// the EtherType, which travel in the section (its protocol type says `GroupCopy`).
+pub const GROUP_COPY_EXTRA: usize = 8;
+
+/// The overhead the protected side's MTU must leave room for, given the group key's sealing
+/// overhead `group` (with the signature, if any), the largest unicast one `unicast` (static
+/// keys, session suites) and whether large group frames go as group copies: with copies, a
+/// group frame that does not fit signed costs `unicast + GROUP_COPY_EXTRA`, so the signature no
+/// longer sets the MTU.
+pub const fn tap_overhead(group: usize, unicast: usize, copies: bool) -> usize {
+    let group = if copies && group > unicast + GROUP_COPY_EXTRA {
+        unicast + GROUP_COPY_EXTRA
+    } else {
+        group
+    };
+    if group > unicast { group } else { unicast }
 }
 
 /// How sessions run (docs/SESSIONS.md).
@@ -561,13 +586,14 @@ impl Host {
     }
 
     /// The largest number of bytes sealing adds to an inner frame, over every key in use now
-    /// (sessions: every suite they may negotiate).
+    /// (sessions: every suite they may negotiate), as [`tap_overhead`] counts it: the MTU of
+    /// the protected side is at most `max_frame - 14 -` this.
     pub fn max_overhead(&self) -> usize {
-        let mut m = self.group.overhead().max(self.statics.max_overhead());
+        let mut unicast = self.statics.max_overhead();
         if let Some(s) = &self.cfg.session {
-            m = m.max(session_overhead(&s.handshake));
+            unicast = unicast.max(session_overhead(&s.handshake));
         }
-        m
+        tap_overhead(self.group.overhead(), unicast, self.cfg.group_copies)
     }
 
     /// The next message to send, sealed into `out` (at least `max_frame` bytes).

@@ -22,6 +22,7 @@ use crate::wire::{Frame, Protocol};
 /// What a frame turned out to be, once opened (the borrow of the buffer ends here).
 enum Content {
     Data(core::ops::Range<usize>, bool),
+    GroupCopy(core::ops::Range<usize>, bool),
     Handshake(core::ops::Range<usize>),
     Normalized(core::ops::Range<usize>),
     GroupIgnored,
@@ -96,6 +97,7 @@ impl Host {
                             let r = o.range();
                             Content::Normalized(r.start + 14..r.end)
                         }
+                        Protocol::GroupCopy => Content::GroupCopy(o.range(), trusted),
                         pr if pr.is_sub_protocol() => Content::Sub,
                         _ => Content::Data(o.range(), trusted),
                     };
@@ -116,6 +118,8 @@ impl Host {
             // in the moment a session starts, one may come under the group key too).
             let streaming =
                 p.stream.is_some() && p.session.as_deref().is_none_or(|s| s.peer_streams(now));
+            // A group copy comes under the peer's own key, never the group key.
+            let own_key = !group && !session && p.unicast.is_some();
             let opener = match (group || session, p.group[0].as_mut(), p.unicast.as_mut()) {
                 (true, Some(g), _) => g.opener(pin.as_ref()),
                 (_, _, Some(u)) => u,
@@ -131,6 +135,7 @@ impl Host {
                     Content::Normalized(r.start + 14..r.end)
                 }
                 Ok(o) => match o.protocol() {
+                    Protocol::GroupCopy if own_key => Content::GroupCopy(o.range(), trusted),
                     pr if is_handshake(pr) && session && !group => {
                         let r = o.range();
                         // The payload follows the rebuilt 14-byte header.
@@ -167,6 +172,21 @@ impl Host {
                     trusted,
                 }
             }
+            Content::GroupCopy(range, trusted) => match unpack_group_copy(frame, range) {
+                Some(range) => {
+                    p.counters.rx_frames += 1;
+                    p.counters.rx_bytes += range.len() as u64;
+                    Received::Deliver {
+                        peer: pid,
+                        range,
+                        trusted,
+                    }
+                }
+                None => {
+                    p.counters.drop_frame(DropReason::Malformed);
+                    Received::Dropped(RxDrop::Open(pid, DropReason::Malformed))
+                }
+            },
             Content::Control | Content::Sub => {
                 p.counters.rx_sub += 1;
                 Received::Consumed
@@ -261,4 +281,31 @@ impl Host {
             self.events.push_back(Event::BadSignature(pid));
         }
     }
+}
+
+/// Rebuilds the inner frame of an opened group copy in place: `range` holds the rebuilt 14-byte
+/// header (the PSP frame's MACs) and the copy's data (destination MAC, EtherType, payload); the
+/// inner frame is the data's destination, the header's source, the EtherType and the payload,
+/// ending where the data ends. `None` (malformed) when the data is shorter than 8 bytes, its
+/// destination is not a group MAC or its type is no EtherType.
+fn unpack_group_copy(
+    frame: &mut [u8],
+    range: core::ops::Range<usize>,
+) -> Option<core::ops::Range<usize>> {
+    let data = frame.get(range.start + 14..range.end)?;
+    let dst: [u8; 6] = data.get(..6)?.try_into().ok()?;
+    let ty: [u8; 2] = data.get(6..8)?.try_into().ok()?;
+    if !is_group(&dst) || u16::from_be_bytes(ty) < Protocol::MIN_ETHERTYPE {
+        return None;
+    }
+    let src: [u8; 6] = frame
+        .get(range.start + 6..range.start + 12)?
+        .try_into()
+        .ok()?;
+    let start = range.start + 8;
+    let head = frame.get_mut(start..start + 14)?;
+    head[..6].copy_from_slice(&dst);
+    head[6..12].copy_from_slice(&src);
+    head[12..].copy_from_slice(&ty);
+    Some(start..range.end)
 }

@@ -52,8 +52,12 @@ pub(super) enum OutKind {
     Handshake(Protocol, Vec<u8>),
     /// A control message under the peer's current session key.
     Control(Vec<u8>),
-    /// A frame that waited for the session, under its key.
+    /// A frame that waited for the session, under its key (a broadcast or multicast one as a
+    /// group copy).
     Data(Vec<u8>),
+    /// A group copy for every peer from this one on (see [`Host::poll_transmit`]): the inner
+    /// frame without its source MAC.
+    GroupCopy(Vec<u8>),
 }
 
 /// About an established session (for the caller's log line).
@@ -298,7 +302,8 @@ impl SessionPeer {
         if self.pending.len() >= self.queue {
             cx.counters.no_session += 1;
         } else {
-            if self.addr.is_none() {
+            // A broadcast's destination is no address of the peer's.
+            if self.addr.is_none() && !super::is_group(frame) {
                 self.addr = addr_from_frame(frame);
             }
             self.pending.push_back(frame.to_vec());
@@ -747,6 +752,12 @@ impl Host {
         o: Outgoing,
         out: &mut [u8],
     ) -> Option<Transmit> {
+        let Outgoing { peer, path, kind } = o;
+        let kind = match kind {
+            OutKind::GroupCopy(copy) => return self.seal_group_copy(now, peer.0, copy, out),
+            k => k,
+        };
+        let o = Outgoing { peer, path, kind };
         // A normalized peer whose stream runs: path-1 messages and waiting frames go in it.
         if o.path == PathId::FIRST && self.streams(o.peer.0, now) {
             match &o.kind {
@@ -759,6 +770,7 @@ impl Host {
                 OutKind::Data(frame) => {
                     let _ = self.push_inner(now, o.peer.0, frame);
                 }
+                OutKind::GroupCopy(_) => {}
             }
             return None;
         }
@@ -806,12 +818,21 @@ impl Host {
                     Err(_) => return None,
                 }
             }
-            OutKind::Data(frame) => {
+            OutKind::Data(mut frame) => {
                 let s = p.session.as_deref_mut()?;
-                match s.ring().seal(now, &frame, out) {
+                let inner_len = frame.len();
+                let sealed = if super::is_group(&frame) && frame.len() >= 12 {
+                    // A broadcast that waited for the session: as a group copy.
+                    frame.drain(6..12);
+                    s.ring()
+                        .seal_sub(now, dst, src, Protocol::GroupCopy, &frame, out)
+                } else {
+                    s.ring().seal(now, &frame, out)
+                };
+                match sealed {
                     Ok(f) => {
                         p.counters.tx_frames += 1;
-                        p.counters.tx_bytes += frame.len() as u64;
+                        p.counters.tx_bytes += inner_len as u64;
                         f.len()
                     }
                     Err(_) => {
@@ -820,6 +841,8 @@ impl Host {
                     }
                 }
             }
+            // Taken apart above.
+            OutKind::GroupCopy(_) => return None,
         };
         Some(Transmit {
             path,

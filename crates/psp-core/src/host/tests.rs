@@ -14,6 +14,8 @@ use crate::handshake::{Identity, SmkexMode};
 use crate::protect::{OpenerConfig, SealerConfig};
 use crate::wire::Seq;
 
+mod group_copies;
+
 /// A deterministic RNG (SplitMix64) for tests only.
 pub(super) struct TestRng(u64);
 
@@ -45,7 +47,7 @@ impl rand_core::CryptoRng for TestRng {}
 pub(super) const MAC_A: Mac = [2, 0x50, 0x53, 0, 0, 1];
 pub(super) const MAC_B: Mac = [2, 0x50, 0x53, 0, 0, 2];
 
-fn ip(n: u8) -> IpAddr {
+pub(super) fn ip(n: u8) -> IpAddr {
     IpAddr::V4(Ipv4Addr::new(10, 77, 0, n))
 }
 
@@ -67,6 +69,7 @@ pub(super) struct Opts {
     pub(super) tofu: bool,
     pub(super) rekey_after_s: u64,
     pub(super) normalize: bool,
+    pub(super) group_copies: bool,
 }
 
 impl Default for Opts {
@@ -78,11 +81,12 @@ impl Default for Opts {
             tofu: false,
             rekey_after_s: 120,
             normalize: false,
+            group_copies: true,
         }
     }
 }
 
-fn identity(n: u8) -> Identity {
+pub(super) fn identity(n: u8) -> Identity {
     let mut k = n;
     Identity::generate(|seed| {
         seed.fill(k);
@@ -115,6 +119,7 @@ pub(super) fn host(me: u8, o: Opts) -> Host {
             queue: 64,
         }),
         wall_origin: Tai64n::from_unix(1_800_000_000, 0),
+        group_copies: o.group_copies,
     };
     let pin = match (o.identities, o.tofu) {
         (true, false) => Pin::Configured(identity(other).public_key()),
@@ -417,7 +422,7 @@ fn traffic(n: &mut Net, secs: u64) -> usize {
     sent - (n.delivered[0].len() + n.delivered[1].len() - before)
 }
 
-fn up(n: &mut Net) {
+pub(super) fn up(n: &mut Net) {
     let _ = n.send(0, &ping(1, 0));
     n.settle();
     assert!(n.status(0).up && n.status(1).up, "no session");

@@ -2,10 +2,15 @@
 
 use rand_core::CryptoRngCore;
 
+use alloc::vec::Vec;
+
 use super::keys::KeyRef;
-use super::{Dest, Host, PeerId, TapDrop, TapJob, TapResult, is_group, mac_at};
+use super::session::{OutKind, Outgoing};
+use super::{Dest, Host, PeerId, TapDrop, TapJob, TapResult, Transmit, is_group, mac_at};
+use crate::handshake::PathId;
 use crate::protect::{MAX_BATCH, SealError, SealJob, Sealer};
 use crate::time::Instant;
+use crate::wire::Protocol;
 
 impl Host {
     /// Seals a batch of Ethernet II frames from the protected side, each into its job's `out`
@@ -43,6 +48,8 @@ impl Host {
                 self.push_group_to_streams(now, frame);
                 jobs[i].result = if self.all_streaming(now) {
                     TapResult::Queued
+                } else if self.cfg.group_copies && !self.fits_group_key(frame.len()) {
+                    self.queue_group_copies(now, frame, rng)
                 } else {
                     self.seal_group(now, &mut jobs[i])
                 };
@@ -64,6 +71,123 @@ impl Host {
             i = self.seal_peer_run(now, pid, dst, jobs, i, rng);
         }
         self.take_clock_event();
+    }
+
+    /// Whether an inner frame of `len` bytes sealed under the group key (signed, when this host
+    /// has an identity) fits the uplink.
+    fn fits_group_key(&self, len: usize) -> bool {
+        self.group
+            .r
+            .sealer
+            .sealed_len(len)
+            .is_some_and(|l| l <= self.cfg.max_frame)
+    }
+
+    /// A broadcast or multicast frame too large for the group key goes as a group copy to each
+    /// peer under its own key: a session peer without a session holds it in its queue (as a
+    /// unicast frame would wait); the others get theirs from [`Host::poll_transmit`]. The
+    /// frame is copied once, into the transmit queue.
+    fn queue_group_copies(
+        &mut self,
+        now: Instant,
+        frame: &[u8],
+        rng: &mut dyn CryptoRngCore,
+    ) -> TapResult {
+        let Some(ty) = frame.get(12..14) else {
+            self.counters.malformed += 1;
+            return TapResult::Dropped(TapDrop::Malformed);
+        };
+        if u16::from_be_bytes([ty[0], ty[1]]) < Protocol::MIN_ETHERTYPE {
+            // An 802.3 length frame: no EtherType to carry (as `Sealer::seal` refuses it).
+            self.counters.tx_unsupported += 1;
+            return TapResult::Dropped(TapDrop::Unsupported);
+        }
+        self.counters.group_copies += 1;
+        for i in 0..self.peers.len() {
+            let waiting = self.peers[i]
+                .session
+                .as_deref_mut()
+                .is_some_and(|s| s.ring().sealer(now).is_err());
+            if waiting {
+                self.with_session(PeerId(i), now, rng, |s, cx| s.enqueue(cx, frame));
+            }
+        }
+        let mut copy = Vec::with_capacity(frame.len() - 6);
+        copy.extend_from_slice(&frame[..6]);
+        copy.extend_from_slice(&frame[12..]);
+        self.transmits.push_back(Outgoing {
+            peer: PeerId(0),
+            path: PathId::FIRST,
+            kind: OutKind::GroupCopy(copy),
+        });
+        TapResult::Queued
+    }
+
+    /// Seals the group copy `copy` for the first peer from `from` on that takes one, and
+    /// queues the rest; `None` when no peer from `from` on takes one. A peer takes a copy under
+    /// its live session or its static key; a normalized peer whose stream runs had the frame
+    /// in its stream, a session peer without a session holds it in its queue, and a peer on the
+    /// group key cannot take one (a copy under the group key is refused: `tx_unsupported`).
+    pub(super) fn seal_group_copy(
+        &mut self,
+        now: Instant,
+        from: usize,
+        copy: Vec<u8>,
+        out: &mut [u8],
+    ) -> Option<Transmit> {
+        let src = self.cfg.mac;
+        for i in from..self.peers.len() {
+            if self.streams(i, now) {
+                continue;
+            }
+            let p = &mut self.peers[i];
+            let Some(&dst) = p.spec.macs.first() else {
+                continue;
+            };
+            let sealed = if let Some(s) = p.session.as_deref_mut() {
+                let Ok(sealer) = s.ring().sealer(now) else {
+                    continue;
+                };
+                sealer
+                    .seal_sub(now, dst, src, Protocol::GroupCopy, &copy, out)
+                    .map(<[u8]>::len)
+            } else if let KeyRef::Static(k) = p.key
+                && let Some(r) = self.statics.get_mut(k)
+            {
+                let sealed = r
+                    .sealer
+                    .seal_sub(now, dst, src, Protocol::GroupCopy, &copy, out)
+                    .map(<[u8]>::len);
+                if let Some(e) = r.due(false) {
+                    self.events.push_back(e);
+                }
+                sealed
+            } else {
+                self.counters.tx_unsupported += 1;
+                continue;
+            };
+            match sealed {
+                Ok(len) if len <= self.cfg.max_frame => {
+                    p.counters.tx_frames += 1;
+                    p.counters.tx_bytes += copy.len() as u64 + 6;
+                    if i + 1 < self.peers.len() {
+                        self.transmits.push_front(Outgoing {
+                            peer: PeerId(i + 1),
+                            path: PathId::FIRST,
+                            kind: OutKind::GroupCopy(copy),
+                        });
+                    }
+                    return Some(Transmit {
+                        path: PathId::FIRST,
+                        dest: Dest::Peer(PeerId(i)),
+                        len,
+                    });
+                }
+                Err(SealError::Unreserved) => p.counters.tx_unreserved += 1,
+                _ => self.counters.tx_unsupported += 1,
+            }
+        }
+        None
     }
 
     /// Seals a broadcast or multicast frame under the group key.

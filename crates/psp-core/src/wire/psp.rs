@@ -196,6 +196,10 @@ pub enum Protocol {
     /// 0x0005: a normalized payload (traffic normalization: feedback header, then packed inner
     /// frames or padding; see `crate::normalize`).
     Normalized,
+    /// 0x0006: a group copy: a broadcast or multicast frame sent to one peer under its unicast
+    /// key (its session key), whose data is the inner frame's destination MAC (6 bytes), its
+    /// EtherType (2) and its payload (the source MAC is the PSP frame's).
+    GroupCopy,
     /// Another value below 0x0600.
     UnknownSub(u16),
 }
@@ -218,6 +222,7 @@ impl From<u16> for Protocol {
             0x0003 => Self::Dummy,
             0x0004 => Self::KeyExchange,
             0x0005 => Self::Normalized,
+            0x0006 => Self::GroupCopy,
             v if v >= Self::MIN_ETHERTYPE => Self::EtherType(v),
             v => Self::UnknownSub(v),
         }
@@ -233,6 +238,7 @@ impl From<Protocol> for u16 {
             Protocol::Dummy => 0x0003,
             Protocol::KeyExchange => 0x0004,
             Protocol::Normalized => 0x0005,
+            Protocol::GroupCopy => 0x0006,
         }
     }
 }
@@ -1035,13 +1041,14 @@ mod tests {
     #[test]
     fn protocol_and_version_roundtrip() {
         for v in [
-            0u16, 1, 2, 3, 4, 5, 0x05ff, 0x0600, 0x0800, 0x0806, 0x8100, 0xffff,
+            0u16, 1, 2, 3, 4, 5, 6, 7, 0x05ff, 0x0600, 0x0800, 0x0806, 0x8100, 0xffff,
         ] {
             assert_eq!(u16::from(Protocol::from(v)), v);
         }
         assert_eq!(Protocol::from(0x0806), Protocol::EtherType(0x0806));
         assert_eq!(Protocol::from(0x0005), Protocol::Normalized);
-        assert_eq!(Protocol::from(0x0006), Protocol::UnknownSub(6));
+        assert_eq!(Protocol::from(0x0006), Protocol::GroupCopy);
+        assert_eq!(Protocol::from(0x0007), Protocol::UnknownSub(7));
         assert!(Protocol::Dummy.is_sub_protocol());
         for v in 0..8u8 {
             assert_eq!(u8::from(Version::from(v)), v);
