@@ -105,6 +105,17 @@ fn specs() -> Vec<Vector> {
     x.sub_protocol = true;
     x.inner = format!("{DST}{SRC}0002feedbacc0ffee1");
     v.push(x);
+    // A group copy (docs/PROTOCOL.md §1.5): a broadcast to one peer under its session key
+    // (key id 0x000001 as the security number); the section's data is the broadcast's
+    // destination MAC, its EtherType and its payload.
+    let mut x = spec(
+        "aes128-gcm group copy (sub-protocol 0x0006) under a session key",
+        SuiteId::Aes128Gcm,
+    );
+    x.security_number = Some(0x0000_0001);
+    x.sub_protocol = true;
+    x.inner = format!("{DST}{SRC}0006ffffffffffff0800{IPV4_PING}");
+    v.push(x);
     let mut x = spec("aes256-gcm 802.1Q-tagged inner frame", SuiteId::Aes256Gcm);
     // TCI 0x0064 (VLAN 100), then the real EtherType: PSP has no 802.1Q special case.
     x.inner = format!("{DST}{SRC}810000640800{IPV4_PING}");
