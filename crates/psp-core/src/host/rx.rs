@@ -162,6 +162,16 @@ impl Host {
             self.with_session(pid, now, rng, |s, cx| s.promoted(cx));
         }
         let p = &mut self.peers[pid.0];
+        let opened = match opened {
+            Content::GroupCopy(range, trusted) => match unpack_group_copy(frame, range) {
+                Some(range) => Content::Data(range, trusted),
+                None => {
+                    p.counters.drop_frame(DropReason::Malformed);
+                    return Received::Dropped(RxDrop::Open(pid, DropReason::Malformed));
+                }
+            },
+            other => other,
+        };
         match opened {
             Content::Data(range, trusted) => {
                 p.counters.rx_frames += 1;
@@ -172,21 +182,8 @@ impl Host {
                     trusted,
                 }
             }
-            Content::GroupCopy(range, trusted) => match unpack_group_copy(frame, range) {
-                Some(range) => {
-                    p.counters.rx_frames += 1;
-                    p.counters.rx_bytes += range.len() as u64;
-                    Received::Deliver {
-                        peer: pid,
-                        range,
-                        trusted,
-                    }
-                }
-                None => {
-                    p.counters.drop_frame(DropReason::Malformed);
-                    Received::Dropped(RxDrop::Open(pid, DropReason::Malformed))
-                }
-            },
+            // Unpacked above.
+            Content::GroupCopy(..) => Received::Consumed,
             Content::Control | Content::Sub => {
                 p.counters.rx_sub += 1;
                 Received::Consumed

@@ -172,8 +172,13 @@ pub(super) struct Net {
 
 impl Net {
     pub(super) fn new(o: Opts) -> Self {
+        Self::with_hosts([host(1, o), host(2, o)])
+    }
+
+    /// Two given hosts on a fresh wire, their first events handled.
+    pub(super) fn with_hosts(hosts: [Host; 2]) -> Self {
         let mut n = Self {
-            hosts: [host(1, o), host(2, o)],
+            hosts,
             now: Instant::from_secs(10),
             rng: TestRng(7),
             wire: Vec::new(),

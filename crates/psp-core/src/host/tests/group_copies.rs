@@ -1,7 +1,6 @@
 //! Group copies: a broadcast too large for the signed group key goes to each peer under its own
 //! key (sub-protocol 0x0006), so an identity no longer sets the MTU of all traffic.
 
-use alloc::collections::BTreeMap;
 use alloc::vec;
 use alloc::vec::Vec;
 
@@ -239,19 +238,7 @@ fn static_key_peers_take_group_copies_under_their_key() {
         )
         .unwrap()
     }
-    let mut n = Net {
-        hosts: [static_host(1), static_host(2)],
-        now: Instant::from_secs(10),
-        rng: TestRng(7),
-        wire: Vec::new(),
-        seen: Vec::new(),
-        delivered: [Vec::new(), Vec::new()],
-        events: [Vec::new(), Vec::new()],
-        marks: [BTreeMap::new(), BTreeMap::new()],
-        pins_writable: true,
-    };
-    n.drain(0);
-    n.drain(1);
+    let mut n = Net::with_hosts([static_host(1), static_host(2)]);
     // Static aes128-gcm: 24 bytes, + 8 for a copy (the signed group key would need 88).
     assert_eq!(n.hosts[0].max_overhead(), 24 + GROUP_COPY_EXTRA);
     let big = broadcast(1, largest(&n, 0));
