@@ -400,6 +400,9 @@ pub struct Host {
     events: VecDeque<Event>,
     /// Sources already reported as unknown, and when (one event per source a minute).
     unknown: BTreeMap<Mac, Instant>,
+    /// [`Host::max_overhead`] for the keys in force (the MTU of the protected side is at most
+    /// `max_frame - 14 -` this).
+    overhead: usize,
 }
 
 /// How often an unknown source or a peer's bad signature is reported at most.
@@ -437,6 +440,7 @@ impl Host {
             transmits: VecDeque::new(),
             events: VecDeque::new(),
             unknown: BTreeMap::new(),
+            overhead: 0,
             cfg,
         };
         host.events.push_back(host.group.reserve_event(None));
@@ -539,6 +543,7 @@ impl Host {
             }
             self.peers.push(p);
         }
+        self.overhead = self.compute_overhead();
         self.by_mac = self
             .peers
             .iter()
@@ -589,6 +594,10 @@ impl Host {
     /// (sessions: every suite they may negotiate), as [`tap_overhead`] counts it: the MTU of
     /// the protected side is at most `max_frame - 14 -` this.
     pub fn max_overhead(&self) -> usize {
+        self.overhead
+    }
+
+    fn compute_overhead(&self) -> usize {
         let mut unicast = self.statics.max_overhead();
         if let Some(s) = &self.cfg.session {
             unicast = unicast.max(session_overhead(&s.handshake));

@@ -10,6 +10,7 @@
 
 use rand_core::CryptoRngCore;
 
+use super::keys::KeyRef;
 use super::{
     Event, Host, PeerId, REPORT_EVERY, Received, RxDrop, is_group, is_group_payload, is_handshake,
     mac_at,
@@ -119,7 +120,7 @@ impl Host {
             let streaming =
                 p.stream.is_some() && p.session.as_deref().is_none_or(|s| s.peer_streams(now));
             // A group copy comes under the peer's own key, never the group key.
-            let own_key = !group && !session && p.unicast.is_some();
+            let own_key = !group && !session && matches!(p.key, KeyRef::Static(_));
             let opener = match (group || session, p.group[0].as_mut(), p.unicast.as_mut()) {
                 (true, Some(g), _) => g.opener(pin.as_ref()),
                 (_, _, Some(u)) => u,

@@ -56,8 +56,8 @@ pub(super) enum OutKind {
     /// group copy).
     Data(Vec<u8>),
     /// A group copy for every peer from this one on (see [`Host::poll_transmit`]): the inner
-    /// frame without its source MAC.
-    GroupCopy(Vec<u8>),
+    /// frame without its source MAC, and the peers whose queue holds the frame instead.
+    GroupCopy(Vec<u8>, Vec<PeerId>),
 }
 
 /// About an established session (for the caller's log line).
@@ -297,16 +297,25 @@ impl SessionPeer {
     }
 
     /// Holds a frame until the session is up (a full queue drops it, counted `no_session`),
-    /// and starts a handshake if one may start.
+    /// and starts a handshake if one may start. A unicast frame names the peer's address even
+    /// when the queue is full; a broadcast (a group copy waiting) names none, and broadcasts
+    /// take at most half the queue, so they never keep out the unicast frame that starts the
+    /// session.
     pub(super) fn enqueue(&mut self, cx: &mut Cx<'_>, frame: &[u8]) {
-        if self.pending.len() >= self.queue {
-            cx.counters.no_session += 1;
+        let group = super::is_group(frame);
+        if self.addr.is_none() && !group {
+            self.addr = addr_from_frame(frame);
+        }
+        let room = if group {
+            let waiting = self.pending.iter().filter(|f| super::is_group(f)).count();
+            waiting < self.queue / 2 && self.pending.len() < self.queue
         } else {
-            // A broadcast's destination is no address of the peer's.
-            if self.addr.is_none() && !super::is_group(frame) {
-                self.addr = addr_from_frame(frame);
-            }
+            self.pending.len() < self.queue
+        };
+        if room {
             self.pending.push_back(frame.to_vec());
+        } else {
+            cx.counters.no_session += 1;
         }
         self.consider(cx);
     }
@@ -754,7 +763,9 @@ impl Host {
     ) -> Option<Transmit> {
         let Outgoing { peer, path, kind } = o;
         let kind = match kind {
-            OutKind::GroupCopy(copy) => return self.seal_group_copy(now, peer.0, copy, out),
+            OutKind::GroupCopy(copy, queued) => {
+                return self.seal_group_copy(now, peer.0, (copy, queued), out);
+            }
             k => k,
         };
         let o = Outgoing { peer, path, kind };
@@ -770,7 +781,7 @@ impl Host {
                 OutKind::Data(frame) => {
                     let _ = self.push_inner(now, o.peer.0, frame);
                 }
-                OutKind::GroupCopy(_) => {}
+                OutKind::GroupCopy(..) => {}
             }
             return None;
         }
@@ -819,6 +830,7 @@ impl Host {
                 }
             }
             OutKind::Data(mut frame) => {
+                let max_frame = self.cfg.max_frame;
                 let s = p.session.as_deref_mut()?;
                 let inner_len = frame.len();
                 let sealed = if super::is_group(&frame) && frame.len() >= 12 {
@@ -830,6 +842,11 @@ impl Host {
                     s.ring().seal(now, &frame, out)
                 };
                 match sealed {
+                    // Larger than the uplink carries: never sent.
+                    Ok(f) if f.len() > max_frame => {
+                        self.counters.tx_unsupported += 1;
+                        return None;
+                    }
                     Ok(f) => {
                         p.counters.tx_frames += 1;
                         p.counters.tx_bytes += inner_len as u64;
@@ -842,7 +859,7 @@ impl Host {
                 }
             }
             // Taken apart above.
-            OutKind::GroupCopy(_) => return None,
+            OutKind::GroupCopy(..) => return None,
         };
         Some(Transmit {
             path,

@@ -97,12 +97,16 @@ impl Host {
             self.counters.malformed += 1;
             return TapResult::Dropped(TapDrop::Malformed);
         };
-        if u16::from_be_bytes([ty[0], ty[1]]) < Protocol::MIN_ETHERTYPE {
-            // An 802.3 length frame: no EtherType to carry (as `Sealer::seal` refuses it).
+        // An 802.3 length frame has no EtherType to carry (as `Sealer::seal` refuses it); a
+        // frame beyond the MTU is refused once, not once per peer.
+        if u16::from_be_bytes([ty[0], ty[1]]) < Protocol::MIN_ETHERTYPE
+            || frame.len() + self.overhead > self.cfg.max_frame
+        {
             self.counters.tx_unsupported += 1;
             return TapResult::Dropped(TapDrop::Unsupported);
         }
         self.counters.group_copies += 1;
+        let mut queued = Vec::new();
         for i in 0..self.peers.len() {
             let waiting = self.peers[i]
                 .session
@@ -110,6 +114,7 @@ impl Host {
                 .is_some_and(|s| s.ring().sealer(now).is_err());
             if waiting {
                 self.with_session(PeerId(i), now, rng, |s, cx| s.enqueue(cx, frame));
+                queued.push(PeerId(i));
             }
         }
         let mut copy = Vec::with_capacity(frame.len() - 6);
@@ -118,7 +123,7 @@ impl Host {
         self.transmits.push_back(Outgoing {
             peer: PeerId(0),
             path: PathId::FIRST,
-            kind: OutKind::GroupCopy(copy),
+            kind: OutKind::GroupCopy(copy, queued),
         });
         TapResult::Queued
     }
@@ -126,18 +131,19 @@ impl Host {
     /// Seals the group copy `copy` for the first peer from `from` on that takes one, and
     /// queues the rest; `None` when no peer from `from` on takes one. A peer takes a copy under
     /// its live session or its static key; a normalized peer whose stream runs had the frame
-    /// in its stream, a session peer without a session holds it in its queue, and a peer on the
-    /// group key cannot take one (a copy under the group key is refused: `tx_unsupported`).
+    /// in its stream, a session peer in `queued` holds it in its queue, a session peer whose
+    /// session stopped sealing since loses it (`no_session`), and a peer on the group key
+    /// cannot take one (a copy under the group key is refused: `tx_unsupported`).
     pub(super) fn seal_group_copy(
         &mut self,
         now: Instant,
         from: usize,
-        copy: Vec<u8>,
+        (copy, queued): (Vec<u8>, Vec<PeerId>),
         out: &mut [u8],
     ) -> Option<Transmit> {
         let src = self.cfg.mac;
         for i in from..self.peers.len() {
-            if self.streams(i, now) {
+            if self.streams(i, now) || queued.contains(&PeerId(i)) {
                 continue;
             }
             let p = &mut self.peers[i];
@@ -146,6 +152,7 @@ impl Host {
             };
             let sealed = if let Some(s) = p.session.as_deref_mut() {
                 let Ok(sealer) = s.ring().sealer(now) else {
+                    p.counters.no_session += 1;
                     continue;
                 };
                 sealer
@@ -174,7 +181,7 @@ impl Host {
                         self.transmits.push_front(Outgoing {
                             peer: PeerId(i + 1),
                             path: PathId::FIRST,
-                            kind: OutKind::GroupCopy(copy),
+                            kind: OutKind::GroupCopy(copy, queued),
                         });
                     }
                     return Some(Transmit {

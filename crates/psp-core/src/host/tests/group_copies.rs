@@ -196,53 +196,139 @@ fn a_group_copy_under_the_group_key_is_not_delivered() {
     assert_eq!(n.delivered[0].len(), delivered);
 }
 
+/// Host `me` with one static-key peer under `key`, an identity and group copies on.
+fn static_host(me: u8, key: &[u8]) -> Host {
+    let (mac, other) = if me == 1 {
+        (MAC_A, MAC_B)
+    } else {
+        (MAC_B, MAC_A)
+    };
+    let cfg = Config {
+        mac,
+        subnets: vec![(ip(me), 24)],
+        paths: 1,
+        max_frame: 1514,
+        session: None,
+        wall_origin: Tai64n::from_unix(1_800_000_000, 0),
+        group_copies: true,
+    };
+    let peer = PeerSpec {
+        name: alloc::format!("vm{}", 3 - me),
+        macs: vec![other],
+        keying: Keying::Static(KeySpec {
+            suite: SuiteId::Aes128Gcm,
+            key: Zeroizing::new(key.to_vec()),
+            sealer: SealerConfig::new(),
+            opener: OpenerConfig::new(),
+        }),
+        paths: 1,
+        normalize: None,
+    };
+    let signer = identity(me).signing_key().unwrap();
+    Host::new(
+        Instant::ZERO,
+        cfg,
+        group_spec(),
+        Some(signer),
+        vec![peer],
+        None,
+    )
+    .unwrap()
+}
 /// Two hosts with static keys (`key_file` peers) and identities: copies go under the static
 /// key.
 #[test]
 fn static_key_peers_take_group_copies_under_their_key() {
-    fn static_host(me: u8) -> Host {
-        let (mac, other) = if me == 1 {
-            (MAC_A, MAC_B)
-        } else {
-            (MAC_B, MAC_A)
-        };
-        let cfg = Config {
-            mac,
-            subnets: vec![(ip(me), 24)],
-            paths: 1,
-            max_frame: 1514,
-            session: None,
-            wall_origin: Tai64n::from_unix(1_800_000_000, 0),
-            group_copies: true,
-        };
-        let peer = PeerSpec {
-            name: alloc::format!("vm{}", 3 - me),
-            macs: vec![other],
-            keying: Keying::Static(KeySpec {
-                suite: SuiteId::Aes128Gcm,
-                key: Zeroizing::new(vec![0x17; 16]),
-                sealer: SealerConfig::new(),
-                opener: OpenerConfig::new(),
-            }),
-            paths: 1,
-            normalize: None,
-        };
-        let signer = identity(me).signing_key().unwrap();
-        Host::new(
-            Instant::ZERO,
-            cfg,
-            group_spec(),
-            Some(signer),
-            vec![peer],
-            None,
-        )
-        .unwrap()
-    }
-    let mut n = Net::with_hosts([static_host(1), static_host(2)]);
+    let mut n = Net::with_hosts([static_host(1, &[0x17; 16]), static_host(2, &[0x17; 16])]);
     // Static aes128-gcm: 24 bytes, + 8 for a copy (the signed group key would need 88).
     assert_eq!(n.hosts[0].max_overhead(), 24 + GROUP_COPY_EXTRA);
     let big = broadcast(1, largest(&n, 0));
     assert_eq!(n.send(0, &big), TapResult::Queued);
     n.settle();
     assert_eq!(n.delivered[1], vec![big]);
+}
+
+/// A peer whose `key_file` is the group key seals its unicast frames under the group key: a copy
+/// under it proves nothing about the sender, so it is not delivered (and none is sent to it).
+#[test]
+fn a_peer_on_the_group_key_neither_takes_nor_gives_group_copies() {
+    let group = [0x42; 16];
+    let mut n = Net::with_hosts([static_host(1, &group), static_host(2, &group)]);
+    let inner = broadcast(2, 100);
+    let data = [&inner[..6], &inner[12..]].concat();
+    let mut sealer = crate::Sealer::new(
+        crate::SuiteKey::new(SuiteId::Aes128Gcm, &group).unwrap(),
+        Seq(u32::MAX - 10),
+        SealerConfig::new(),
+    )
+    .unwrap();
+    let mut out = vec![0u8; 256];
+    let f = sealer
+        .seal_sub(n.now, MAC_A, MAC_B, Protocol::GroupCopy, &data, &mut out)
+        .unwrap()
+        .to_vec();
+    let r = n.deliver(Wire {
+        from: 2,
+        path: PathId::FIRST,
+        frame: f,
+    });
+    assert!(!matches!(r, Received::Deliver { .. }), "{r:?}");
+    assert!(n.delivered[0].is_empty());
+    let big = broadcast(1, 1514 - n.hosts[0].max_overhead());
+    let before = n.hosts[0].counters().tx_unsupported;
+    assert_eq!(n.send(0, &big), TapResult::Queued);
+    n.settle();
+    assert!(n.delivered[1].is_empty());
+    assert_eq!(n.hosts[0].counters().tx_unsupported, before + 1);
+}
+
+/// Large broadcasts queued for a peer without a session take at most half its queue and do not
+/// name its address, so the first unicast frame still gets in, names the address and starts
+/// the session; everything queued then arrives.
+#[test]
+fn queued_broadcasts_never_keep_out_the_frame_that_starts_the_session() {
+    let mut n = Net::new(Opts::default());
+    let mut specs: Vec<PeerSpec> = n.hosts[0].peers().map(|(_, s)| s.clone()).collect();
+    if let Keying::Session { address, .. } = &mut specs[0].keying {
+        *address = None;
+    }
+    n.hosts[0].reconfigure(n.now, group_spec(), specs).unwrap();
+    let big = broadcast(1, largest(&n, 0));
+    for _ in 0..64 {
+        assert_eq!(n.send(0, &big), TapResult::Queued);
+    }
+    n.settle();
+    assert_eq!(n.status(0).pending, 32, "half of the 64-frame queue");
+    assert_eq!(n.counters(0).no_session, 32);
+    assert!(
+        n.wire.is_empty() && !n.status(0).handshaking,
+        "no address: no handshake yet"
+    );
+    assert_eq!(n.send(0, &ping(1, 1)), TapResult::Queued);
+    n.settle();
+    assert!(n.status(0).up);
+    assert_eq!(n.delivered[1].len(), 33);
+    assert_eq!(n.delivered[1].last(), Some(&ping(1, 1)));
+}
+
+/// A frame beyond the MTU that waited for a session is never sent (the uplink could not carry
+/// it): counted `tx_unsupported`.
+#[test]
+fn an_oversize_frame_that_waited_for_the_session_is_not_sent() {
+    let mut n = Net::new(Opts::default());
+    let mut over = ping(1, 1);
+    over.resize(largest(&n, 0) + 20, 0);
+    let mut over_bcast = broadcast(1, largest(&n, 0));
+    over_bcast.resize(largest(&n, 0) + 20, 0);
+    assert_eq!(n.send(0, &over), TapResult::Queued);
+    assert_eq!(
+        n.send(0, &over_bcast),
+        TapResult::Dropped(TapDrop::Unsupported)
+    );
+    assert_eq!(n.send(0, &ping(1, 2)), TapResult::Queued);
+    n.settle();
+    assert!(n.status(0).up);
+    assert_eq!(n.delivered[1], vec![ping(1, 2)]);
+    assert!(n.seen.iter().all(|w| w.frame.len() <= 1514));
+    assert_eq!(n.hosts[0].counters().tx_unsupported, 2);
 }
