@@ -162,6 +162,29 @@ fn a_group_copy_must_name_a_group_and_an_ethertype() {
     assert_eq!(n.counters(0).drops[1], 4);
 }
 
+/// A group copy of a small broadcast "from" host 2 to `dst`, sealed under `key` with sequence
+/// number `seq` by someone who holds that key, delivered to host 1.
+fn insider_copy(n: &mut Net, key: [u8; 16], seq: u32, dst: Mac) -> Received {
+    let inner = broadcast(2, 100);
+    let data = [&inner[..6], &inner[12..]].concat();
+    let mut sealer = crate::Sealer::new(
+        crate::SuiteKey::new(SuiteId::Aes128Gcm, &key).unwrap(),
+        Seq(seq),
+        SealerConfig::new(),
+    )
+    .unwrap();
+    let mut out = vec![0u8; 256];
+    let f = sealer
+        .seal_sub(n.now, dst, MAC_B, Protocol::GroupCopy, &data, &mut out)
+        .unwrap()
+        .to_vec();
+    n.deliver(Wire {
+        from: 2,
+        path: PathId::FIRST,
+        frame: f,
+    })
+}
+
 /// An insider with the group key (no identities) cannot pass a group copy off as a peer's: a
 /// copy counts only under the peer's own key.
 #[test]
@@ -171,26 +194,9 @@ fn a_group_copy_under_the_group_key_is_not_delivered() {
         ..Opts::default()
     });
     up(&mut n);
-    let inner = broadcast(2, 100);
-    let data = [&inner[..6], &inner[12..]].concat();
-    let mut sealer = crate::Sealer::new(
-        crate::SuiteKey::new(SuiteId::Aes128Gcm, &[0x42; 16]).unwrap(),
-        Seq(u32::MAX - 10),
-        SealerConfig::new(),
-    )
-    .unwrap();
-    let mut out = vec![0u8; 256];
     let delivered = n.delivered[0].len();
-    for dst in [MAC_A, [0xff; 6]] {
-        let f = sealer
-            .seal_sub(n.now, dst, MAC_B, Protocol::GroupCopy, &data, &mut out)
-            .unwrap()
-            .to_vec();
-        let r = n.deliver(Wire {
-            from: 2,
-            path: PathId::FIRST,
-            frame: f,
-        });
+    for (seq, dst) in [(u32::MAX - 10, MAC_A), (u32::MAX - 9, [0xff; 6])] {
+        let r = insider_copy(&mut n, [0x42; 16], seq, dst);
         assert!(!matches!(r, Received::Deliver { .. }), "{r:?}");
     }
     assert_eq!(n.delivered[0].len(), delivered);
@@ -254,24 +260,7 @@ fn static_key_peers_take_group_copies_under_their_key() {
 fn a_peer_on_the_group_key_neither_takes_nor_gives_group_copies() {
     let group = [0x42; 16];
     let mut n = Net::with_hosts([static_host(1, &group), static_host(2, &group)]);
-    let inner = broadcast(2, 100);
-    let data = [&inner[..6], &inner[12..]].concat();
-    let mut sealer = crate::Sealer::new(
-        crate::SuiteKey::new(SuiteId::Aes128Gcm, &group).unwrap(),
-        Seq(u32::MAX - 10),
-        SealerConfig::new(),
-    )
-    .unwrap();
-    let mut out = vec![0u8; 256];
-    let f = sealer
-        .seal_sub(n.now, MAC_A, MAC_B, Protocol::GroupCopy, &data, &mut out)
-        .unwrap()
-        .to_vec();
-    let r = n.deliver(Wire {
-        from: 2,
-        path: PathId::FIRST,
-        frame: f,
-    });
+    let r = insider_copy(&mut n, group, u32::MAX - 10, MAC_A);
     assert!(!matches!(r, Received::Deliver { .. }), "{r:?}");
     assert!(n.delivered[0].is_empty());
     let big = broadcast(1, 1514 - n.hosts[0].max_overhead());
