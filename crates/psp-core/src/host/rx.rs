@@ -163,28 +163,24 @@ impl Host {
             self.with_session(pid, now, rng, |s, cx| s.promoted(cx));
         }
         let p = &mut self.peers[pid.0];
-        let opened = match opened {
-            Content::GroupCopy(range, trusted) => match unpack_group_copy(frame, range) {
-                Some(range) => Content::Data(range, trusted),
-                None => {
-                    p.counters.drop_frame(DropReason::Malformed);
-                    return Received::Dropped(RxDrop::Open(pid, DropReason::Malformed));
-                }
-            },
-            other => other,
+        let mut deliver = |range: core::ops::Range<usize>, trusted| {
+            p.counters.rx_frames += 1;
+            p.counters.rx_bytes += range.len() as u64;
+            Received::Deliver {
+                peer: pid,
+                range,
+                trusted,
+            }
         };
         match opened {
-            Content::Data(range, trusted) => {
-                p.counters.rx_frames += 1;
-                p.counters.rx_bytes += range.len() as u64;
-                Received::Deliver {
-                    peer: pid,
-                    range,
-                    trusted,
+            Content::Data(range, trusted) => deliver(range, trusted),
+            Content::GroupCopy(range, trusted) => match unpack_group_copy(frame, range) {
+                Some(range) => deliver(range, trusted),
+                None => {
+                    p.counters.drop_frame(DropReason::Malformed);
+                    Received::Dropped(RxDrop::Open(pid, DropReason::Malformed))
                 }
-            }
-            // Unpacked above.
-            Content::GroupCopy(..) => Received::Consumed,
+            },
             Content::Control | Content::Sub => {
                 p.counters.rx_sub += 1;
                 Received::Consumed
