@@ -4,10 +4,11 @@
 //! SIGINT/SIGTERM stop gracefully). The one place that reads the clock is the driver's
 //! [`Clock`].
 
-use std::os::unix::fs::PermissionsExt as _;
+use std::os::unix::fs::FileTypeExt as _;
 use std::path::PathBuf;
 use std::sync::Arc;
 
+use nix::fcntl::AT_FDCWD;
 use psp_core::handshake::Tai64n;
 use tokio::net::UnixListener;
 use tokio::signal::unix::{SignalKind, signal};
@@ -18,7 +19,7 @@ use crate::config::{Config, ConfigError, LogFormat, UplinkConfig};
 use crate::driver::{Clock, Control, Driver, Parts, build};
 use crate::io::notify::Notifier;
 use crate::io::raw_eth::RawSocket;
-use crate::io::sys::drop_privileges;
+use crate::io::sys::{FileKind, check_ancestors, drop_privileges, lookup_user, set_owner_mode};
 use crate::io::tap::Tap;
 use crate::io::udp::UdpLink;
 use crate::io::{ETHERNET_HEADER_LEN, SLOT_LEN, Uplink};
@@ -66,14 +67,14 @@ pub(crate) fn run(opts: &Options) -> Result<(), DaemonError> {
         None => crate::config::daemon_user(&opts.config),
     };
     if let Some(user) = &run_as
-        && let Ok((uid, _)) = crate::io::sys::lookup_user(user)
+        && let Ok((uid, _)) = lookup_user(user)
     {
         crate::config::allow_key_owner(uid);
     }
     let config = Config::load(&opts.config)?;
     init_logging(&config, opts);
     if let Some(user) = &run_as
-        && let Ok((uid, _)) = crate::io::sys::lookup_user(user)
+        && let Ok((uid, _)) = lookup_user(user)
     {
         let theirs_not = checks::keys_not_owned_by(&config, uid);
         if !theirs_not.is_empty() {
@@ -228,7 +229,7 @@ async fn serve(config: Config, opts: &Options) -> Result<(), DaemonError> {
 
     let notifier = Notifier::from_env().map_err(|e| runtime("systemd notification", e))?;
     let sock_path = config.daemon.status_socket.clone();
-    let listener = bind_status(&sock_path)?;
+    let listener = bind_status(&sock_path, user.is_some())?;
     // Bound before the privilege drop, so a port below 1024 works with `--user`.
     let metrics_listener = match config.metrics {
         Some(m) => Some(
@@ -274,8 +275,18 @@ async fn serve(config: Config, opts: &Options) -> Result<(), DaemonError> {
     })
     .map_err(|e| runtime("pacer thread", e))?;
     if let Some(user) = &user {
-        crate::io::sys::chown_path(&sock_path, user)
-            .map_err(|e| runtime(format_args!("status socket {}", sock_path.display()), e))?;
+        // The socket's directory may be that user's: the socket is changed as itself, never
+        // through a link planted at its name (nor one above it: `bind_status`).
+        let ids = lookup_user(user).map_err(|e| runtime(format_args!("--user {user}"), e))?;
+        set_owner_mode(
+            AT_FDCWD,
+            &sock_path,
+            &sock_path,
+            Some(FileKind::Socket),
+            Some(ids),
+            None,
+        )
+        .map_err(|e| runtime("status socket", e))?;
         drop_privileges(user).map_err(|e| runtime(format_args!("--user {user}"), e))?;
     }
     let mut driver_task = tokio::spawn(driver.run());
@@ -470,20 +481,14 @@ async fn reload(
 }
 
 /// Opens (and locks) the state directory; with `--user`, hands it and its files to that user
-/// first, so the daemon can still write them after dropping privileges.
+/// first, so the daemon can still write them after dropping privileges. That user could have
+/// planted links there: nothing is followed, and what looks planted stops the start
+/// ([`StateDir::open_for`]).
 fn open_state(dir: &std::path::Path, user: Option<&str>) -> Result<StateDir, DaemonError> {
-    if let Some(user) = user {
-        std::fs::create_dir_all(dir)
-            .and_then(|()| std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700)))
-            .map_err(|e| runtime(format_args!("state directory {}", dir.display()), e))?;
-        let entries = std::fs::read_dir(dir)
-            .map_err(|e| runtime(format_args!("state directory {}", dir.display()), e))?;
-        for path in core::iter::once(dir.to_path_buf()).chain(entries.flatten().map(|e| e.path())) {
-            crate::io::sys::chown_path(&path, user)
-                .map_err(|e| runtime(format_args!("state directory {}", dir.display()), e))?;
-        }
-    }
-    StateDir::open(dir).map_err(|e| runtime("state directory", e))
+    let owner = user
+        .map(|u| lookup_user(u).map_err(|e| runtime(format_args!("--user {u}"), e)))
+        .transpose()?;
+    StateDir::open_for(dir, owner).map_err(|e| runtime("state directory", e))
 }
 
 fn add_address(dev: &str, addr: &str) -> Result<(), DaemonError> {
@@ -530,7 +535,9 @@ fn open_uplink(which: &str, config: &UplinkConfig) -> Result<Uplink, DaemonError
     }
 }
 
-fn bind_status(path: &std::path::Path) -> Result<UnixListener, DaemonError> {
+/// Binds the status socket (mode 0660). `handing_over`: with `--user`, the socket goes to that
+/// user later, so the directories above its parent must be root's ([`check_ancestors`]).
+fn bind_status(path: &std::path::Path, handing_over: bool) -> Result<UnixListener, DaemonError> {
     let err = |e: std::io::Error| {
         let hint = checks::hint(checks::Step::StatusSocket, &e);
         runtime(
@@ -541,7 +548,11 @@ fn bind_status(path: &std::path::Path) -> Result<UnixListener, DaemonError> {
     if let Some(dir) = path.parent() {
         std::fs::create_dir_all(dir).map_err(err)?;
     }
-    // A stale socket from a crashed run: remove it, but never a live one.
+    if handing_over {
+        check_ancestors(path).map_err(|e| runtime("status socket", e))?;
+    }
+    // A stale socket from a crashed run: remove it, but never a live one, nor anything else
+    // found at its name.
     if std::os::unix::net::UnixStream::connect(path).is_ok() {
         return Err(runtime(
             format_args!("status socket {}", path.display()),
@@ -549,9 +560,28 @@ fn bind_status(path: &std::path::Path) -> Result<UnixListener, DaemonError> {
              network namespace without a name that shares /run: set [daemon] status_socket)",
         ));
     }
-    let _ = std::fs::remove_file(path);
+    match std::fs::symlink_metadata(path) {
+        Ok(m) if m.file_type().is_socket() => std::fs::remove_file(path).map_err(err)?,
+        Ok(_) => {
+            return Err(runtime(
+                format_args!("status socket {}", path.display()),
+                "something other than a socket is there: move it away or set [daemon] \
+                 status_socket",
+            ));
+        }
+        Err(_) => {}
+    }
     let listener = UnixListener::bind(path).map_err(err)?;
-    std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o660)).map_err(err)?;
+    // Set on the socket itself, never through a link someone put at its name meanwhile.
+    set_owner_mode(
+        AT_FDCWD,
+        path,
+        path,
+        Some(FileKind::Socket),
+        None,
+        Some(0o660),
+    )
+    .map_err(err)?;
     Ok(listener)
 }
 

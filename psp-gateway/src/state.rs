@@ -22,7 +22,7 @@ use std::collections::HashMap;
 use std::fs::File;
 use std::io::{self, Write as _};
 use std::os::fd::OwnedFd;
-use std::os::unix::fs::{MetadataExt as _, PermissionsExt as _};
+use std::os::unix::fs::{DirBuilderExt as _, MetadataExt as _, PermissionsExt as _};
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 
@@ -31,6 +31,8 @@ use nix::sys::stat::Mode;
 use nix::unistd::{UnlinkatFlags, unlinkat};
 use psp_core::Seq;
 use psp_core::host::{Claim, Fingerprint};
+
+use crate::io::sys::{FileKind, check_ancestors, set_owner_mode};
 
 /// Why the state directory (or a file in it) cannot be used.
 #[derive(Debug, thiserror::Error)]
@@ -52,6 +54,10 @@ pub(crate) enum StateError {
         /// The directory.
         path: PathBuf,
     },
+    /// A file root would hand to the user it drops to (`--user`), refused: a link that user
+    /// could have planted, say (the message names the file and the fix).
+    #[error("{0}")]
+    HandOver(io::Error),
     /// The file or directory may be changed by someone other than the daemon's user.
     #[error("{}: {problem}", path.display())]
     Unsafe {
@@ -94,15 +100,59 @@ impl StateDir {
     /// Creates `dir` (mode 0700) if needed, checks who may change it, and takes its lock.
     ///
     /// # Errors
-    /// The directory cannot be created, may be written by others, or is locked by another
-    /// daemon.
+    /// The directory cannot be created, is a symbolic link, may be written by others, or is
+    /// locked by another daemon.
     pub(crate) fn open(dir: &Path) -> Result<Self, StateError> {
-        if !dir.exists() {
-            std::fs::create_dir_all(dir).map_err(io_err(dir))?;
-            std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700))
+        Self::open_for(dir, None)
+    }
+
+    /// [`open`](Self::open) for a root daemon that drops to the user `owner` (uid, gid) after
+    /// start (`--user`): first hands the directory (mode 0700) and its files to that user.
+    ///
+    /// That user owns the directory from the first start on, so it could have planted links
+    /// there for root to follow at the next one. Nothing is followed: the directory is opened
+    /// once without following a final link, and each file is checked and changed through a
+    /// descriptor of its own ([`set_owner_mode`]). A symbolic link, a file with a second hard
+    /// link, anything but a regular file, a file owned by neither root nor that user, and a
+    /// directory whose ancestors someone other than root could change ([`check_ancestors`]) are
+    /// refused by name: the daemon does not start.
+    ///
+    /// # Errors
+    /// As [`open`](Self::open), or a refused file.
+    pub(crate) fn open_for(dir: &Path, owner: Option<(u32, u32)>) -> Result<Self, StateError> {
+        if owner.is_some() {
+            check_ancestors(dir).map_err(StateError::HandOver)?;
+        }
+        let created = matches!(
+            std::fs::symlink_metadata(dir),
+            Err(e) if e.kind() == io::ErrorKind::NotFound
+        );
+        if created {
+            std::fs::DirBuilder::new()
+                .recursive(true)
+                .mode(0o700)
+                .create(dir)
                 .map_err(io_err(dir))?;
         }
-        let fd = open_dir(dir).map_err(io_err(dir))?;
+        let fd = open_dir(dir).map_err(|e| {
+            // O_NOFOLLOW | O_DIRECTORY fails on a link with ELOOP or ENOTDIR: say which it was.
+            if std::fs::symlink_metadata(dir).is_ok_and(|m| m.is_symlink()) {
+                return StateError::Unsafe {
+                    path: dir.to_path_buf(),
+                    problem: "is a symbolic link, not a directory (not followed): give the \
+                              directory's own path"
+                        .into(),
+                };
+            }
+            io_err(dir)(e)
+        })?;
+        if let Some(ids) = owner {
+            hand_over(&fd, dir, ids)?;
+        }
+        if created || owner.is_some() {
+            nix::sys::stat::fchmod(&fd, Mode::from_bits_truncate(0o700))
+                .map_err(|e| io_err(dir)(e.into()))?;
+        }
         let st = nix::sys::stat::fstat(&fd).map_err(|e| io_err(dir)(e.into()))?;
         check_owner_and_mode(dir, st.st_uid, st.st_mode)?;
         let lock_path = dir.join("lock");
@@ -149,6 +199,29 @@ impl StateDir {
     pub(crate) fn write(&self, name: &str, contents: &str) -> Result<(), StateError> {
         write_atomic_in(&self.fd, name, contents.as_bytes()).map_err(io_err(&self.dir.join(name)))
     }
+}
+
+/// Gives the open directory `fd` (at `dir`) and every file in it to `uid`/`gid`, as
+/// [`StateDir::open_for`] says: nothing followed, anything but a regular file refused.
+fn hand_over(fd: &OwnedFd, dir: &Path, ids: (u32, u32)) -> Result<(), StateError> {
+    let dot = Path::new(".");
+    set_owner_mode(fd, dot, dir, Some(FileKind::Directory), Some(ids), None)
+        .map_err(StateError::HandOver)?;
+    // The names only: each is then opened relative to `fd`, never by this path.
+    for entry in std::fs::read_dir(dir).map_err(io_err(dir))? {
+        let name = entry.map_err(io_err(dir))?.file_name();
+        let shown = dir.join(&name);
+        set_owner_mode(
+            fd,
+            Path::new(&name),
+            &shown,
+            Some(FileKind::Regular),
+            Some(ids),
+            None,
+        )
+        .map_err(StateError::HandOver)?;
+    }
+    Ok(())
 }
 
 /// Opens a directory for `*at` calls (not following a final symbolic link).
@@ -428,6 +501,38 @@ mod tests {
             Err(SealError::Unreserved)
         );
         std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    /// With `--user` (root hands the directory over), what the user could have planted is
+    /// refused by name and keeps its owner: the directory as a symbolic link, a FIFO, a
+    /// subdirectory. (Links to files: `root_user_refuses_links_planted_in_the_state_directory`.)
+    #[test]
+    fn hand_over_refuses_what_the_user_could_have_planted() {
+        let dir = temp_dir("handover");
+        std::fs::create_dir_all(&dir).unwrap();
+        let link = dir.with_extension("link");
+        let _ = std::fs::remove_file(&link);
+        std::os::unix::fs::symlink(&dir, &link).unwrap();
+        let nobody = (65534, 65534);
+        let by_link = StateDir::open_for(&link, Some(nobody)).map(drop);
+        nix::unistd::mkfifo(&dir.join("fifo"), Mode::from_bits_truncate(0o600)).unwrap();
+        let by_fifo = StateDir::open_for(&dir, Some(nobody)).map(drop);
+        std::fs::remove_file(dir.join("fifo")).unwrap();
+        std::fs::create_dir(dir.join("sub")).unwrap();
+        let by_dir = StateDir::open_for(&dir, Some(nobody)).map(drop);
+        let owner = std::fs::metadata(dir.join("sub")).unwrap().uid();
+        std::fs::remove_file(&link).unwrap();
+        std::fs::remove_dir_all(&dir).unwrap();
+        let e = by_link.unwrap_err().to_string();
+        assert!(e.contains("is a symbolic link, not a directory"), "{e}");
+        let e = by_fifo.unwrap_err().to_string();
+        assert!(
+            e.contains("fifo is not a regular file, directory or socket"),
+            "{e}"
+        );
+        let e = by_dir.unwrap_err().to_string();
+        assert!(e.contains("sub is a directory, not a regular file"), "{e}");
+        assert_eq!(owner, nix::unistd::geteuid().as_raw());
     }
 
     #[test]

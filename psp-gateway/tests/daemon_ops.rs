@@ -277,6 +277,53 @@ fn root_user_notify_json_logs_and_graceful_stop() {
     );
 }
 
+/// With `--user`, the daemon hands its state directory to that user at start, as root. A
+/// symbolic link or a hard link that user planted there, naming a root-owned file, is refused
+/// by name (the daemon does not start) and the file keeps its owner; without it the daemon
+/// starts.
+#[test]
+fn root_user_refuses_links_planted_in_the_state_directory() {
+    use std::os::unix::fs::MetadataExt as _;
+    let tb = Testbed::up(TestbedOptions::default());
+    let state = tb.dir().join("vm1.state");
+    std::fs::create_dir_all(&state).expect("state directory");
+    let target = tb.dir().join("root-only");
+    std::fs::write(&target, "secret\n").expect("write the target");
+    std::fs::set_permissions(&target, std::fs::Permissions::from_mode(0o600)).expect("chmod");
+    let planted = state.join("seq-00000000000000000000000000000000");
+    type Plant = fn(&std::path::Path, &std::path::Path) -> std::io::Result<()>;
+    let plants: [(&str, Plant); 2] = [
+        ("is a symbolic link", |t, l| {
+            std::os::unix::fs::symlink(t, l)
+        }),
+        ("has 2 hard links", |t, l| std::fs::hard_link(t, l)),
+    ];
+    for (why, plant) in plants {
+        plant(&target, &planted).expect("plant the link");
+        let mut vm1 = tb.spawn(1, &["--user", "nobody"], &[]);
+        let status = vm1.wait_exit(Duration::from_secs(15));
+        let log = vm1.log();
+        let meta = std::fs::metadata(&target).expect("the target");
+        assert_eq!(
+            (meta.uid(), meta.gid()),
+            (0, 0),
+            "the target changed owner; log:\n{log}"
+        );
+        assert_eq!(status.and_then(|s| s.code()), Some(1), "log:\n{log}");
+        assert!(
+            log.contains(&format!("{} {why}", planted.display())),
+            "no `{why}` in the log:\n{log}"
+        );
+        std::fs::remove_file(&planted).expect("remove the link");
+    }
+    let vm1 = tb.start_with(1, &["--user", "nobody"], &[]);
+    let owner = std::fs::metadata(&state).expect("state directory").uid();
+    assert_eq!(owner, 65534, "the state directory is nobody's");
+    let socket = std::fs::symlink_metadata(tb.socket_path(1)).expect("status socket");
+    assert_eq!((socket.uid(), socket.mode() & 0o777), (65534, 0o660));
+    assert!(vm1.stop().success());
+}
+
 #[test]
 fn root_starts_and_carries_traffic_with_ipv6_disabled() {
     // The testbed disables IPv6 in every namespace; check that, then run a UDP uplink bound

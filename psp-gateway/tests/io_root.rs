@@ -688,6 +688,31 @@ fn chown_path_to_nobody() {
     assert!(sys::chown_path(&path, "no-such-user-psp").is_err());
 }
 
+/// `chown_path` never follows a link the daemon's user could have planted: a symbolic link or
+/// a hard link to a root-owned file is refused, by name, and the file keeps its owner.
+#[test]
+fn chown_path_refuses_links_to_a_root_owned_file() {
+    let dir = std::env::temp_dir().join(format!("psp-io-root-links-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir(&dir).unwrap();
+    let target = dir.join("root-only");
+    std::fs::write(&target, b"secret").unwrap();
+    let (soft, hard) = (dir.join("soft"), dir.join("hard"));
+    std::os::unix::fs::symlink(&target, &soft).unwrap();
+    std::fs::hard_link(&target, &hard).unwrap();
+    let by_soft = sys::chown_path(&soft, "nobody");
+    let by_hard = sys::chown_path(&hard, "nobody");
+    let meta = std::fs::metadata(&target).unwrap();
+    std::fs::remove_dir_all(&dir).unwrap();
+    assert_eq!((meta.uid(), meta.gid()), (0, 0), "the target changed owner");
+    let e = by_soft
+        .expect_err("a symbolic link was followed")
+        .to_string();
+    assert!(e.contains("soft is a symbolic link"), "{e}");
+    let e = by_hard.expect_err("a hard link was followed").to_string();
+    assert!(e.contains("hard has 2 hard links"), "{e}");
+}
+
 #[test]
 fn drop_privileges_keeps_open_sockets() {
     run_child("child_drop_privileges", &[]);

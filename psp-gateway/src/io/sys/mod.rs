@@ -12,7 +12,7 @@
 //! | `packet.rs` | AF_PACKET sockets: bind, promiscuous mode, options; [`PacketSocket`] |
 //! | `mmsg.rs` | batched `recvmmsg`/`sendmmsg` into a [`Batch`](super::Batch) |
 //! | `sockaddr.rs` | `SocketAddr` ↔ C socket addresses (through `socket2::SockAddr`) |
-//! | `users.rs` | user lookup, dropping privileges, `chown` to a user |
+//! | `users.rs` | user lookup, dropping privileges, handing a file to a user (never through a link) |
 //! | `netns.rs` | entering a network namespace (tests) |
 //! | `ring.rs` | the raw uplink's `PACKET_MMAP` receive ring (TPACKET_V2) |
 //! | `sched.rs` | timer slack, real-time priority, waiting for writability (the pacer thread) |
@@ -53,4 +53,5 @@ pub use packet::{PacketSocket, Received};
 pub use ring::RxRing;
 pub(crate) use sched::{set_realtime, set_timer_slack_ns, wait_writable};
 pub(crate) use tap::{open_tap, tap_set_offload, tap_set_vnet_hdr_len};
+pub(crate) use users::{FileKind, check_ancestors, set_owner_mode};
 pub use users::{chown_path, current_uids, drop_privileges, lookup_user};
