@@ -18,7 +18,7 @@
 //! restored from an old backup, or reinstalled with the same keys and MAC, can repeat sequence
 //! numbers: rotate the group and `key_file` keys then; docs/GATEWAY.md "State directory").
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::fs::File;
 use std::io::{self, Write as _};
 use std::os::fd::OwnedFd;
@@ -94,6 +94,9 @@ pub(crate) struct StateDir {
     /// Per sequence-number file: the first number no sealer of this process has claimed (the
     /// durable mark in the file).
     claims: Mutex<HashMap<String, u32>>,
+    /// The sequence-number files whose last claim failed ([`StateDir::set_refused`]): kept
+    /// with the claims, since the driver's retry takes a refused key off its list first.
+    refused: Mutex<HashSet<String>>,
 }
 
 impl StateDir {
@@ -181,6 +184,7 @@ impl StateDir {
             fd,
             _lock: lock,
             claims: Mutex::new(HashMap::new()),
+            refused: Mutex::new(HashSet::new()),
         })
     }
 
@@ -190,6 +194,11 @@ impl StateDir {
     /// It cannot be read, or others may write it.
     pub(crate) fn read(&self, name: &str) -> Result<Option<String>, StateError> {
         read_checked_in(&self.fd, &self.dir, name)
+    }
+
+    /// Where `name` is (for messages: files are read and written through the open directory).
+    pub(crate) fn path(&self, name: &str) -> PathBuf {
+        self.dir.join(name)
     }
 
     /// Replaces `name` with `contents`, atomically and durably ([`write_atomic`]).
@@ -359,6 +368,11 @@ fn write_atomic_in(
     result
 }
 
+/// The file holding the reservations of the static key `key`: `seq-<fingerprint in hex>`.
+pub(crate) fn seq_file(key: Fingerprint) -> String {
+    format!("seq-{}", hex::encode(key.0))
+}
+
 /// Sequence numbers one reservation of the group key covers: broadcasts and handshakes are few.
 pub(crate) const GROUP_BLOCK: u32 = 1 << 16;
 /// Sequence numbers one reservation of a `key_file` peer's key covers: one write per half a
@@ -383,7 +397,7 @@ impl StateDir {
         block: u32,
         next: Option<Seq>,
     ) -> Result<Claim, StateError> {
-        let name = format!("seq-{}", hex::encode(key.0));
+        let name = seq_file(key);
         let mut claims = self.claims.lock().unwrap_or_else(|e| e.into_inner());
         let mark = match claims.get(&name) {
             Some(m) => *m,
@@ -397,6 +411,19 @@ impl StateDir {
             from: Seq(from),
             limit: Seq(limit),
         })
+    }
+
+    /// Records whether the last [`claim`](Self::claim) for `key` failed, and returns whether
+    /// that changed: `true` for the first failure after a success (or none yet), and for the
+    /// first success after failures. The driver retries a refused claim every second and logs
+    /// only these changes.
+    pub(crate) fn set_refused(&self, key: Fingerprint, refused: bool) -> bool {
+        let mut set = self.refused.lock().unwrap_or_else(|e| e.into_inner());
+        if refused {
+            set.insert(seq_file(key))
+        } else {
+            set.remove(&seq_file(key))
+        }
     }
 
     fn persisted_or_random(&self, name: &str) -> Result<u32, StateError> {

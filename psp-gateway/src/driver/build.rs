@@ -238,13 +238,7 @@ pub(crate) fn host(
 ) -> Result<(Host, Vec<String>, Vec<Endpoints>), SpecError> {
     let (specs, endpoints) = peers(config, max_frame, udp, |n| tofu.and_then(|t| t.get(n)));
     let names = specs.iter().map(|s| s.name.clone()).collect();
-    let clock_floor = state
-        .read("request-clock")
-        .ok()
-        .flatten()
-        .and_then(|t| hex::decode(t.trim()).ok())
-        .and_then(|b| <[u8; 12]>::try_from(b).ok())
-        .map(Tai64n);
+    let clock_floor = clock_floor(state);
     let host = Host::new(
         now,
         host_config(config, mac, max_frame, wall_origin),
@@ -254,4 +248,44 @@ pub(crate) fn host(
         clock_floor,
     )?;
     Ok((host, names, endpoints))
+}
+
+/// The Request clock's floor the last run saved in `request-clock` (`None`: a first start).
+///
+/// A file that cannot be used (unreadable, others may write it, not a TAI64N label in hex) is
+/// named in a warning and the host starts without a floor, rather than refusing to start. The
+/// floor only keeps this host's Requests newer than the last run's when the wall clock went
+/// back (docs/GATEWAY.md, "State directory"); without it, the worst case is that peers that
+/// took a later Request from this host refuse the next ones as stale until the wall clock
+/// passes it. That costs sessions for a while, never a key or a (key, nonce) pair (session
+/// keys are new at every handshake), so a bad file is not worth an outage. The host asks for a
+/// new floor at its first Request, which replaces the file. (A bad `seq-*` file is another
+/// matter: there a lost mark could repeat sequence numbers, so its key stops instead.)
+fn clock_floor(state: &crate::state::StateDir) -> Option<Tai64n> {
+    const FILE: &str = "request-clock";
+    let problem = match state.read(FILE) {
+        Ok(None) => return None,
+        Ok(Some(text)) => {
+            let text = text.trim();
+            match hex::decode(text)
+                .ok()
+                .and_then(|b| <[u8; 12]>::try_from(b).ok())
+            {
+                Some(label) => return Some(Tai64n(label)),
+                None => format!(
+                    "{}: {} bytes, not 24 hex digits (a TAI64N label)",
+                    state.path(FILE).display(),
+                    text.len()
+                ),
+            }
+        }
+        // The error names the file.
+        Err(e) => e.to_string(),
+    };
+    tracing::warn!(
+        "request-clock: {problem}; starting without the last run's floor: Requests carry the \
+         wall clock alone, so if it went back, peers may refuse them as stale until it passes \
+         the last one they took; the file is rewritten at the first Request"
+    );
+    None
 }

@@ -10,7 +10,7 @@ use psp_core::wire::Seq;
 use super::Driver;
 use crate::config::format_mac;
 use crate::io::{TapIo, UplinkIo};
-use crate::state::{GROUP_BLOCK, UNICAST_BLOCK};
+use crate::state::{GROUP_BLOCK, UNICAST_BLOCK, seq_file};
 
 /// How often a reservation the state directory refused is tried again.
 pub(super) const RESERVE_RETRY: psp_core::time::Duration = psp_core::time::Duration::from_secs(1);
@@ -95,17 +95,26 @@ impl<T: TapIo, U: UplinkIo> Driver<T, U> {
         any
     }
 
-    /// Makes a reservation durable and tells the host (a failed write: logged, and tried again
-    /// every [`RESERVE_RETRY`]; meanwhile the sealer stops at its old limit, frames counted
-    /// `tx_unreserved`).
+    /// Makes a reservation durable and tells the host. A failed write is tried again every
+    /// [`RESERVE_RETRY`] (meanwhile the sealer stops at its old limit, frames counted
+    /// `tx_unreserved`); it is logged once per key when it starts failing, and once when it
+    /// succeeds again ([`StateDir::set_refused`](crate::state::StateDir::set_refused)), not at
+    /// every retry.
     pub(super) fn reserve(&mut self, key: Fingerprint, group: bool, next: Option<Seq>) {
         let block = if group { GROUP_BLOCK } else { UNICAST_BLOCK };
         let claim = match &self.state {
             Some(s) => match s.claim(key, block, next) {
-                Ok(c) => c,
+                Ok(c) => {
+                    if s.set_refused(key, false) {
+                        tracing::info!(file = %seq_file(key), "sequence numbers reserved again: frames under this key go on");
+                    }
+                    c
+                }
                 Err(e) => {
+                    if s.set_refused(key, true) {
+                        tracing::error!(error = %e, "sequence numbers not reserved: frames under this key stop until the state directory is writable (tried again every second; logged again when it works)");
+                    }
                     if !self.unreserved.iter().any(|u| u.0 == key) {
-                        tracing::error!(error = %e, "sequence numbers not reserved: frames under this key stop until the state directory is writable (tried again every second)");
                         self.unreserved.push((key, group, next));
                     }
                     return;
