@@ -160,7 +160,18 @@ async fn serve(config: Config, opts: &Options) -> Result<(), DaemonError> {
         Err(e) if config.peers.iter().any(|p| p.tofu) => {
             return Err(runtime("known_peers", e));
         }
-        Err(_) => None,
+        Err(e) => {
+            // Unused for now; but a reload may add a peer that pins on first use, and its
+            // sessions are then refused (`pin_unsaved`): say so now, not only then.
+            if config.session.is_some() {
+                tracing::warn!(
+                    "known_peers: {e}; not used now (no peer has identity = \"tofu\"), but a \
+                     peer a reload gives identity = \"tofu\" has its sessions refused until the \
+                     file is fixed and the daemon restarted"
+                );
+            }
+            None
+        }
     };
 
     let overhead = build::max_overhead(&config, max_frame);

@@ -31,7 +31,9 @@ pub(crate) fn known_peers_path(config: &Config) -> PathBuf {
 }
 
 impl Tofu {
-    /// Reads `path` (a missing file is empty). Malformed lines are skipped with a warning.
+    /// Reads `path` (a missing file is empty). Malformed lines are skipped with a warning that
+    /// says what that costs (a pin on such a line is lost: that peer is pinned on first use
+    /// again).
     ///
     /// # Errors
     /// The file cannot be read, or another user owns it, or others may write it.
@@ -40,7 +42,12 @@ impl Tofu {
             Some(text) => {
                 let (pins, bad) = parse(&text);
                 for line in bad {
-                    tracing::warn!(file = %path.display(), line, "known_peers: malformed line skipped");
+                    tracing::warn!(
+                        file = %path.display(),
+                        line,
+                        "known_peers: malformed line skipped; a pin it held is lost, and that \
+                         peer is pinned again on first use (fix the line to keep the pin)"
+                    );
                 }
                 pins
             }
@@ -139,5 +146,42 @@ mod tests {
         std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o666)).unwrap();
         assert!(matches!(Tofu::load(&path), Err(StateError::Unsafe { .. })));
         std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    /// A malformed line is named (file, line) with what skipping it costs: a pin it held is
+    /// lost, and that peer is pinned again on first use.
+    #[test]
+    fn a_malformed_line_is_named_with_what_it_costs() {
+        #[derive(Clone, Default)]
+        struct Log(std::sync::Arc<std::sync::Mutex<Vec<u8>>>);
+        impl std::io::Write for Log {
+            fn write(&mut self, b: &[u8]) -> std::io::Result<usize> {
+                self.0.lock().unwrap().extend_from_slice(b);
+                Ok(b.len())
+            }
+            fn flush(&mut self) -> std::io::Result<()> {
+                Ok(())
+            }
+        }
+        let path = std::env::temp_dir().join(format!("psp-tofu-bad-{}", std::process::id()));
+        std::fs::write(&path, "# header\nvm2 0707\n").unwrap();
+        let log = Log::default();
+        let w = log.clone();
+        let sub = tracing_subscriber::fmt()
+            .with_ansi(false)
+            .with_writer(move || w.clone())
+            .finish();
+        let t = tracing::subscriber::with_default(sub, || Tofu::load(&path));
+        std::fs::remove_file(&path).unwrap();
+        assert_eq!(t.unwrap().get("vm2"), None);
+        let text = String::from_utf8(log.0.lock().unwrap().clone()).unwrap();
+        for want in [
+            "WARN",
+            path.to_str().unwrap(),
+            "line=2",
+            "pinned again on first use",
+        ] {
+            assert!(text.contains(want), "no `{want}` in {text}");
+        }
     }
 }

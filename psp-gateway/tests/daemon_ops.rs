@@ -324,6 +324,64 @@ fn root_user_refuses_links_planted_in_the_state_directory() {
     assert!(vm1.stop().success());
 }
 
+/// With `[session]` but no `identity = "tofu"` peer, a `known_peers` the daemon cannot use (here
+/// writable by others) does not stop the start, but is named in a warning that says what a
+/// reload adding such a peer would meet.
+#[test]
+fn root_an_unusable_known_peers_is_named_when_no_peer_needs_it() {
+    let tb = Testbed::up(TestbedOptions {
+        session: true,
+        ..TestbedOptions::default()
+    });
+    let state = tb.dir().join("vm1.state");
+    std::fs::create_dir_all(&state).expect("state directory");
+    std::fs::set_permissions(&state, std::fs::Permissions::from_mode(0o700)).expect("chmod");
+    let known = state.join("known_peers");
+    std::fs::write(&known, "# nobody pinned\n").expect("write known_peers");
+    std::fs::set_permissions(&known, std::fs::Permissions::from_mode(0o666)).expect("chmod");
+    let vm1 = tb.start(1);
+    wait_for_log(&vm1, "known_peers: ");
+    let log = vm1.log();
+    let line = log
+        .lines()
+        .find(|l| l.contains("known_peers: "))
+        .unwrap_or_default();
+    for want in [
+        "WARN",
+        known.to_str().expect("UTF-8"),
+        "lets group or others write it",
+        "identity = \"tofu\"",
+    ] {
+        assert!(line.contains(want), "no `{want}` in {line}");
+    }
+}
+
+/// Something other than a socket at the status socket's path is left alone: the daemon does
+/// not start, and says so (a stale socket from a crashed run is replaced, as before).
+#[test]
+fn root_a_file_at_the_status_socket_path_is_not_removed() {
+    let tb = Testbed::up(TestbedOptions::default());
+    let config = tb.config_path(1);
+    let text = std::fs::read_to_string(&config).expect("vm1.toml");
+    let old = format!("{}", tb.socket_path(1).display());
+    let other = tb.dir().join("not-a-socket");
+    std::fs::write(&other, "keep me\n").expect("write the file");
+    std::fs::write(&config, text.replace(&old, other.to_str().expect("UTF-8"))).expect("config");
+    let mut vm1 = tb.spawn(1, &[], &[]);
+    let status = vm1.wait_exit(Duration::from_secs(15));
+    let log = vm1.log();
+    assert_eq!(
+        std::fs::read_to_string(&other).ok().as_deref(),
+        Some("keep me\n"),
+        "log:\n{log}"
+    );
+    assert_eq!(status.and_then(|s| s.code()), Some(1), "log:\n{log}");
+    assert!(
+        log.contains("something other than a socket is there"),
+        "log:\n{log}"
+    );
+}
+
 #[test]
 fn root_starts_and_carries_traffic_with_ipv6_disabled() {
     // The testbed disables IPv6 in every namespace; check that, then run a UDP uplink bound
