@@ -241,7 +241,8 @@ pub(crate) fn set_owner_mode(
 /// one that is not root's, or that group or others may write without the sticky bit (with it,
 /// the entry below must be root's). Whoever could, could swap the parent for a link to a
 /// directory of root's, which root would then hand over. The parent itself may be anyone's: the
-/// last name is opened without following a link.
+/// last name is opened without following a link. Directories not there yet are fine below a
+/// root-only one (root creates them), refused in a sticky one (anyone could create them first).
 ///
 /// # Errors
 /// The first such directory, with what is wrong; or one cannot be read.
@@ -255,8 +256,12 @@ pub(crate) fn check_ancestors(path: &Path) -> io::Result<()> {
     let refused = |problem: String| io::Error::new(io::ErrorKind::InvalidInput, problem);
     for (i, dir) in above.iter().enumerate() {
         // The directory as resolved: earlier ones were checked, so no one else moves it.
-        let m = std::fs::metadata(dir)
-            .map_err(|e| io::Error::new(e.kind(), format!("{}: {e}", dir.display())))?;
+        let m = match std::fs::metadata(dir) {
+            // Not there yet: root creates it and what is below, in a directory checked above.
+            Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(()),
+            Err(e) => return Err(io::Error::new(e.kind(), format!("{}: {e}", dir.display()))),
+            Ok(m) => m,
+        };
         if m.uid() != 0 {
             return Err(refused(format!(
                 "{} is owned by uid {}, not root: whoever owns it could redirect {} (use a \
@@ -269,11 +274,11 @@ pub(crate) fn check_ancestors(path: &Path) -> io::Result<()> {
         if m.mode() & 0o022 == 0 {
             continue;
         }
+        // Others may write it: only a sticky directory will do, whose entry below is root's
+        // (and exists: anyone could create it first).
         let next = above.get(i + 1).copied().unwrap_or(parent);
-        let next_uid = std::fs::symlink_metadata(next)
-            .map_err(|e| io::Error::new(e.kind(), format!("{}: {e}", next.display())))?
-            .uid();
-        if m.mode() & 0o1000 == 0 || next_uid != 0 {
+        let next_is_roots = std::fs::symlink_metadata(next).is_ok_and(|n| n.uid() == 0);
+        if m.mode() & 0o1000 == 0 || !next_is_roots {
             return Err(refused(format!(
                 "{} may be written by group or others, and {} in it is not a root-owned entry of \
                  a sticky directory: whoever can write it could redirect {} (use a path whose \
@@ -305,7 +310,8 @@ mod tests {
     }
 
     /// Run as root (as CI does): a directory above the parent that another user owns, or that
-    /// others may write without the sticky bit, is refused; the parent itself may be anyone's.
+    /// others may write without the sticky bit, is refused; the parent itself may be anyone's;
+    /// directories not there yet are fine below root's, not in a sticky one.
     #[test]
     fn ancestors_others_could_change_are_refused() {
         use std::os::unix::fs::PermissionsExt as _;
@@ -319,10 +325,12 @@ mod tests {
         let by_owner = check_ancestors(&theirs.join("parent/state"));
         let parent_theirs = check_ancestors(&theirs.join("state"));
         let ok = check_ancestors(&mine.join("parent/state"));
+        let not_yet = check_ancestors(&mine.join("a/b/parent/state"));
         std::fs::set_permissions(&mine, std::fs::Permissions::from_mode(0o777)).unwrap();
         let by_mode = check_ancestors(&mine.join("parent/state"));
         std::fs::set_permissions(&mine, std::fs::Permissions::from_mode(0o1777)).unwrap();
         let sticky = check_ancestors(&mine.join("parent/state"));
+        let sticky_not_yet = check_ancestors(&mine.join("a/parent/state"));
         std::fs::remove_dir_all(&top).unwrap();
         let e = by_owner.unwrap_err().to_string();
         assert!(e.contains("theirs is owned by uid 65534, not root"), "{e}");
@@ -331,6 +339,9 @@ mod tests {
         let e = by_mode.unwrap_err().to_string();
         assert!(e.contains("mine may be written by group or others"), "{e}");
         sticky.unwrap();
+        not_yet.unwrap();
+        let e = sticky_not_yet.unwrap_err().to_string();
+        assert!(e.contains("a in it is not a root-owned entry"), "{e}");
     }
 
     #[test]
