@@ -25,6 +25,7 @@ pub mod adversary;
 pub mod link;
 pub mod pair;
 pub mod rng;
+pub mod sim;
 pub mod traffic;
 
 pub use link::{Link, LinkConfig, LinkStats};

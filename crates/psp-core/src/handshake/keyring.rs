@@ -135,6 +135,12 @@ pub struct Slot {
     expires_at: Instant,
     /// When a previous session stops opening.
     retire_at: Option<Instant>,
+    suite: crate::crypto::SuiteId,
+    two_path: bool,
+    peer_static: Option<[u8; 32]>,
+    /// Public fingerprints ([`SuiteKey::bivn`](crate::crypto::SuiteKey::bivn)) of the send and
+    /// receive keys.
+    fingerprints: ([u8; 20], [u8; 20]),
 }
 
 impl Slot {
@@ -156,6 +162,33 @@ impl Slot {
     /// When the session expires.
     pub fn expires_at(&self) -> Instant {
         self.expires_at
+    }
+
+    /// This host's role in the handshake that made the session.
+    pub fn role(&self) -> Role {
+        self.role
+    }
+
+    /// The session's suite.
+    pub fn suite(&self) -> crate::crypto::SuiteId {
+        self.suite
+    }
+
+    /// Whether SMKEX ran over two paths.
+    pub fn two_path(&self) -> bool {
+        self.two_path
+    }
+
+    /// The peer's long-term public key the handshake took, if any.
+    pub fn peer_static(&self) -> Option<[u8; 32]> {
+        self.peer_static
+    }
+
+    /// Public fingerprints of the send and receive keys (their BIVN, which reveals nothing of
+    /// the keys): two hosts hold the two ends of one session when one's send fingerprint is the
+    /// other's receive fingerprint.
+    pub fn fingerprints(&self) -> ([u8; 20], [u8; 20]) {
+        self.fingerprints
     }
 
     fn live(&self, now: Instant) -> bool {
@@ -198,6 +231,7 @@ impl KeyRing {
         let none = keys.suite() == crate::crypto::SuiteId::None;
         let send = keys.send_key().map_err(|_| InstallError::Refused)?;
         let recv = keys.recv_key().map_err(|_| InstallError::Refused)?;
+        let fingerprints = (*send.bivn(), *recv.bivn());
         let sealer = Sealer::new(
             send,
             keys.initial_seq(),
@@ -224,6 +258,10 @@ impl KeyRing {
             established_at: keys.established_at(),
             expires_at: keys.expires_at(),
             retire_at: None,
+            suite: keys.suite(),
+            two_path: keys.two_path(),
+            peer_static: keys.peer_static(),
+            fingerprints,
         };
         match keys.role() {
             Role::Initiator => {

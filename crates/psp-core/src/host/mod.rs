@@ -73,6 +73,17 @@ use crate::wire::Protocol;
 /// A MAC address.
 pub type Mac = [u8; 6];
 
+/// Where a key ring holds a session ([`Host::key_slots`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum SlotKind {
+    /// The session before the current one, opening during its grace period.
+    Previous,
+    /// The session that seals now.
+    Current,
+    /// Installed by the responder, waiting for the peer's first frame under it.
+    Next,
+}
+
 /// A peer, by its place in the peer list the host was last configured with.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct PeerId(pub usize);
@@ -583,6 +594,17 @@ impl Host {
             .get(peer.0)
             .and_then(|p| p.session.as_ref())
             .map(|s| s.status(now))
+    }
+
+    /// The sessions a session peer's key ring holds (previous, current, next), for inspection:
+    /// ids, roles and key fingerprints, never keys.
+    pub fn key_slots(&self, peer: PeerId) -> impl Iterator<Item = (SlotKind, &handshake::Slot)> {
+        self.peers
+            .get(peer.0)
+            .and_then(|p| p.session.as_deref())
+            .map(|s| s.slots())
+            .into_iter()
+            .flatten()
     }
 
     /// The group key's suite.

@@ -201,6 +201,18 @@ impl SessionPeer {
         }
     }
 
+    /// The ring's sessions, by slot.
+    pub(super) fn slots(&self) -> impl Iterator<Item = (super::SlotKind, &crate::handshake::Slot)> {
+        use super::SlotKind;
+        [
+            (SlotKind::Previous, self.ring.previous()),
+            (SlotKind::Current, self.ring.current()),
+            (SlotKind::Next, self.ring.next()),
+        ]
+        .into_iter()
+        .filter_map(|(k, s)| s.map(|s| (k, s)))
+    }
+
     pub(super) fn ring(&mut self) -> &mut KeyRing {
         &mut self.ring
     }

@@ -1,0 +1,198 @@
+//! [`Scenario`]: what one simulated run may use. A swarm run draws one at random per seed (a
+//! random subset of faults, operator events and attackers: most bugs need only a few of them,
+//! and runs that leave the others out find those bugs faster).
+
+use crate::Rng;
+
+/// How the hosts protect their unicast frames to each other.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum KeyingMix {
+    /// Sessions between every pair.
+    Sessions,
+    /// Host 0 and host 1 share a `key_file` key, host 0 and host 2 use the group key, every
+    /// other pair runs sessions.
+    Mixed,
+}
+
+/// The hosts' long-term identities.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Ids {
+    /// None: any holder of the group key can act as any host.
+    None,
+    /// Every host has one and every peer pins it in its configuration.
+    Configured,
+    /// Every host has one; peers pin it on first use (`identity = "tofu"`).
+    Tofu,
+}
+
+/// The SMKEX policy of every host.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Smkex {
+    /// Single-path SEP.
+    Off,
+    /// Two paths when both sides have them.
+    Prefer,
+    /// Two paths or no session.
+    Require,
+}
+
+/// Faults of the network (until the quiet phase).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default)]
+pub struct Faults {
+    /// Frames lost, per mille.
+    pub loss: u16,
+    /// Frames duplicated, per mille.
+    pub dup: u16,
+    /// The fixed delay of each path, µs.
+    pub delay_us: u32,
+    /// A random extra delay of up to this, µs (frames overtake each other).
+    pub jitter_us: u32,
+}
+
+/// Which operator events a run may have.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default)]
+pub struct Operator {
+    /// Restarts with the state directory intact.
+    pub restart: bool,
+    /// Restarts with the state directory lost or rolled back to an older copy.
+    pub lose_state: bool,
+    /// A crash right after a reservation was written and before the sealer used it.
+    pub crash_mid_reserve: bool,
+    /// Reloads, with the peers unchanged or changed.
+    pub reload: bool,
+    /// Identity rotation: a host gets a new identity and its peers are told, one by one.
+    pub rotate: bool,
+    /// A host's wall clock jumps a day ahead or back (seen at its next start).
+    pub clock_jump: bool,
+    /// Path 2 partitioned for a while, or flapping.
+    pub partition: bool,
+    /// A host removed from every other host's configuration (it stays up: a former peer).
+    pub retire: bool,
+}
+
+/// Which attackers a run has.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default)]
+pub struct Attackers {
+    /// Dolev-Yao on path 1: sees, drops, holds, replays and injects every frame there.
+    pub path1: bool,
+    /// On path 2: sees and injects, cannot drop or delay.
+    pub path2_inject: bool,
+    /// It holds the group key (an insider: a member's key file, or a former member's).
+    pub insider: bool,
+}
+
+/// One run's setting.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct Scenario {
+    /// The seed of every random choice of the run (hosts' RNGs, the network's decisions).
+    pub seed: u64,
+    /// Hosts (3 or 4).
+    pub hosts: u8,
+    /// Keyings.
+    pub keying: KeyingMix,
+    /// Identities.
+    pub ids: Ids,
+    /// SMKEX.
+    pub smkex: Smkex,
+    /// Host 0 and host 1 normalize their traffic to each other.
+    pub normalize: bool,
+    /// Broadcasts too large for the signed group key go as group copies.
+    pub group_copies: bool,
+    /// `[session] rekey_after_s`.
+    pub rekey_after_s: u32,
+    /// `[session] lifetime_s`.
+    pub lifetime_s: u32,
+    /// Background traffic: each host sends a frame to a peer (in turn) this often, ms.
+    pub ping_ms: u32,
+    /// Network faults.
+    pub faults: Faults,
+    /// Operator events.
+    pub operator: Operator,
+    /// Attackers.
+    pub attackers: Attackers,
+}
+
+impl Scenario {
+    /// A quiet three-host network of sessions with configured identities and SMKEX preferred:
+    /// the base the tests start from.
+    pub fn basic(seed: u64) -> Self {
+        Self {
+            seed,
+            hosts: 3,
+            keying: KeyingMix::Sessions,
+            ids: Ids::Configured,
+            smkex: Smkex::Prefer,
+            normalize: false,
+            group_copies: true,
+            rekey_after_s: 120,
+            lifetime_s: 3600,
+            ping_ms: 200,
+            faults: Faults::default(),
+            operator: Operator::default(),
+            attackers: Attackers::default(),
+        }
+    }
+
+    /// A scenario drawn from `seed`: each fault, operator event and attacker is in with
+    /// probability about one half (swarm testing).
+    pub fn random(seed: u64) -> Self {
+        let mut r = Rng::new(seed ^ 0x5ce0_a810);
+        let mut coin = |num: u64| r.below(100) < num;
+        let hosts = if coin(25) { 4 } else { 3 };
+        let keying = if coin(35) {
+            KeyingMix::Mixed
+        } else {
+            KeyingMix::Sessions
+        };
+        let ids = match seed % 3 {
+            0 => Ids::None,
+            1 => Ids::Configured,
+            _ => Ids::Tofu,
+        };
+        let smkex = match (seed / 3) % 3 {
+            0 => Smkex::Off,
+            1 => Smkex::Prefer,
+            _ => Smkex::Require,
+        };
+        let normalize = coin(45);
+        let group_copies = coin(70);
+        let rekey_after_s = if coin(50) { 20 } else { 120 };
+        let lifetime_s = if coin(50) { 90 } else { 3600 };
+        let faults = Faults {
+            loss: if coin(40) { 20 } else { 0 },
+            dup: if coin(30) { 20 } else { 0 },
+            delay_us: if coin(50) { 300 } else { 50 },
+            jitter_us: if coin(40) { 2000 } else { 0 },
+        };
+        let operator = Operator {
+            restart: coin(60),
+            lose_state: coin(20),
+            crash_mid_reserve: coin(20),
+            reload: coin(40),
+            rotate: coin(20),
+            clock_jump: coin(25),
+            partition: coin(35),
+            retire: coin(15),
+        };
+        let attackers = Attackers {
+            path1: coin(50),
+            path2_inject: coin(35),
+            insider: coin(50),
+        };
+        Self {
+            seed,
+            hosts,
+            keying,
+            ids,
+            smkex,
+            normalize,
+            group_copies,
+            rekey_after_s,
+            lifetime_s,
+            ping_ms: 200,
+            faults,
+            operator,
+            attackers,
+        }
+    }
+}
