@@ -20,6 +20,7 @@ pub(crate) mod offload;
 pub(crate) mod state;
 pub(crate) mod status;
 #[doc(hidden)]
+#[cfg(feature = "testing")]
 pub mod testing;
 pub(crate) mod tofu;
 

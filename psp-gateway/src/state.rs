@@ -6,6 +6,7 @@
 //! | `lock` | nothing (`flock`ed while the daemon runs) | two daemons never share the sequence numbers below |
 //! | `seq-<fingerprint>` | the sequence-number high-water mark reserved under one static key (group key, `key_file` peers) | a restarted sender continues above every number it used: a (key, nonce) pair is never used twice, and receivers' replay windows never see it go back |
 //! | `request-clock` | the floor of the next Request timestamp | Requests stay newer than the last run's even if the wall clock went back |
+//! | `replay-floors` | each group-key and `key_file` window's floor (every 10 s while they move, and at a clean stop) | a frame captured before a restart does not open again after it |
 //! | `known_peers` (default place) | trust-on-first-use pins | see `tofu.rs` |
 //!
 //! Every write is atomic and durable ([`write_atomic`]): a new file with a random name created
@@ -445,6 +446,60 @@ impl StateDir {
     }
 }
 
+/// The replay floors as the state directory keeps them (`replay-floors`): one line per window,
+/// `<mac> <key fingerprint> <path> <next>` (hex, hex, 0 or 1, decimal).
+pub(crate) fn format_floors(floors: &[psp_core::host::ReplayFloor]) -> String {
+    let mut s = String::new();
+    for f in floors {
+        s.push_str(&format!(
+            "{} {} {} {}\n",
+            hex::encode(f.mac),
+            hex::encode(f.key.0),
+            f.path,
+            f.next
+        ));
+    }
+    s
+}
+
+/// Reads what [`format_floors`] wrote.
+///
+/// # Errors
+/// A line that is not four fields of the right form (named by its number).
+pub(crate) fn parse_floors(text: &str) -> Result<Vec<psp_core::host::ReplayFloor>, String> {
+    let mut out = Vec::new();
+    for (n, line) in text
+        .lines()
+        .enumerate()
+        .filter(|(_, l)| !l.trim().is_empty())
+    {
+        let bad = || format!("line {}: not `<mac> <key> <path> <next>`", n + 1);
+        let mut it = line.split_whitespace();
+        let (Some(mac), Some(key), Some(path), Some(next), None) =
+            (it.next(), it.next(), it.next(), it.next(), it.next())
+        else {
+            return Err(bad());
+        };
+        let mac = hex::decode(mac)
+            .ok()
+            .and_then(|b| <[u8; 6]>::try_from(b).ok())
+            .ok_or_else(bad)?;
+        let key = hex::decode(key)
+            .ok()
+            .and_then(|b| <[u8; 16]>::try_from(b).ok())
+            .ok_or_else(bad)?;
+        let path = path.parse::<u8>().ok().filter(|p| *p < 2).ok_or_else(bad)?;
+        let next = next.parse::<u32>().map_err(|_| bad())?;
+        out.push(psp_core::host::ReplayFloor {
+            mac,
+            key: Fingerprint(key),
+            path,
+            next,
+        });
+    }
+    Ok(out)
+}
+
 #[cfg(test)]
 mod tests {
     use std::collections::HashSet;
@@ -495,6 +550,24 @@ mod tests {
 
     /// 100 restarts (each a crash after a random number of frames, some past a reservation):
     /// no sequence number, and so no (key, nonce) pair, is ever used twice.
+    #[test]
+    fn replay_floors_round_trip_and_bad_lines_are_named() {
+        let f = psp_core::host::ReplayFloor {
+            mac: [2, 0, 0, 0, 0, 7],
+            key: FP,
+            path: 1,
+            next: 4_000_000_000,
+        };
+        let text = format_floors(&[f, f]);
+        assert_eq!(parse_floors(&text), Ok(vec![f, f]));
+        assert_eq!(parse_floors(""), Ok(vec![]));
+        assert_eq!(
+            parse_floors("020000000007 00 1 5\n"),
+            Err("line 1: not `<mac> <key> <path> <next>`".into())
+        );
+        assert!(parse_floors(&text.replace(" 1 ", " 2 ")).is_err());
+    }
+
     #[test]
     fn a_hundred_restarts_never_repeat_a_sequence_number() {
         let dir = temp_dir("restarts");

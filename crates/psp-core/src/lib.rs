@@ -76,6 +76,7 @@ pub mod handshake;
 #[cfg(feature = "alloc")]
 pub mod host;
 pub mod normalize;
+pub mod plant;
 pub mod primitives;
 pub mod protect;
 pub mod replay;

@@ -7,8 +7,8 @@ use core::net::SocketAddr;
 
 use psp_core::handshake::{self, Identity, KeyRingConfig, Tai64n};
 use psp_core::host::{
-    self, Host, KeySpec, Keying, NormSpec, PeerSpec, Pin, SessionSettings, SpecError,
-    session_overhead,
+    self, Host, KeySpec, Keying, NormSpec, PeerSpec, Pin, ReplayFloor, Resume, SessionSettings,
+    SpecError, session_overhead,
 };
 use psp_core::normalize;
 use psp_core::time::Duration;
@@ -75,6 +75,8 @@ pub(crate) fn host_config(
             rekey_after: s.rekey_after,
             ring,
             queue: s.queue,
+            keepalive: SessionSettings::KEEPALIVE,
+            dead_after: SessionSettings::DEAD_AFTER,
         }
     });
     host::Config {
@@ -238,14 +240,17 @@ pub(crate) fn host(
 ) -> Result<(Host, Vec<String>, Vec<Endpoints>), SpecError> {
     let (specs, endpoints) = peers(config, max_frame, udp, |n| tofu.and_then(|t| t.get(n)));
     let names = specs.iter().map(|s| s.name.clone()).collect();
-    let clock_floor = clock_floor(state);
+    let resume = Resume {
+        clock: clock_floor(state),
+        floors: replay_floors(state),
+    };
     let host = Host::new(
         now,
         host_config(config, mac, max_frame, wall_origin),
         key_spec(&config.group, max_frame),
         signer(config),
         specs,
-        clock_floor,
+        resume,
     )?;
     Ok((host, names, endpoints))
 }
@@ -261,6 +266,26 @@ pub(crate) fn host(
 /// keys are new at every handshake), so a bad file is not worth an outage. The host asks for a
 /// new floor at its first Request, which replaces the file. (A bad `seq-*` file is another
 /// matter: there a lost mark could repeat sequence numbers, so its key stops instead.)
+fn replay_floors(state: &crate::state::StateDir) -> Vec<ReplayFloor> {
+    const FILE: &str = "replay-floors";
+    let problem = match state.read(FILE) {
+        Ok(None) => return Vec::new(),
+        Ok(Some(text)) => match crate::state::parse_floors(&text) {
+            Ok(f) => return f,
+            Err(p) => format!("{}: {p}", state.path(FILE).display()),
+        },
+        Err(e) => e.to_string(),
+    };
+    tracing::warn!(
+        "replay-floors: {problem}; starting without the last run's replay floors: a frame under \
+         the group key or a key_file key captured before this start could open once more; the \
+         file is rewritten within ten seconds"
+    );
+    Vec::new()
+}
+
+/// The Request clock's floor from the state directory (`request-clock`), if any; a file that
+/// cannot be used is named in a warning and the host starts without it.
 fn clock_floor(state: &crate::state::StateDir) -> Option<Tai64n> {
     const FILE: &str = "request-clock";
     let problem = match state.read(FILE) {

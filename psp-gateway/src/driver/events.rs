@@ -3,7 +3,7 @@
 //! `known_peers`, sessions and failures and runtime mismatches to the log (the mismatches at
 //! most once a minute per source, by the host).
 
-use psp_core::host::{Claim, Event, Fingerprint};
+use psp_core::host::{Claim, Event, Fingerprint, ReplayFloor};
 use psp_core::time::Instant;
 use psp_core::wire::Seq;
 
@@ -11,9 +11,6 @@ use super::Driver;
 use crate::config::format_mac;
 use crate::io::{TapIo, UplinkIo};
 use crate::state::{GROUP_BLOCK, UNICAST_BLOCK, seq_file};
-
-/// How often a reservation the state directory refused is tried again.
-pub(super) const RESERVE_RETRY: psp_core::time::Duration = psp_core::time::Duration::from_secs(1);
 
 impl<T: TapIo, U: UplinkIo> Driver<T, U> {
     /// Handles every event the host has; `true` if there was one.
@@ -82,6 +79,23 @@ impl<T: TapIo, U: UplinkIo> Driver<T, U> {
                         "PSP frames from a MAC that is no [[peer]]'s: a peer's `mac =` may be wrong (status: drops.unknown_peer; logged once a minute per MAC)"
                     );
                 }
+                Event::UnknownSources { count, last } => {
+                    tracing::warn!(
+                        count,
+                        last = %format_mac(last),
+                        "PSP frames from more unknown MACs than are logged one by one (64 a minute): a flood of forged sources, or a misconfigured segment (status: drops.unknown_peer; this summary at most once a minute)"
+                    );
+                }
+                Event::SessionDown { peer, silent } => {
+                    let name = self.name(peer.0);
+                    tracing::warn!(
+                        peer = %name,
+                        silent_s = silent.total_micros() / 1_000_000,
+                        "session down: no frame from {name} for {} s while frames were sent to it (the peer stopped, or the path failed); frames to it wait, a new handshake starts",
+                        silent.total_micros() / 1_000_000
+                    );
+                }
+                Event::ReplayFloors(floors) => self.save_floors(&floors),
                 Event::BadSignature(peer) => {
                     let name = self.name(peer.0);
                     tracing::warn!(
@@ -95,8 +109,8 @@ impl<T: TapIo, U: UplinkIo> Driver<T, U> {
         any
     }
 
-    /// Makes a reservation durable and tells the host. A failed write is tried again every
-    /// [`RESERVE_RETRY`] (meanwhile the sealer stops at its old limit, frames counted
+    /// Makes a reservation durable and tells the host. A failed write is asked for again by the
+    /// host a second later ([`psp_core::host::RESERVE_RETRY`]; meanwhile the sealer stops at its old limit, frames counted
     /// `tx_unreserved`); it is logged once per key when it starts failing, and once when it
     /// succeeds again ([`StateDir::set_refused`](crate::state::StateDir::set_refused)), not at
     /// every retry.
@@ -114,9 +128,8 @@ impl<T: TapIo, U: UplinkIo> Driver<T, U> {
                     if s.set_refused(key, true) {
                         tracing::error!(error = %e, "sequence numbers not reserved: frames under this key stop until the state directory is writable (tried again every second; logged again when it works)");
                     }
-                    if !self.unreserved.iter().any(|u| u.0 == key) {
-                        self.unreserved.push((key, group, next));
-                    }
+                    let now = self.clock.now();
+                    self.host.handle_reserve_failed(now, key, group, next);
                     return;
                 }
             },
@@ -129,8 +142,18 @@ impl<T: TapIo, U: UplinkIo> Driver<T, U> {
                 }
             }
         };
-        self.unreserved.retain(|u| u.0 != key);
         self.host.handle_reserved(key, claim);
+    }
+
+    /// Writes the replay floors to the state directory (`replay-floors`); a failure is logged
+    /// (the next start then refuses fewer replays).
+    pub(super) fn save_floors(&self, floors: &[ReplayFloor]) {
+        let Some(s) = &self.state else {
+            return;
+        };
+        if let Err(e) = s.write("replay-floors", &crate::state::format_floors(floors)) {
+            tracing::warn!(error = %e, "replay floors not saved: after a crash, frames captured since the last save could open once more");
+        }
     }
 
     fn name(&self, i: usize) -> String {

@@ -7,8 +7,9 @@
 //! ```text
 //!  TAP ─► handle_tap ─► sealed ─► uplink (path 1)            (with normalized peers: the pacer
 //!  uplink 1/2 ─► handle_uplink ─► inner frames ─► TAP          thread is path 1's one writer)
-//!  timer ─► handle_timeout;  after each: poll_transmit ─► uplinks, poll_departure ─► pacer,
-//!  poll_event ─► state directory (reservations, pins, clock), logs
+//!  poll_timeout ─► handle_timeout;  after each: poll_transmit ─► uplinks (a normalized frame,
+//!  with its slot, ─► pacer), poll_event ─► state directory (reservations, pins, clock, replay
+//!  floors), logs
 //! ```
 //!
 //! | file | what it holds |
@@ -25,20 +26,18 @@ pub(crate) mod pacer;
 pub(crate) mod snapshot;
 
 use core::net::SocketAddr;
-use std::collections::VecDeque;
 use std::io;
 use std::sync::Arc;
 
 use psp_core::handshake::PathId;
-use psp_core::host::{Dest, Fingerprint, Host, PeerId, Received, TapJob, TapResult};
+use psp_core::host::{Dest, Host, PeerId, Received, TapJob, TapResult};
 use psp_core::time::{Duration, Instant};
-use psp_core::wire::Seq;
 use rand_core::CryptoRngCore;
 use tokio::sync::{mpsc, oneshot};
 
 use self::build::Endpoints;
 use self::pacer::{Departure, Pacer};
-use crate::io::{BATCH, Batch, SLOT_LEN, TapIo, UplinkIo};
+use crate::io::{BATCH, Batch, TapIo, UplinkIo};
 use crate::state::StateDir;
 use crate::tofu::Tofu;
 
@@ -105,12 +104,13 @@ pub(crate) struct IoCounters {
     pub(crate) pacer_dropped: u64,
 }
 
-/// Where departures go: the pacer thread (the daemon), or this task itself at their time
-/// (tests under paused time).
+/// Where departures go: the pacer thread (the daemon), or (tests under paused time, feature
+/// `testing`) a task that sends each at its slot on tokio's clock.
 #[derive(Debug)]
 enum Departures {
     Thread(Pacer),
-    Inline(VecDeque<(Instant, Vec<u8>, Option<SocketAddr>)>),
+    #[cfg(feature = "testing")]
+    Task(mpsc::UnboundedSender<(Instant, Vec<u8>, Option<SocketAddr>)>),
 }
 
 /// The driver of one host.
@@ -129,9 +129,6 @@ pub(crate) struct Driver<T: TapIo, U: UplinkIo> {
     ctl: mpsc::Receiver<Control>,
     rng: Box<dyn CryptoRngCore + Send>,
     io: IoCounters,
-    /// Reservations the state directory refused, tried again at `retry_at`.
-    unreserved: Vec<(Fingerprint, bool, Option<Seq>)>,
-    retry_at: Instant,
     max_frame: usize,
     udp: bool,
 }
@@ -169,7 +166,7 @@ impl<T: TapIo, U: UplinkIo> Driver<T, U> {
     /// # Errors
     /// The pacer thread cannot be spawned.
     pub(crate) fn new(p: Parts<T, U>) -> io::Result<Self> {
-        let departures = departures_for(&p.host, p.pacer_thread, &p.uplinks[0])?;
+        let departures = departures_for(&p.host, p.pacer_thread, &p.uplinks[0], p.clock)?;
         let udp = p.uplinks[0].is_addressed();
         Ok(Self {
             host: p.host,
@@ -185,8 +182,6 @@ impl<T: TapIo, U: UplinkIo> Driver<T, U> {
             ctl: p.ctl,
             rng: p.rng,
             io: IoCounters::default(),
-            unreserved: Vec::new(),
-            retry_at: Instant::ZERO,
             max_frame: p.max_frame,
             udp,
         })
@@ -217,10 +212,20 @@ impl<T: TapIo, U: UplinkIo> Driver<T, U> {
         let mut delivered = Batch::new(BATCH);
         self.after(&mut out).await;
         loop {
-            let wake = self.clock.tokio_at(self.next_deadline());
+            let now = self.clock.now();
+            let next = self
+                .host
+                .poll_timeout()
+                .unwrap_or(now + Duration::from_secs(3600));
+            let wake = self.clock.tokio_at(next);
             tokio::select! {
                 c = self.ctl.recv() => match c {
-                    None => return Ok(()),
+                    None => {
+                        // A clean stop: the exact replay floors, so no frame seen before it
+                        // opens again after the next start.
+                        self.save_floors(&self.host.replay_floors());
+                        return Ok(());
+                    }
                     Some(c) => self.control(c),
                 },
                 r = tap.recv_batch(&mut tap_in, &mut reader) => {
@@ -245,28 +250,6 @@ impl<T: TapIo, U: UplinkIo> Driver<T, U> {
             }
             self.after(&mut out).await;
         }
-    }
-
-    /// The next instant something is due: a host timer, a normalized frame to prepare, an
-    /// inline departure.
-    fn next_deadline(&self) -> Instant {
-        let now = self.clock.now();
-        let far = now + Duration::from_secs(3600);
-        let mut t = self.host.poll_timeout().unwrap_or(far);
-        if self.departures.is_some()
-            && let Some(prepare) = self.host.poll_departure_timeout()
-        {
-            t = t.min(prepare);
-        }
-        if let Some(Departures::Inline(q)) = &self.departures
-            && let Some((at, ..)) = q.front()
-        {
-            t = t.min(*at);
-        }
-        if !self.unreserved.is_empty() {
-            t = t.min(self.retry_at);
-        }
-        t
     }
 
     fn control(&mut self, c: Control) {
@@ -294,8 +277,9 @@ impl<T: TapIo, U: UplinkIo> Driver<T, U> {
             .map_err(|e| e.to_string())?;
         if self.departures.is_none() {
             // The first normalized peer came with this reload: its stream needs a pacer.
-            self.departures = departures_for(&self.host, self.pacer_thread, &self.uplinks[0])
-                .map_err(|e| format!("the pacer thread: {e}"))?;
+            self.departures =
+                departures_for(&self.host, self.pacer_thread, &self.uplinks[0], self.clock)
+                    .map_err(|e| format!("the pacer thread: {e}"))?;
         }
         self.names = self.host.peers().map(|(_, s)| s.name.clone()).collect();
         self.endpoints = endpoints;
@@ -400,102 +384,83 @@ impl<T: TapIo, U: UplinkIo> Driver<T, U> {
         }
     }
 
-    /// After every wake-up: what the host has to send, departures for the pacer, events.
+    /// After every wake-up: what the host has to say (events first: a sealer's first
+    /// reservation comes before its first frame), then what it has to send, sealed straight
+    /// into the batch of path 1 (a path-2 message is moved to its own batch, a normalized frame
+    /// handed to the pacer with its slot).
     async fn after(&mut self, out: &mut Batch) {
+        let mut path2 = Batch::new(BATCH);
         for _ in 0..64 {
             let now = self.clock.now();
-            if !self.unreserved.is_empty() && now >= self.retry_at {
-                self.retry_at = now + events::RESERVE_RETRY;
-                for (key, group, next) in core::mem::take(&mut self.unreserved) {
-                    self.reserve(key, group, next);
-                }
-            }
-            // Events first: a sealer's first reservation comes before its first frame.
             let mut busy = self.events(now);
-            // Messages (handshakes, keepalives, frames that waited), per path.
-            for path in [PathId::FIRST, PathId::SECOND] {
-                out.clear();
-                let mut others = Vec::new();
-                let mut slot = vec![0u8; SLOT_LEN];
-                while let Some(t) = self.host.poll_transmit(now, &mut slot) {
-                    busy = true;
-                    let addr = match t.dest {
-                        Dest::Peer(p) => self.endpoint(p, t.path),
-                        Dest::Group => None,
-                    };
-                    if t.path == path {
-                        let f = &slot[..t.len];
-                        out.push_with(addr, |s| {
-                            s[..f.len()].copy_from_slice(f);
-                            Some(f.len())
-                        });
-                        if out.is_full() {
-                            self.send(path, out).await;
-                            out.clear();
-                        }
-                    } else {
-                        others.push((t, addr, slot[..t.len].to_vec()));
-                    }
-                }
-                self.send(path, out).await;
-                // The other path's, in order, through the same code.
-                for (t, addr, f) in others {
-                    out.clear();
-                    out.push_with(addr, |s| {
-                        s[..f.len()].copy_from_slice(&f);
+            out.clear();
+            path2.clear();
+            loop {
+                let mut got = None;
+                let host = &mut self.host;
+                let rng = &mut *self.rng;
+                out.push_with(None, |slot| {
+                    got = host.poll_transmit(now, slot, rng);
+                    got.map(|t| t.len)
+                });
+                let Some(t) = got else {
+                    break;
+                };
+                busy = true;
+                let i = out.len() - 1;
+                let addr = match t.dest {
+                    Dest::Peer(p) => self.endpoint(p, t.path),
+                    Dest::Group => None,
+                };
+                if let Some(at) = t.at {
+                    self.depart(at, out.frame(i), addr);
+                    out.set_len(i);
+                } else if t.path == PathId::SECOND {
+                    let f = out.frame(i);
+                    path2.push_with(addr, |s| {
+                        s[..f.len()].copy_from_slice(f);
                         Some(f.len())
                     });
-                    self.send(t.path, out).await;
+                    out.set_len(i);
+                    if path2.is_full() {
+                        self.send(PathId::SECOND, &path2).await;
+                        path2.clear();
+                    }
+                } else {
+                    out.set_addr(i, addr);
+                }
+                if out.is_full() {
+                    self.send(PathId::FIRST, out).await;
+                    out.clear();
                 }
             }
-            busy |= self.departures(now).await;
+            self.send(PathId::FIRST, out).await;
+            self.send(PathId::SECOND, &path2).await;
             if !busy {
                 return;
             }
         }
     }
 
-    /// Normalized frames due within their stream's lead (`[normalize] lead_ms`), sealed and handed to the pacer (or, inline,
-    /// kept until their time); inline departures whose time has come are sent.
-    async fn departures(&mut self, now: Instant) -> bool {
-        let Some(d) = self.departures.as_mut() else {
-            return false;
-        };
-        let mut any = false;
-        let mut buf = [0u8; SLOT_LEN];
-        while let Some(dep) = self.host.poll_departure(now, &mut buf) {
-            any = true;
-            let addr = self.endpoints.get(dep.peer.0).and_then(|e| e.path1);
-            match d {
-                Departures::Thread(p) => {
-                    let mut frame = p.buffer();
-                    frame.extend_from_slice(&buf[..dep.len]);
-                    let at = Some(self.clock.std_at(dep.at));
-                    if !p.send(Departure { at, frame, addr }) {
-                        self.io.pacer_dropped += 1;
-                    }
-                }
-                Departures::Inline(q) => q.push_back((dep.at, buf[..dep.len].to_vec(), addr)),
-            }
-        }
-        if let Some(Departures::Inline(q)) = &mut self.departures {
-            let mut out = Batch::new(1);
-            while q.front().is_some_and(|(at, ..)| *at <= now) {
-                let Some((_, f, addr)) = q.pop_front() else {
-                    break;
-                };
-                out.clear();
-                out.push_with(addr, |s| {
-                    s[..f.len()].copy_from_slice(&f);
-                    Some(f.len())
-                });
-                if let Err(e) = self.uplinks[0].send_batch(&out).await {
-                    self.io.tx_error += 1;
-                    tracing::debug!(error = %e, "normalized frame not sent");
+    /// A normalized frame for the pacer, to leave at `at`.
+    fn depart(&mut self, at: Instant, frame: &[u8], addr: Option<SocketAddr>) {
+        match &self.departures {
+            Some(Departures::Thread(p)) => {
+                let mut f = p.buffer();
+                f.extend_from_slice(frame);
+                let at = Some(self.clock.std_at(at));
+                if !p.send(Departure { at, frame: f, addr }) {
+                    self.io.pacer_dropped += 1;
                 }
             }
+            #[cfg(feature = "testing")]
+            Some(Departures::Task(tx)) => {
+                if tx.send((at, frame.to_vec(), addr)).is_err() {
+                    self.io.pacer_dropped += 1;
+                }
+            }
+            None => self.io.pacer_dropped += 1,
         }
-        any
     }
 
     /// Sends `out` on `path` (with a pacer thread, path 1's frames go through it: one writer).
@@ -553,17 +518,22 @@ impl<T: TapIo, U: UplinkIo> Driver<T, U> {
 }
 
 /// Where normalized departures go: nowhere without normalized peers, else the pacer thread
-/// (`thread`) or this task.
+/// (`thread`), or (tests, feature `testing`) a task on tokio's clock.
 fn departures_for<U: UplinkIo>(
     host: &Host,
     thread: bool,
     uplink: &Arc<U>,
+    clock: Clock,
 ) -> io::Result<Option<Departures>> {
+    let _ = clock;
     Ok(
         match (host.peers().any(|(_, s)| s.normalize.is_some()), thread) {
             (false, _) => None,
             (true, true) => Some(Departures::Thread(Pacer::spawn(Arc::clone(uplink))?)),
-            (true, false) => Some(Departures::Inline(VecDeque::new())),
+            #[cfg(feature = "testing")]
+            (true, false) => Some(Departures::Task(pacer::task(Arc::clone(uplink), clock))),
+            #[cfg(not(feature = "testing"))]
+            (true, false) => None,
         },
     )
 }

@@ -1,12 +1,13 @@
 //! The pacer thread: sends each normalized stream's frames at their slots. The host seals them
-//! ahead of time ([`psp_core::host::Host::poll_departure`], in the driver task); this thread only
+//! ahead of time ([`psp_core::host::Host::poll_transmit`] gives them with their slot, in the
+//! driver task); this thread only
 //! waits for each slot and sends, so a departure time depends on the slot alone, never on what
 //! the driver was doing (the departure-timing test in `tests/leakage.rs` checks it). With
 //! normalized peers this thread is the uplink's only writer: the driver hands it its other
 //! frames too, to send at once.
 //!
 //! ```text
-//!  driver task: poll_departure (lead_ms ahead) ─► (slot, frame) ─► channel ─┐
+//!  driver task: poll_transmit (lead_ms ahead) ─► (slot, frame) ─► channel ─┐
 //!               other frames ─────────────► (now, frame) ─► channel ─┤
 //!  pacer thread: sleep until a margin before the earliest slot ─► spin ─► send ◄┘
 //! ```
@@ -25,6 +26,38 @@ use std::thread;
 use std::time::Instant as StdInstant;
 
 use crate::io::{Batch, UplinkIo};
+
+/// The pacer of the in-memory gateways (feature `testing`, tokio's paused clock): a task that
+/// sends each frame at its slot, in the order they come, until the driver stops.
+#[cfg(feature = "testing")]
+pub(crate) fn task<U: UplinkIo + Send + Sync + 'static>(
+    uplink: Arc<U>,
+    clock: super::Clock,
+) -> tokio::sync::mpsc::UnboundedSender<(psp_core::time::Instant, Vec<u8>, Option<SocketAddr>)> {
+    let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<(
+        psp_core::time::Instant,
+        Vec<u8>,
+        Option<SocketAddr>,
+    )>();
+    tokio::spawn(async move {
+        let mut out = Batch::new(1);
+        while let Some((at, f, addr)) = rx.recv().await {
+            tokio::time::sleep_until(clock.tokio_at(at)).await;
+            // The driver stopped (its gateway did): what it prepared dies with it, as the
+            // pacer thread's queue does.
+            if rx.is_closed() {
+                break;
+            }
+            out.clear();
+            out.push_with(addr, |s| {
+                s[..f.len()].copy_from_slice(&f);
+                Some(f.len())
+            });
+            let _ = uplink.send_batch(&out).await;
+        }
+    });
+    tx
+}
 
 /// The `SCHED_FIFO` priority asked for (low among real-time threads: above every normal one).
 const PRIORITY: i32 = 10;

@@ -273,6 +273,9 @@ impl KeyRing {
                 }
                 self.promote(now, slot);
             }
+            Role::Responder if crate::plant::on(crate::plant::Bug::OneWayInstall) => {
+                self.promote(now, slot);
+            }
             Role::Responder => self.next = Some(slot),
         }
         Ok(())
@@ -431,6 +434,23 @@ impl KeyRing {
         let life = s.expires_at.saturating_since(s.established_at);
         s.established_at
             + Duration::from_micros(life.total_micros().saturating_sub(margin.total_micros()))
+    }
+
+    /// The current session stops sealing (its peer fell silent): it becomes *previous* and
+    /// still opens during its grace period; a waiting *next* stays.
+    pub fn retire_current(&mut self, now: Instant) {
+        if let Some(mut cur) = self.current.take() {
+            cur.retire_at = Some((now + self.cfg.grace).min(cur.expires_at));
+            self.previous = Some(cur);
+        }
+    }
+
+    /// Drops every session (the peer lost its keys: nothing under them will come again, and
+    /// nothing may be sealed under them).
+    pub fn clear(&mut self) {
+        self.previous = None;
+        self.current = None;
+        self.next = None;
     }
 
     /// The sealer of the current session (promoting a waiting *next* session if the current one

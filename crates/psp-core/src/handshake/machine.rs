@@ -180,6 +180,7 @@ impl Handshake {
                 flags: Flags {
                     two_path,
                     smkex_required: cfg.smkex == SmkexMode::Required,
+                    rekey: cfg.rekey,
                 },
                 paths: cfg.paths.max(1),
                 initiator_mac: cfg.local_mac,
@@ -245,6 +246,22 @@ impl Handshake {
         rng: &mut dyn CryptoRngCore,
     ) -> Result<Self, FailReason> {
         let request = Repr::parse_bytes(bytes).map_err(|_| FailReason::BadMessage)?;
+        Self::respond_parsed(now, cfg, peer, path, request, rng)
+    }
+
+    /// As [`respond`](Self::respond), with the request already parsed (a caller that looked
+    /// at it first parses it once).
+    ///
+    /// # Errors
+    /// As [`respond`](Self::respond).
+    pub fn respond_parsed(
+        now: Instant,
+        cfg: Config,
+        peer: Peer,
+        path: PathId,
+        request: Repr,
+        rng: &mut dyn CryptoRngCore,
+    ) -> Result<Self, FailReason> {
         let Body::Request(req) = request.body else {
             return Err(FailReason::BadMessage);
         };
@@ -363,6 +380,11 @@ impl Handshake {
         }
     }
 
+    /// Whether a message waits for [`poll_transmit`](Self::poll_transmit).
+    pub fn has_transmit(&self) -> bool {
+        self.pending.iter().any(|p| *p)
+    }
+
     /// Whether the handshake is over and may be dropped (established or failed, nothing left to
     /// send, and a responder's linger time is up).
     pub fn is_closed(&self) -> bool {
@@ -386,6 +408,14 @@ impl Handshake {
         bytes: &[u8],
     ) -> Result<(), Ignored> {
         let repr = Repr::parse_bytes(bytes).map_err(Ignored::Malformed)?;
+        self.handle_parsed(now, path, repr)
+    }
+
+    /// As [`handle_message`](Self::handle_message), with the message already parsed.
+    ///
+    /// # Errors
+    /// As [`handle_message`](Self::handle_message), but for a malformed message.
+    pub fn handle_parsed(&mut self, now: Instant, path: PathId, repr: Repr) -> Result<(), Ignored> {
         if repr.initiator_id != self.ids.initiator {
             return Err(Ignored::WrongIds);
         }

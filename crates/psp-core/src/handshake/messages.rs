@@ -218,13 +218,18 @@ pub struct Flags {
     pub two_path: bool,
     /// The sender refuses a single-path session.
     pub smkex_required: bool,
+    /// The sender holds a live session with the responder: this handshake replaces it (a
+    /// rekey). Clear: the sender has none (a first session, or it lost its keys, e.g. it
+    /// restarted), so the responder's current session with it is dead.
+    pub rekey: bool,
 }
 
 impl Flags {
     const TWO_PATH: u8 = 0x01;
     const REQUIRED: u8 = 0x02;
     const STATIC_KEY: u8 = 0x04;
-    const KNOWN: u8 = Self::TWO_PATH | Self::REQUIRED | Self::STATIC_KEY;
+    const REKEY: u8 = 0x08;
+    const KNOWN: u8 = Self::TWO_PATH | Self::REQUIRED | Self::STATIC_KEY | Self::REKEY;
 
     fn bits(self, static_key: bool) -> u8 {
         (if self.two_path { Self::TWO_PATH } else { 0 })
@@ -234,6 +239,7 @@ impl Flags {
                 0
             })
             | (if static_key { Self::STATIC_KEY } else { 0 })
+            | (if self.rekey { Self::REKEY } else { 0 })
     }
 }
 
@@ -598,6 +604,7 @@ fn parse_request(r: &mut Reader<'_>) -> Result<RequestRepr> {
         flags: Flags {
             two_path: flags & Flags::TWO_PATH != 0,
             smkex_required: flags & Flags::REQUIRED != 0,
+            rekey: flags & Flags::REKEY != 0,
         },
         paths,
         initiator_mac,
@@ -720,6 +727,7 @@ mod tests {
                 flags: Flags {
                     two_path: true,
                     smkex_required: false,
+                    rekey: false,
                 },
                 paths: 2,
                 initiator_mac: [2, 0x50, 0x53, 0, 0, 1],

@@ -123,6 +123,10 @@ pub struct Config {
     /// binding tags do). Meant for a reliable transport; it survives loss (the flights are
     /// repeated) but a responder answers repeats only until `timeout`.
     pub compact: bool,
+    /// This host holds a live session with the peer, which the handshake replaces: the Request
+    /// says so (flag 0x08), and a responder that finds it clear knows the initiator lost its
+    /// keys (it restarted). Set per handshake by the caller; off by default.
+    pub rekey: bool,
 }
 
 impl Config {
@@ -144,6 +148,7 @@ impl Config {
             max_rto: Duration::from_secs(4),
             timeout: Duration::from_secs(15),
             compact: false,
+            rekey: false,
         }
     }
 

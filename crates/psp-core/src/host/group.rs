@@ -41,6 +41,17 @@ impl GroupOpener {
         &mut self.opener
     }
 
+    /// The highest sequence number its window accepted, if any.
+    pub fn highest(&self) -> Option<u32> {
+        self.opener.replay_window().highest()
+    }
+
+    /// Starts its window over at `next`: everything below is refused (a floor persisted
+    /// before a restart, or an opener's that a reload replaced).
+    pub fn restart_at(&mut self, next: u32) {
+        self.opener.restart_replay_window(next);
+    }
+
     /// The pin signatures are checked against, if any.
     pub fn pin(&self) -> Option<&[u8; 32]> {
         self.pin.as_ref()

@@ -62,7 +62,7 @@ impl KeySpec {
     }
 
     /// A sealer under this key that may seal nothing yet (its limit is its start, 0).
-    pub(super) fn sealer(&self, peer: &str) -> Result<Sealer, SpecError> {
+    pub(crate) fn sealer(&self, peer: &str) -> Result<Sealer, SpecError> {
         let mut s =
             Sealer::new(self.suite_key(peer)?, Seq(0), self.sealer).map_err(|_| SpecError {
                 peer: peer.into(),
@@ -73,7 +73,7 @@ impl KeySpec {
     }
 
     /// An opener under this key with an empty window, for frames up to `max_frame` bytes.
-    pub(super) fn opener(&self, peer: &str, max_frame: usize) -> Result<Opener, SpecError> {
+    pub(crate) fn opener(&self, peer: &str, max_frame: usize) -> Result<Opener, SpecError> {
         Opener::new(
             self.suite_key(peer)?,
             self.opener.with_max_frame_len(max_frame),
@@ -100,10 +100,10 @@ pub struct Claim {
 
 /// One sealer of a static key and where its reservations stand.
 #[derive(Debug)]
-pub(super) struct Reserved {
+pub(crate) struct Reserved {
     spec: KeySpec,
     fingerprint: Fingerprint,
-    pub(super) sealer: Sealer,
+    pub(crate) sealer: Sealer,
     /// The length of the last claim (when less than half is left, ask for the next).
     claim_len: u32,
     /// A reservation was asked for and not answered yet.
@@ -122,14 +122,16 @@ impl Reserved {
     }
 
     fn reserved(&mut self, claim: Claim) {
-        self.sealer.skip_to(claim.from);
+        if !crate::plant::on(crate::plant::Bug::ReuseReservation) {
+            self.sealer.skip_to(claim.from);
+        }
         self.sealer.set_seq_limit(Some(claim.limit));
         self.claim_len = claim.limit.0.saturating_sub(claim.from.0);
         self.asked = false;
     }
 
     /// After sealing: asks for the next block when less than half of the last is left.
-    pub(super) fn due(&mut self, group: bool) -> Option<Event> {
+    pub(crate) fn due(&mut self, group: bool) -> Option<Event> {
         if self.asked {
             return None;
         }
@@ -150,12 +152,12 @@ impl Reserved {
 /// The group key's sealer (broadcasts, multicasts, handshake messages, peers without a key of
 /// their own), signing with this host's identity when it has one.
 #[derive(Debug)]
-pub(super) struct GroupSealer {
-    pub(super) r: Reserved,
+pub(crate) struct GroupSealer {
+    pub(crate) r: Reserved,
 }
 
 impl GroupSealer {
-    pub(super) fn new(spec: &KeySpec, signer: Option<SigningKey>) -> Result<Self, SpecError> {
+    pub(crate) fn new(spec: &KeySpec, signer: Option<SigningKey>) -> Result<Self, SpecError> {
         let mut sealer = spec.sealer("group")?;
         sealer.set_signer(signer);
         Ok(Self {
@@ -163,23 +165,23 @@ impl GroupSealer {
         })
     }
 
-    pub(super) fn spec(&self) -> &KeySpec {
+    pub(crate) fn spec(&self) -> &KeySpec {
         &self.r.spec
     }
 
-    pub(super) fn fingerprint(&self) -> Fingerprint {
+    pub(crate) fn fingerprint(&self) -> Fingerprint {
         self.r.fingerprint
     }
 
-    pub(super) fn take_signer(&mut self) -> Option<SigningKey> {
+    pub(crate) fn take_signer(&mut self) -> Option<SigningKey> {
         self.r.sealer.take_signer()
     }
 
-    pub(super) fn set_signer(&mut self, signer: Option<SigningKey>) {
+    pub(crate) fn set_signer(&mut self, signer: Option<SigningKey>) {
         self.r.sealer.set_signer(signer);
     }
 
-    pub(super) fn reserve_event(&self, next: Option<Seq>) -> Event {
+    pub(crate) fn reserve_event(&self, next: Option<Seq>) -> Event {
         Event::Reserve {
             key: self.r.fingerprint,
             group: true,
@@ -187,18 +189,18 @@ impl GroupSealer {
         }
     }
 
-    pub(super) fn reserved(&mut self, claim: Claim) {
+    pub(crate) fn reserved(&mut self, claim: Claim) {
         self.r.reserved(claim);
     }
 
-    pub(super) fn overhead(&self) -> usize {
+    pub(crate) fn overhead(&self) -> usize {
         self.r.sealer.overhead()
     }
 }
 
 /// Which sealer seals a peer's unicast frames.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(super) enum KeyRef {
+pub(crate) enum KeyRef {
     /// The group key's.
     Group,
     /// `StaticKeys::keys[i]`.
@@ -207,14 +209,14 @@ pub(super) enum KeyRef {
 
 /// One sealer per distinct static key other than the group key.
 #[derive(Debug, Default)]
-pub(super) struct StaticKeys {
+pub(crate) struct StaticKeys {
     keys: Vec<Reserved>,
 }
 
 impl StaticKeys {
     /// The sealers the peers in `specs` need: kept from this table for keys in use, new (and
     /// unreserved) for the others. Changes nothing here: [`adopt`](Self::adopt) does.
-    pub(super) fn rebuild(
+    pub(crate) fn rebuild(
         &mut self,
         specs: &[PeerSpec],
         group: &KeySpec,
@@ -234,7 +236,7 @@ impl StaticKeys {
 
     /// Puts `new` (from [`rebuild`](Self::rebuild)) in force: a key that was in use hands its
     /// sealer over (sequence numbers and reservation go on); the others ask for a reservation.
-    pub(super) fn adopt(&mut self, mut new: Self) -> Vec<Event> {
+    pub(crate) fn adopt(&mut self, mut new: Self) -> Vec<Event> {
         let mut events = Vec::new();
         for k in &mut new.keys {
             match self
@@ -268,7 +270,7 @@ impl StaticKeys {
     }
 
     /// The sealer of `spec` (which [`rebuild`](Self::rebuild) made).
-    pub(super) fn find(&self, spec: &KeySpec, group: &KeySpec) -> KeyRef {
+    pub(crate) fn find(&self, spec: &KeySpec, group: &KeySpec) -> KeyRef {
         if spec.key == group.key {
             return KeyRef::Group;
         }
@@ -278,12 +280,12 @@ impl StaticKeys {
             .map_or(KeyRef::Group, KeyRef::Static)
     }
 
-    pub(super) fn get_mut(&mut self, i: usize) -> Option<&mut Reserved> {
+    pub(crate) fn get_mut(&mut self, i: usize) -> Option<&mut Reserved> {
         self.keys.get_mut(i)
     }
 
     /// The sealer `key` names (the group key's for [`KeyRef::Group`]).
-    pub(super) fn sealer_mut<'a>(
+    pub(crate) fn sealer_mut<'a>(
         &'a mut self,
         key: KeyRef,
         group: &'a mut GroupSealer,
@@ -298,20 +300,20 @@ impl StaticKeys {
     }
 
     /// The overhead of the sealer `key` names.
-    pub(super) fn overhead_of(&self, key: KeyRef, group: &GroupSealer) -> usize {
+    pub(crate) fn overhead_of(&self, key: KeyRef, group: &GroupSealer) -> usize {
         match key {
             KeyRef::Static(i) => self.keys.get(i).map_or(0, |k| k.sealer.overhead()),
             KeyRef::Group => group.overhead(),
         }
     }
 
-    pub(super) fn reserved(&mut self, key: Fingerprint, claim: Claim) {
+    pub(crate) fn reserved(&mut self, key: Fingerprint, claim: Claim) {
         if let Some(k) = self.keys.iter_mut().find(|k| k.fingerprint == key) {
             k.reserved(claim);
         }
     }
 
-    pub(super) fn max_overhead(&self) -> usize {
+    pub(crate) fn max_overhead(&self) -> usize {
         self.keys
             .iter()
             .map(|k| k.sealer.overhead())

@@ -1,22 +1,29 @@
-//! The sans-I/O host: every per-peer decision of one PSP host, behind one owner.
+//! The sans-I/O host: one PSP host's peers behind one owner.
 //!
-//! A [`Host`] holds the peer table (which key seals a frame for a destination MAC, which opener
-//! checks a frame from a source MAC: the thesis' session key mapping, §4.4.3), the group key's
-//! sealer and every peer's openers, the sessions (handshakes, key rings, rekeys, backoff,
-//! freshness, budgets, pins) and the counters. The caller (`psp-gateway`) owns sockets,
-//! threads, the clock and the configuration file, and drives it quinn-proto style:
+//! A [`Host`] routes: a frame from an uplink goes to the [`Peer`] its source MAC names, a frame
+//! from the protected side to the peer its destination MAC names (a broadcast to the group
+//! key's sealer, the peers' streams, or as group copies to each peer); the host keeps only what
+//! its peers truly share ([`Shared`]: the group key's sealer, the static keys' sealers, the
+//! Request limiter and clock, the counters), the report of unknown sources and the replay
+//! floors. Everything else a host does with one peer (which key opens its frames, its
+//! sessions, handshakes, rekeys, backoff, freshness, pins, liveness, budgets, its normalized
+//! stream) is that [`Peer`]'s, with every timer in the peer's
+//! [`TimerTable`](peer::timers::TimerTable).
+//!
+//! The caller (`psp-gateway`, or psp-test's simulator) owns sockets, threads, the clock and
+//! the configuration file, and drives it quinn-proto style:
 //!
 //! 1. frames from the protected side (the TAP): [`Host::handle_tap`] seals each into the
-//!    caller's buffer ([`TapResult::Sealed`], with its [`Dest`]), queues it for a session, or
-//!    drops it (counted);
+//!    caller's buffer ([`TapResult::Sealed`], with its [`Dest`]), queues it, or drops it
+//!    (counted);
 //! 2. frames from an uplink: [`Host::handle_uplink`] opens each in place and says what it was:
-//!    an inner frame to deliver ([`Received::Deliver`]), a handshake or control message it
-//!    consumed, or a drop ([`RxDrop`], counted);
-//! 3. after either, and at [`Host::poll_timeout`] (after [`Host::handle_timeout`]): drain
-//!    [`Host::poll_transmit`] (handshake messages, keepalives, frames that waited for a session,
-//!    sealed into the caller's buffer) and [`Host::poll_event`] (what the caller must persist or
-//!    log: sequence-number reservations, first-use pins, the Request clock's floor, sessions up
-//!    and failed, runtime mismatches).
+//!    an inner frame to deliver ([`Received::Deliver`]), a message it consumed, or a drop
+//!    ([`RxDrop`], counted); a normalized stream's inner frames come out of
+//!    [`Host::poll_delivery`];
+//! 3. at [`Host::poll_timeout`] (the one deadline): [`Host::handle_timeout`];
+//! 4. after any of these: drain [`Host::poll_transmit`] (handshake messages, keepalives, frames
+//!    that waited for a session, group copies, and normalized frames with the slot they leave
+//!    at) and [`Host::poll_event`] (what the caller must persist or log).
 //!
 //! Time (`now`) and randomness (`rng`) are arguments; nothing here blocks, allocates per frame
 //! on the data path, or takes a lock. The wire formats are docs/PROTOCOL.md (frames) and
@@ -25,407 +32,97 @@
 //!
 //! | file | what it holds |
 //! |---|---|
-//! | `mod.rs` | the API: [`Config`], [`PeerSpec`], [`Host`], inputs and outputs |
-//! | `peer.rs` | one peer's state: keying, openers per path, budgets, counters |
+//! | `mod.rs` | [`Host`]: construction, reload, routing, the one deadline, the output queues |
+//! | `config.rs` | [`Config`], [`SessionSettings`], [`PeerSpec`], [`Keying`], [`Pin`] |
+//! | `io.rs` | inputs and outputs: [`TapJob`], [`Received`], [`Transmit`], [`Event`] |
+//! | `shared.rs` | [`Shared`]: what the peers share |
+//! | `peer/` | [`Peer`]: everything the host does with one peer |
+//! | `broadcast.rs` | broadcasts from the protected side: group key, streams, group copies |
 //! | `keys.rs` | static-key sealers and their sequence-number reservations |
-//! | `tx.rs` | [`Host::handle_tap`]: frames from the protected side |
-//! | `rx.rs` | [`Host::handle_uplink`]: frames from the uplinks |
-//! | `session.rs` | one session peer: handshakes, key ring, rekey policy, backoff, freshness |
 //! | `group.rs` | group-key receiving: pins into openers, genuine group payloads |
+//! | `floors.rs` | replay floors: windows that survive a restart |
+//! | `unknown.rs` | reporting unknown sources, bounded |
 //! | `budget.rs` | the per-peer handshake message budget |
 //! | `counters.rs` | every counter, declared once |
 //!
 //! What it does not do: I/O, read a clock, store anything (the caller persists what
-//! [`Event`]s name), or normalization's pacing (the caller's pacer thread sends the frames
-//! [`Host::poll_departure`] prepares).
+//! [`Event`]s name), or wait for a normalized frame's slot (the caller's pacer does).
 
+mod broadcast;
 mod budget;
+mod config;
 mod counters;
+mod floors;
 mod group;
+mod io;
 mod keys;
-mod normalized;
-mod peer;
-mod rx;
-mod session;
-mod tx;
+pub mod peer;
+mod shared;
+mod unknown;
 
 use alloc::collections::{BTreeMap, VecDeque};
 use alloc::string::String;
 use alloc::vec::Vec;
-use core::net::IpAddr;
 
 use rand_core::CryptoRngCore;
 
 pub use budget::MessageBudget;
+pub use config::{
+    Config, GROUP_COPY_EXTRA, Keying, PeerSpec, Pin, SessionSettings, SpecError, tap_overhead,
+};
 pub use counters::{Counter, Counters, DROP_REASONS, FAIL_REASONS, HostCounters, PeerCounters};
+pub use floors::{FLOOR_EVERY, ReplayFloor, Resume};
 pub use group::{GroupOpener, is_group_payload};
+pub use io::{
+    Dest, Event, Mac, PeerId, Received, RxDrop, SlotKind, TapDrop, TapJob, TapResult, Transmit,
+};
 pub use keys::{Claim, Fingerprint, KeySpec, session_overhead};
-pub use normalized::{Departure, NormCounters, NormSpec};
-pub use session::{SessionInfo, Status as SessionStatus, addr_from_frame};
+pub use peer::{
+    Down, NormCounters, NormSpec, Peer, SessionInfo, Status as SessionStatus, addr_from_frame,
+};
+pub use shared::Shared;
+pub use unknown::UNKNOWN_REPORTED;
 
-use self::keys::StaticKeys;
-use self::peer::Peer;
+use self::broadcast::CopyJob;
+use self::floors::Floors;
+use self::keys::{GroupSealer, StaticKeys};
+use self::shared::RequestClock;
+use self::unknown::Unknown;
 use crate::crypto::{SigningKey, SuiteId};
-use crate::handshake::{self, KeyRingConfig, PathId, RequestLimiter, Tai64n, TimestampClock};
+use crate::handshake::{PathId, RequestLimiter, Slot, Tai64n};
 use crate::time::{Duration, Instant};
-use crate::wire::Protocol;
+use crate::wire::Seq;
 
-/// A MAC address.
-pub type Mac = [u8; 6];
+/// How often an unknown source or a peer's bad signature is reported at most.
+pub(crate) const REPORT_EVERY: Duration = Duration::from_secs(60);
+/// How soon a reservation the caller could not make durable is asked for again.
+pub const RESERVE_RETRY: Duration = Duration::from_secs(1);
 
-/// Where a key ring holds a session ([`Host::key_slots`]).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum SlotKind {
-    /// The session before the current one, opening during its grace period.
-    Previous,
-    /// The session that seals now.
-    Current,
-    /// Installed by the responder, waiting for the peer's first frame under it.
-    Next,
-}
-
-/// A peer, by its place in the peer list the host was last configured with.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub struct PeerId(pub usize);
-
-/// Where a sealed frame goes.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Dest {
-    /// To one peer (over UDP: its endpoint on the path).
-    Peer(PeerId),
-    /// To every peer (a broadcast or multicast under the group key): once on a shared segment,
-    /// a copy per peer endpoint over UDP (the caller knows which peers are normalized: they get
-    /// group frames through their normalized stream and need no copy).
-    Group,
-}
-
-/// The host's settings fixed at start (a change needs a new host).
-#[derive(Clone, Debug)]
-pub struct Config {
-    /// This host's protected MAC address.
-    pub mac: Mac,
-    /// This host's protected addresses and prefix lengths (which IPv4 broadcasts are genuine).
-    pub subnets: Vec<(IpAddr, u8)>,
-    /// How many uplinks (paths) this host has: 1 or 2.
-    pub paths: u8,
-    /// The largest frame an uplink carries (Ethernet header included).
-    pub max_frame: usize,
-    /// Sessions (`None`: every peer has a static key or uses the group key).
-    pub session: Option<SessionSettings>,
-    /// The wall clock at [`Instant::ZERO`] (Request timestamps are this plus `now`).
-    pub wall_origin: Tai64n,
-    /// What happens to a broadcast or multicast frame too large to go under the group key
-    /// (with this host's signature, 64 bytes, the group key's frames are the largest):
-    /// `false`, the thesis' way, drops it (`tx_unsupported`; the caller sizes its MTU so none
-    /// is); `true` sends it as a *group copy* to each peer under that peer's own key (its
-    /// session, or its static key): sub-protocol 0x0006, [`GROUP_COPY_EXTRA`] bytes more than a
-    /// unicast frame ([`tap_overhead`]).
-    pub group_copies: bool,
-}
-
-/// What a group copy adds to a unicast frame of the same inner frame: the destination MAC and
-/// the EtherType, which travel in the section (its protocol type says `GroupCopy`).
-pub const GROUP_COPY_EXTRA: usize = 8;
-
-/// The overhead the protected side's MTU must leave room for, given the group key's sealing
-/// overhead `group` (with the signature, if any), the largest unicast one `unicast` (static
-/// keys, session suites) and whether large group frames go as group copies: with copies, a
-/// group frame that does not fit signed costs `unicast + GROUP_COPY_EXTRA`, so the signature no
-/// longer sets the MTU.
-pub const fn tap_overhead(group: usize, unicast: usize, copies: bool) -> usize {
-    let group = if copies && group > unicast + GROUP_COPY_EXTRA {
-        unicast + GROUP_COPY_EXTRA
-    } else {
-        group
-    };
-    if group > unicast { group } else { unicast }
-}
-
-/// How sessions run (docs/SESSIONS.md).
-#[derive(Clone, Debug)]
-pub struct SessionSettings {
-    /// The handshake template: suites, SMKEX policy, lifetime, timeouts and this host's
-    /// long-term key; `local_mac`, `local_addr`, `prefix_len` and `paths` are set per handshake.
-    pub handshake: handshake::Config,
-    /// This host's address and prefix length on the protected network (SEP stage 1).
-    pub address: (IpAddr, u8),
-    /// Start a new handshake this long after a session was established (the initiator; its
-    /// responder 3 s later).
-    pub rekey_after: Duration,
-    /// The key rings' settings.
-    pub ring: KeyRingConfig,
-    /// Frames queued per peer while it has no session.
-    pub queue: usize,
-}
-
-/// What a peer's unicast frames are protected with.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum Keying {
-    /// A key of its own (a `key_file`), shared with every peer that has the same key.
-    Static(KeySpec),
-    /// The group key (no key of its own, no sessions).
-    Group,
-    /// Sessions (SEP with SMKEX).
-    Session {
-        /// How its identity is known.
-        pin: Pin,
-        /// Its address on the protected network, if configured (SEP stage 1).
-        address: Option<IpAddr>,
-    },
-}
-
-/// How a session peer's long-term identity is known.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Pin {
-    /// Not at all: its group frames' signatures are not checked and any key is taken in a
-    /// handshake (any holder of the group key can act as this peer).
-    None,
-    /// Configured: signatures and handshakes must match it.
-    Configured([u8; 32]),
-    /// Learnt from its first session (trust on first use), then required; `Some` when a pin
-    /// was stored before.
-    Tofu(Option<[u8; 32]>),
-}
-
-/// One configured peer.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct PeerSpec {
-    /// Its name (for the caller's logs; peers are matched by name on reconfiguration).
-    pub name: String,
-    /// Its protected MAC addresses (the first is the one sessions are set up with).
-    pub macs: Vec<Mac>,
-    /// What protects its unicast frames.
-    pub keying: Keying,
-    /// How many paths lead to it (2 only with two uplinks, and over UDP only with a second
-    /// endpoint).
-    pub paths: u8,
-    /// Traffic normalization toward it (its unicast frames and the broadcasts go in a stream
-    /// of fixed-size frames at a paced rate), if enabled.
-    pub normalize: Option<NormSpec>,
-}
-
-/// A frame from the protected side to seal ([`Host::handle_tap`]), in the style of
-/// [`SealJob`](crate::protect::SealJob).
-#[derive(Debug)]
-pub struct TapJob<'a> {
-    /// The Ethernet II frame.
-    pub input: &'a [u8],
-    /// Where the sealed frame goes.
-    pub out: &'a mut [u8],
-    /// What happened.
-    pub result: TapResult,
-}
-
-impl<'a> TapJob<'a> {
-    /// A job for `input`, sealing into `out`.
-    pub fn new(input: &'a [u8], out: &'a mut [u8]) -> Self {
-        Self {
-            input,
-            out,
-            result: TapResult::Dropped(TapDrop::Malformed),
-        }
-    }
-}
-
-/// What [`Host::handle_tap`] did with a frame.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-#[must_use]
-pub enum TapResult {
-    /// Sealed: the first `len` bytes of the job's `out`, for `dest`.
-    Sealed {
-        /// The sealed frame's length.
-        len: usize,
-        /// Where it goes.
-        dest: Dest,
-    },
-    /// Taken by the host: queued for a session, or for a normalized stream.
-    Queued,
-    /// Dropped (counted).
-    Dropped(TapDrop),
-}
-
-/// Why a frame from the protected side was not sent.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-#[non_exhaustive]
-pub enum TapDrop {
-    /// Shorter than an Ethernet header.
-    Malformed,
-    /// Its source MAC is not this host's.
-    SpoofedSrc,
-    /// To a unicast MAC that is no peer's.
-    NoRoute,
-    /// It cannot be sealed (an 802.3 length frame, oversize).
-    Unsupported,
-    /// The sealer's sequence numbers are not reserved yet (or the reservation failed).
-    Unreserved,
-    /// A session peer's queue is full (or its handshake failed).
-    NoSession,
-}
-
-/// What [`Host::handle_uplink`] found in a frame.
-#[derive(Clone, Debug, PartialEq, Eq)]
-#[must_use]
-pub enum Received {
-    /// An inner frame to deliver, at `range` of the buffer given.
-    Deliver {
-        /// Who sent it.
-        peer: PeerId,
-        /// Where the inner Ethernet frame lies in the buffer.
-        range: core::ops::Range<usize>,
-        /// Whether an ICV vouches for it (its checksums may be trusted; `none` has no ICV).
-        trusted: bool,
-    },
-    /// A handshake, control or dummy message, consumed.
-    Consumed,
-    /// Dropped (counted).
-    Dropped(RxDrop),
-}
-
-/// Why a received frame was dropped.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-#[non_exhaustive]
-pub enum RxDrop {
-    /// Shorter than an Ethernet header.
-    Malformed,
-    /// Addressed to another unicast MAC on the segment (not an attack signal).
-    NotForUs,
-    /// From a MAC that is no peer's.
-    UnknownPeer(Mac),
-    /// The opener refused it.
-    Open(PeerId, crate::protect::DropReason),
-    /// Under a key id of no live session.
-    UnknownKey(PeerId),
-    /// A session peer's data under the group key that is not a genuine group payload.
-    GroupUnicast(PeerId),
-    /// Over the peer's handshake message budget.
-    Limited(PeerId),
-    /// A Request not newer than one already accepted.
-    StaleRequest(PeerId),
-    /// On path 2, something other than a handshake message.
-    Path2Ignored(PeerId),
-}
-
-impl RxDrop {
-    /// The counter name.
-    pub fn as_str(&self) -> &'static str {
-        match self {
-            Self::Malformed => "malformed",
-            Self::NotForUs => "not_for_us",
-            Self::UnknownPeer(_) => "unknown_peer",
-            Self::Open(_, r) => r.as_str(),
-            Self::UnknownKey(_) => "unknown_key",
-            Self::GroupUnicast(_) => "group_unicast",
-            Self::Limited(_) => "messages_limited",
-            Self::StaleRequest(_) => "stale_requests",
-            Self::Path2Ignored(_) => "path2_ignored",
-        }
-    }
-}
-
-/// A message to send ([`Host::poll_transmit`]): `len` bytes at the start of the caller's
-/// buffer, a whole PSP frame, on `path`.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-#[must_use]
-pub struct Transmit {
-    /// The path (uplink) it goes on.
-    pub path: PathId,
-    /// Where it goes.
-    pub dest: Dest,
-    /// Its length.
-    pub len: usize,
-}
-
-/// What the host tells its caller.
-#[derive(Clone, Debug, PartialEq, Eq)]
-#[non_exhaustive]
-pub enum Event {
-    /// Reserve sequence numbers for a static key's sealer: persist a mark above `next` (a block
-    /// ahead), then call [`Host::handle_reserved`]. Until then the sealer seals only numbers
-    /// below its current limit (none, for a new sealer).
-    Reserve {
-        /// Which key (its fingerprint names it without revealing it).
-        key: Fingerprint,
-        /// Whether it is the group key (whose frames are few: smaller blocks do).
-        group: bool,
-        /// The sealer's next number, or `None` for a new sealer.
-        next: Option<crate::wire::Seq>,
-    },
-    /// Persist this floor for the Request clock (then [`Host::handle_clock_floor_saved`]).
-    ClockFloor(Tai64n),
-    /// A first-use pin to persist before the session is used; answer with
-    /// [`Host::handle_pin_saved`].
-    PinLearned {
-        /// The peer.
-        peer: PeerId,
-        /// Its Ed25519 identity.
-        key: [u8; 32],
-    },
-    /// A session is up.
-    SessionUp {
-        /// The peer.
-        peer: PeerId,
-        /// About the session.
-        info: SessionInfo,
-    },
-    /// This host started a handshake with the peer, and why: `"first frame"` (frames wait
-    /// for a session), `"keys lost"` (the peer seals under keys we lack), `"keys wear out"`
-    /// (expiry or the sequence-number limit near), `"rekey time"` (`rekey_after`).
-    HandshakeStarted {
-        /// The peer.
-        peer: PeerId,
-        /// Why.
-        why: &'static str,
-    },
-    /// A handshake failed.
-    HandshakeFailed {
-        /// The peer.
-        peer: PeerId,
-        /// The counter name ([`FAIL_REASONS`]).
-        reason: &'static str,
-        /// When this host tries again at the earliest.
-        retry_in: Duration,
-        /// Frames that waited for the session, dropped.
-        dropped: usize,
-    },
-    /// A frame from a MAC that is no peer's (the first in a while from it: a likely
-    /// configuration mismatch, worth one log line).
-    UnknownSource(Mac),
-    /// A peer's frame failed its signature check (the first in a while: a wrong `identity`?).
-    BadSignature(PeerId),
-}
-
-/// The host.
+/// The host (see the module docs).
 #[derive(Debug)]
 pub struct Host {
-    cfg: Config,
-    group: keys::GroupSealer,
-    statics: StaticKeys,
+    shared: Shared,
     peers: Vec<Peer>,
     by_mac: BTreeMap<Mac, PeerId>,
-    limiter: RequestLimiter<256>,
-    clock: RequestClock,
-    counters: HostCounters,
-    /// Frames to send, waiting for [`Host::poll_transmit`]: handshake messages and control
-    /// messages (sealed when polled), by peer.
-    transmits: VecDeque<session::Outgoing>,
-    events: VecDeque<Event>,
-    /// Sources already reported as unknown, and when (one event per source a minute).
-    unknown: BTreeMap<Mac, Instant>,
-    /// [`Host::max_overhead`] for the keys in force (the MTU of the protected side is at most
-    /// `max_frame - 14 -` this).
+    /// Peers with something to send, in the order they got it.
+    ready: VecDeque<PeerId>,
+    /// Broadcasts going out as group copies, one peer after another.
+    copies: VecDeque<CopyJob>,
+    unknown: Unknown,
+    floors: Floors,
+    /// Reservations the caller could not make durable, asked for again at `retry_at`.
+    refused: Vec<(Fingerprint, bool, Option<Seq>)>,
+    retry_at: Option<Instant>,
+    /// [`Host::max_overhead`] for the keys in force.
     overhead: usize,
 }
 
-/// How often an unknown source or a peer's bad signature is reported at most.
-const REPORT_EVERY: Duration = Duration::from_secs(60);
-/// At most this many unknown sources are remembered for reporting.
-const UNKNOWN_REMEMBERED: usize = 64;
-
 impl Host {
     /// A host with `cfg`, the group key `group` (signed with `signer` when this host has an
-    /// identity), the peers `peers`, and the Request clock's floor from the run before
-    /// (`None` on a first start). Every static sealer starts unreserved: drain
-    /// [`poll_event`](Self::poll_event) (the [`Event::Reserve`]s) before sealing.
+    /// identity), the peers `peers`, resuming from what the run before persisted (`resume`:
+    /// the Request clock's floor and the replay floors; empty on a first start). Every static
+    /// sealer starts unreserved: drain [`poll_event`](Self::poll_event) (the
+    /// [`Event::Reserve`]s) before sealing.
     ///
     /// # Errors
     /// A key or setting the core refuses, named by peer (`group` for the group key).
@@ -435,34 +132,39 @@ impl Host {
         group: KeySpec,
         signer: Option<SigningKey>,
         peers: Vec<PeerSpec>,
-        clock_floor: Option<Tai64n>,
+        resume: Resume,
     ) -> Result<Self, SpecError> {
         let mut host = Self {
-            group: keys::GroupSealer::new(&group, signer)?,
-            statics: StaticKeys::default(),
+            shared: Shared {
+                group: GroupSealer::new(&group, signer)?,
+                statics: StaticKeys::default(),
+                limiter: RequestLimiter::new(),
+                clock: RequestClock::new(resume.clock),
+                counters: HostCounters::default(),
+                events: VecDeque::new(),
+                cfg,
+            },
             peers: Vec::new(),
             by_mac: BTreeMap::new(),
-            limiter: RequestLimiter::new(),
-            clock: RequestClock {
-                clock: clock_floor.map_or_else(TimestampClock::new, TimestampClock::resume),
-                saving: None,
-            },
-            counters: HostCounters::default(),
-            transmits: VecDeque::new(),
-            events: VecDeque::new(),
-            unknown: BTreeMap::new(),
+            ready: VecDeque::new(),
+            copies: VecDeque::new(),
+            unknown: Unknown::default(),
+            floors: Floors::new(now),
+            refused: Vec::new(),
+            retry_at: None,
             overhead: 0,
-            cfg,
         };
-        host.events.push_back(host.group.reserve_event(None));
+        let e = host.shared.group.reserve_event(None);
+        host.shared.events.push_back(e);
         host.apply_peers(now, group, peers)?;
+        host.restore_floors(&resume.floors);
         Ok(host)
     }
 
     /// Applies a new peer list (and group key): peers whose name and settings are unchanged
-    /// keep everything (sequence numbers, replay windows, sessions, counters); a static key in
-    /// use before keeps its sequence numbers; the rest starts fresh. All or nothing: on error
-    /// nothing changed.
+    /// keep everything (sequence numbers, replay windows, sessions, timers, counters); a static
+    /// key in use before keeps its sequence numbers; a changed peer starts fresh, its windows
+    /// above the old ones where the key is the same. All or nothing: on error nothing changed.
     ///
     /// # Errors
     /// As [`new`](Self::new).
@@ -472,7 +174,11 @@ impl Host {
         group: KeySpec,
         peers: Vec<PeerSpec>,
     ) -> Result<(), SpecError> {
-        self.apply_peers(now, group, peers)
+        self.apply_peers(now, group, peers)?;
+        for i in 0..self.peers.len() {
+            self.touch(PeerId(i), now);
+        }
+        Ok(())
     }
 
     fn apply_peers(
@@ -482,14 +188,14 @@ impl Host {
         specs: Vec<PeerSpec>,
     ) -> Result<(), SpecError> {
         // 1. Build everything new, reading `self` only: an error changes nothing.
-        let group_changed = self.group.spec() != &group;
+        let group_changed = self.shared.group.spec() != &group;
         let new_group = if group_changed {
-            Some(keys::GroupSealer::new(&group, None)?)
+            Some(GroupSealer::new(&group, None)?)
         } else {
             None
         };
-        let group_ref = new_group.as_ref().unwrap_or(&self.group);
-        let statics = self.statics.rebuild(&specs, group_ref.spec())?;
+        let group_ref = new_group.as_ref().unwrap_or(&self.shared.group);
+        let statics = self.shared.statics.rebuild(&specs, group_ref.spec())?;
         let mut fresh = Vec::with_capacity(specs.len());
         for (i, spec) in specs.iter().enumerate() {
             let keep = !group_changed
@@ -504,7 +210,7 @@ impl Host {
                 Some(Peer::new(
                     PeerId(i),
                     spec.clone(),
-                    &self.cfg,
+                    &self.shared.cfg,
                     &group,
                     &statics,
                     now,
@@ -515,16 +221,18 @@ impl Host {
         // 2. Put it in force (cannot fail). Unchanged peers keep all their state; a changed
         // peer keeps its counters (by name); a static key in use keeps its numbers.
         if let Some(mut g) = new_group {
-            g.set_signer(self.group.take_signer());
-            self.group = g;
-            self.events.push_back(self.group.reserve_event(None));
+            g.set_signer(self.shared.group.take_signer());
+            self.shared.group = g;
+            let e = self.shared.group.reserve_event(None);
+            self.shared.events.push_back(e);
         }
-        self.events.extend(self.statics.adopt(statics));
+        let adopted = self.shared.statics.adopt(statics);
+        self.shared.events.extend(adopted);
         let mut old: BTreeMap<String, Peer> = core::mem::take(&mut self.peers)
             .into_iter()
             .map(|p| (p.spec.name.clone(), p))
             .collect();
-        let group_spec = self.group.spec().clone();
+        let group_spec = self.shared.group.spec().clone();
         for (i, (spec, made)) in specs.into_iter().zip(fresh).enumerate() {
             let mut p = match made {
                 Some(mut p) => {
@@ -542,6 +250,14 @@ impl Host {
                             st.spec = *n;
                         }
                         p.spec = spec.clone();
+                        if crate::plant::on(crate::plant::Bug::ResetWindowOnReload) {
+                            for g in p.group.iter_mut().flatten() {
+                                g.restart_at(0);
+                            }
+                            if let Some(u) = p.unicast.as_mut() {
+                                u.restart_replay_window(0);
+                            }
+                        }
                         p
                     }
                     // `keep` found it above; nothing else removes it.
@@ -549,11 +265,14 @@ impl Host {
                 },
             };
             p.id = PeerId(i);
+            p.ready = false;
             if let Keying::Static(k) = &p.spec.keying {
-                p.key = self.statics.find(k, &group_spec);
+                p.key = self.shared.statics.find(k, &group_spec);
             }
             self.peers.push(p);
         }
+        self.ready.clear();
+        self.copies.clear();
         self.overhead = self.compute_overhead();
         self.by_mac = self
             .peers
@@ -565,12 +284,25 @@ impl Host {
 
     /// The settings the host runs with.
     pub fn config(&self) -> &Config {
-        &self.cfg
+        &self.shared.cfg
     }
 
     /// The peers, in configuration order.
     pub fn peers(&self) -> impl Iterator<Item = (PeerId, &PeerSpec)> {
         self.peers.iter().map(|p| (p.id, &p.spec))
+    }
+
+    /// One peer, for inspection.
+    pub fn peer(&self, id: PeerId) -> Option<&Peer> {
+        self.peers.get(id.0)
+    }
+
+    /// One peer and what it shares with the others, to drive it directly (its `handle_*` and
+    /// `poll_*`); the host's own queues do not see what it does meanwhile, so drain its
+    /// [`Peer::poll_transmit`] and [`Peer::poll_event`] yourself.
+    pub fn peer_mut(&mut self, id: PeerId) -> Option<(&mut Peer, &mut Shared)> {
+        let p = self.peers.get_mut(id.0)?;
+        Some((p, &mut self.shared))
     }
 
     /// The peer that has `mac`.
@@ -580,7 +312,7 @@ impl Host {
 
     /// The host's counters.
     pub fn counters(&self) -> &HostCounters {
-        &self.counters
+        &self.shared.counters
     }
 
     /// A peer's counters.
@@ -590,26 +322,18 @@ impl Host {
 
     /// A session peer's session, for status (`None` for other peers).
     pub fn session_status(&self, peer: PeerId, now: Instant) -> Option<SessionStatus> {
-        self.peers
-            .get(peer.0)
-            .and_then(|p| p.session.as_ref())
-            .map(|s| s.status(now))
+        self.peers.get(peer.0).and_then(|p| p.session_status(now))
     }
 
     /// The sessions a session peer's key ring holds (previous, current, next), for inspection:
     /// ids, roles and key fingerprints, never keys.
-    pub fn key_slots(&self, peer: PeerId) -> impl Iterator<Item = (SlotKind, &handshake::Slot)> {
-        self.peers
-            .get(peer.0)
-            .and_then(|p| p.session.as_deref())
-            .map(|s| s.slots())
-            .into_iter()
-            .flatten()
+    pub fn key_slots(&self, peer: PeerId) -> impl Iterator<Item = (SlotKind, &Slot)> {
+        self.peers.get(peer.0).into_iter().flat_map(Peer::key_slots)
     }
 
     /// The group key's suite.
     pub fn group_suite(&self) -> SuiteId {
-        self.group.spec().suite
+        self.shared.group.spec().suite
     }
 
     /// The largest number of bytes sealing adds to an inner frame, over every key in use now
@@ -620,68 +344,229 @@ impl Host {
     }
 
     fn compute_overhead(&self) -> usize {
-        let mut unicast = self.statics.max_overhead();
-        if let Some(s) = &self.cfg.session {
+        let mut unicast = self.shared.statics.max_overhead();
+        if let Some(s) = &self.shared.cfg.session {
             unicast = unicast.max(session_overhead(&s.handshake));
         }
-        tap_overhead(self.group.overhead(), unicast, self.cfg.group_copies)
+        tap_overhead(
+            self.shared.group.overhead(),
+            unicast,
+            self.shared.cfg.group_copies,
+        )
     }
 
-    /// The next message to send, sealed into `out` (at least `max_frame` bytes).
-    pub fn poll_transmit(&mut self, now: Instant, out: &mut [u8]) -> Option<Transmit> {
-        while let Some(o) = self.transmits.pop_front() {
-            if let Some(t) = self.seal_outgoing(now, o, out) {
-                return Some(t);
+    /// Opens a frame from uplink `path` in place and says what it was: an inner frame to
+    /// deliver (at a range of `frame`), a message the host consumed (a handshake message, a
+    /// keepalive, a stream payload), or a drop (counted; the peer's counters when the sender
+    /// is known).
+    pub fn handle_uplink(
+        &mut self,
+        now: Instant,
+        path: PathId,
+        frame: &mut [u8],
+        rng: &mut dyn CryptoRngCore,
+    ) -> Received {
+        let (Some(dst), Some(src)) = (mac_at(frame, 0), mac_at(frame, 6)) else {
+            self.shared.counters.malformed += 1;
+            return Received::Dropped(RxDrop::Malformed);
+        };
+        let group = is_group(&dst);
+        if (path != PathId::FIRST || !group) && dst != self.shared.cfg.mac {
+            self.shared.counters.not_for_us += 1;
+            return Received::Dropped(RxDrop::NotForUs);
+        }
+        let Some(&pid) = self.by_mac.get(&src) else {
+            self.shared.counters.unknown_peer += 1;
+            self.unknown.report(now, src, &mut self.shared.events);
+            return Received::Dropped(RxDrop::UnknownPeer(src));
+        };
+        let r = self.peers[pid.0].handle_uplink(now, &mut self.shared, path, frame, rng);
+        self.touch(pid, now);
+        r
+    }
+
+    /// Seals a batch of Ethernet II frames from the protected side, each into its job's `out`
+    /// (at least `max_frame` bytes), and sets each job's result: sealed (with where it goes),
+    /// queued (a session peer without a session: the frame waits and a handshake starts; a
+    /// normalized peer's stream; group copies), or dropped (counted). A run of frames to one
+    /// peer is sealed in one call, so a suite can interleave their cipher chains.
+    ///
+    /// Only this host's frames are sealed: a frame from another source MAC (a bridged or
+    /// spoofing sender behind the TAP) would leave as ours.
+    pub fn handle_tap(
+        &mut self,
+        now: Instant,
+        jobs: &mut [TapJob<'_>],
+        rng: &mut dyn CryptoRngCore,
+    ) {
+        let ours = self.shared.cfg.mac;
+        let mut i = 0;
+        while i < jobs.len() {
+            let frame = jobs[i].input;
+            let (Some(dst), Some(src)) = (mac_at(frame, 0), mac_at(frame, 6)) else {
+                self.shared.counters.malformed += 1;
+                jobs[i].result = TapResult::Dropped(TapDrop::Malformed);
+                i += 1;
+                continue;
+            };
+            if src != ours {
+                self.shared.counters.spoofed_src += 1;
+                jobs[i].result = TapResult::Dropped(TapDrop::SpoofedSrc);
+                i += 1;
+                continue;
             }
+            if is_group(&dst) {
+                jobs[i].result = self.broadcast(now, &mut jobs[i], rng);
+                i += 1;
+                continue;
+            }
+            let Some(&pid) = self.by_mac.get(&dst) else {
+                self.shared.counters.no_route += 1;
+                jobs[i].result = TapResult::Dropped(TapDrop::NoRoute);
+                i += 1;
+                continue;
+            };
+            let mut end = i + 1;
+            while end < jobs.len()
+                && mac_at(jobs[end].input, 0) == Some(dst)
+                && mac_at(jobs[end].input, 6) == Some(ours)
+            {
+                end += 1;
+            }
+            let n = self.peers[pid.0].handle_tap(now, &mut self.shared, &mut jobs[i..end], rng);
+            self.touch(pid, now);
+            i += n.max(1);
+        }
+        self.shared.take_clock_event();
+    }
+
+    /// The next instant [`handle_timeout`](Self::handle_timeout) must run at: the earliest of
+    /// every peer's timers and the host's own (a reservation to ask for again, the replay
+    /// floors to save).
+    pub fn poll_timeout(&self) -> Option<Instant> {
+        let peers = self.peers.iter().filter_map(Peer::poll_timeout).min();
+        [peers, self.retry_at, Some(self.floors.at)]
+            .into_iter()
+            .flatten()
+            .min()
+    }
+
+    /// Handles the timers due at `now`: every peer's (handshake retransmissions and deadlines,
+    /// key expiry, rekeys, backoffs, liveness, keepalives, stream frames to prepare) and the
+    /// host's own.
+    pub fn handle_timeout(&mut self, now: Instant, rng: &mut dyn CryptoRngCore) {
+        for i in 0..self.peers.len() {
+            if self.peers[i].poll_timeout().is_some_and(|t| t <= now) {
+                self.peers[i].handle_timeout(now, &mut self.shared, rng);
+                self.touch(PeerId(i), now);
+            }
+        }
+        if self.retry_at.is_some_and(|t| t <= now) {
+            self.retry_at = None;
+            for (key, group, next) in core::mem::take(&mut self.refused) {
+                self.shared
+                    .events
+                    .push_back(Event::Reserve { key, group, next });
+            }
+        }
+        if self.floors.at <= now {
+            self.floors_due(now);
+        }
+        self.shared.take_clock_event();
+    }
+
+    /// The next frame to send, sealed into `out` (at least `max_frame` bytes): group copies,
+    /// then each peer's handshake messages, keepalives, frames that waited for a session and
+    /// normalized frames (those with the slot they leave at).
+    pub fn poll_transmit(
+        &mut self,
+        now: Instant,
+        out: &mut [u8],
+        rng: &mut dyn CryptoRngCore,
+    ) -> Option<Transmit> {
+        if let Some(t) = self.poll_copy(now, out, rng) {
+            return Some(t);
+        }
+        while let Some(&pid) = self.ready.front() {
+            let p = &mut self.peers[pid.0];
+            let t = p.poll_transmit(now, &mut self.shared, out, rng);
+            self.shared.events.extend(p.events.drain(..));
+            if t.is_some() {
+                self.shared.take_clock_event();
+                return t;
+            }
+            p.ready = false;
+            self.ready.pop_front();
         }
         None
     }
 
     /// The next event.
     pub fn poll_event(&mut self) -> Option<Event> {
-        self.events.pop_front()
+        self.shared.events.pop_front()
     }
 
-    /// The next instant [`handle_timeout`](Self::handle_timeout) must run at.
-    pub fn poll_timeout(&self) -> Option<Instant> {
-        self.peers
-            .iter()
-            .filter_map(|p| p.session.as_ref().and_then(|s| s.poll_timeout()))
-            .min()
-    }
-
-    /// Handles the timers due at `now`: handshake retransmissions and deadlines, key expiry,
-    /// rekeys, retries after a backoff.
-    pub fn handle_timeout(&mut self, now: Instant, rng: &mut dyn CryptoRngCore) {
+    /// The next inner frame a normalized peer's stream delivered, copied into `out`, with the
+    /// peer it came from: `Some((peer, len))`. Handshake and control messages in the stream are
+    /// handled here; call until `None` after every [`handle_uplink`](Self::handle_uplink)
+    /// batch.
+    pub fn poll_delivery(
+        &mut self,
+        now: Instant,
+        out: &mut [u8],
+        rng: &mut dyn CryptoRngCore,
+    ) -> Option<(PeerId, usize)> {
         for i in 0..self.peers.len() {
-            if self.peers[i]
-                .session
-                .as_ref()
-                .and_then(|s| s.poll_timeout())
-                .is_some_and(|t| t <= now)
-            {
-                self.with_session(PeerId(i), now, rng, |s, cx| s.handle_timeout(cx));
-                self.take_clock_event();
+            if self.peers[i].stream.as_ref().is_none_or(|s| !s.delivering) {
+                continue;
+            }
+            let got = self.peers[i].poll_delivery(now, &mut self.shared, out, rng);
+            self.touch(PeerId(i), now);
+            if let Some(n) = got {
+                return Some((PeerId(i), n));
             }
         }
+        None
     }
 
     /// A reservation for the static key `key` is durable: its sealer may use numbers from
     /// `claim.from` up to `claim.limit`.
     pub fn handle_reserved(&mut self, key: Fingerprint, claim: Claim) {
-        if self.group.fingerprint() == key {
-            self.group.reserved(claim);
+        self.refused.retain(|r| r.0 != key);
+        if self.shared.group.fingerprint() == key {
+            self.shared.group.reserved(claim);
         } else {
-            self.statics.reserved(key, claim);
+            self.shared.statics.reserved(key, claim);
         }
+    }
+
+    /// The reservation of [`Event::Reserve`] for `key` could not be made durable: the host asks
+    /// for it again in [`RESERVE_RETRY`] (meanwhile its sealer stops at its old limit, frames
+    /// counted `tx_unreserved`), and says so once ([`Event::ReserveRefused`]).
+    pub fn handle_reserve_failed(
+        &mut self,
+        now: Instant,
+        key: Fingerprint,
+        group: bool,
+        next: Option<Seq>,
+    ) {
+        if !self.refused.iter().any(|r| r.0 == key) {
+            self.shared.events.push_back(Event::ReserveRefused { key });
+        }
+        self.refused.retain(|r| r.0 != key);
+        self.refused.push((key, group, next));
+        self.retry_at = Some(
+            self.retry_at
+                .map_or(now + RESERVE_RETRY, |t| t.min(now + RESERVE_RETRY)),
+        );
     }
 
     /// The Request clock's floor from the last [`Event::ClockFloor`] is durable (or, with
     /// `saved == false`, could not be written: it is asked for again later).
     pub fn handle_clock_floor_saved(&mut self, floor: Tai64n, saved: bool) {
-        self.clock.saving = None;
+        self.shared.clock.saving = None;
         if saved {
-            self.clock.clock.reserved(floor);
+            self.shared.clock.clock.reserved(floor);
         }
     }
 
@@ -694,84 +579,59 @@ impl Host {
         saved: bool,
         rng: &mut dyn CryptoRngCore,
     ) {
-        self.with_session(peer, now, rng, |s, cx| s.pin_saved(cx, saved));
-        // The spec records the pin learnt, so a reload that names the same `known_peers` pin
-        // finds the peer unchanged.
-        if let Some(p) = self.peers.get_mut(peer.0)
-            && let Some(s) = p.session.as_deref()
-            && let Keying::Session { pin, .. } = &mut p.spec.keying
-            && let (Pin::Tofu(None), Some(k)) = (*pin, s.pin())
-        {
-            *pin = Pin::Tofu(Some(k));
-        }
-        self.take_clock_event();
-    }
-
-    /// Queues the Request clock's floor for persisting, if it asked for one.
-    fn take_clock_event(&mut self) {
-        if let Some((floor, false)) = self.clock.saving {
-            self.clock.saving = Some((floor, true));
-            self.events.push_back(Event::ClockFloor(floor));
+        if let Some(p) = self.peers.get_mut(peer.0) {
+            p.handle_pin_saved(now, &mut self.shared, saved, rng);
+            self.touch(peer, now);
         }
     }
 
-    /// Reports an unknown source MAC once a [`REPORT_EVERY`] per MAC.
-    fn report_unknown(&mut self, now: Instant, mac: Mac) {
-        let due = self
-            .unknown
-            .get(&mac)
-            .is_none_or(|t| now.saturating_since(*t) >= REPORT_EVERY);
-        if due {
-            if self.unknown.len() >= UNKNOWN_REMEMBERED && !self.unknown.contains_key(&mac) {
-                self.unknown.clear();
-            }
-            self.unknown.insert(mac, now);
-            self.events.push_back(Event::UnknownSource(mac));
+    /// A normalized peer's stream statistics and counters, for status.
+    pub fn norm_status(
+        &self,
+        peer: PeerId,
+    ) -> Option<(crate::normalize::Stats, &NormCounters, usize)> {
+        let st = self.peers.get(peer.0)?.stream.as_ref()?;
+        Some((st.ep.stats(), &st.counters, st.spec.frame_size))
+    }
+
+    /// The largest inner frame every normalized stream carries whole, if any is configured
+    /// (faithful packing: one inner frame per outer frame, so the protected side's MTU must
+    /// shrink to it).
+    pub fn norm_max_inner_len(&self) -> Option<usize> {
+        self.peers
+            .iter()
+            .filter_map(|p| {
+                let spec = p.spec.normalize.as_ref()?;
+                // A session peer's stream does not run before its first session: its
+                // settings decide all the same.
+                let overhead = match (&p.session, &self.shared.cfg.session) {
+                    (Some(_), Some(settings)) => session_overhead(&settings.handshake),
+                    _ => self.shared.statics.overhead_of(p.key, &self.shared.group),
+                };
+                peer::Stream::endpoint_config(spec, overhead)
+                    .ok()
+                    .map(|c| c.max_sendable_inner_len())
+            })
+            .min()
+    }
+
+    /// Whether broadcasts to `peer` travel inside its normalized stream now (then it needs no
+    /// copy under the group key): a static normalized peer always, a session peer while it
+    /// has a live session.
+    pub fn streams_to(&self, peer: PeerId, now: Instant) -> bool {
+        self.peers.get(peer.0).is_some_and(|p| p.streams(now))
+    }
+
+    /// After a call into peer `pid`: its events join the host's queue, and it joins the list of
+    /// peers with something to send if it has.
+    fn touch(&mut self, pid: PeerId, now: Instant) {
+        let p = &mut self.peers[pid.0];
+        self.shared.events.extend(p.events.drain(..));
+        if !p.ready && p.has_output(now) {
+            p.ready = true;
+            self.ready.push_back(pid);
         }
     }
-}
-
-/// The host's source of Request timestamps ([`TimestampClock`]) and whether its floor is being
-/// persisted: `Some((floor, reported))` from the issue that asked for it until the caller says
-/// it was saved.
-#[derive(Debug)]
-struct RequestClock {
-    clock: TimestampClock,
-    saving: Option<(Tai64n, bool)>,
-}
-
-impl RequestClock {
-    fn issue(&mut self, wall: Tai64n) -> Tai64n {
-        let t = self.clock.issue(wall);
-        if self.saving.is_none()
-            && let Some(floor) = self.clock.reserve_due()
-        {
-            self.saving = Some((floor, false));
-        }
-        t
-    }
-}
-
-/// A key or setting the core refuses, for the named peer.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct SpecError {
-    /// The peer's name (`group` for the group key).
-    pub peer: String,
-    /// What is wrong.
-    pub problem: &'static str,
-}
-
-impl core::fmt::Display for SpecError {
-    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
-        write!(f, "peer {}: {}", self.peer, self.problem)
-    }
-}
-
-impl core::error::Error for SpecError {}
-
-/// The sub-protocols of handshake messages.
-fn is_handshake(p: Protocol) -> bool {
-    matches!(p, Protocol::SessionEstablishment | Protocol::KeyExchange)
 }
 
 fn is_group(mac: &[u8]) -> bool {
@@ -781,9 +641,6 @@ fn is_group(mac: &[u8]) -> bool {
 fn mac_at(frame: &[u8], at: usize) -> Option<Mac> {
     frame.get(at..at + 6)?.try_into().ok()
 }
-
-#[cfg(test)]
-mod tests;
 
 /// Whether `a` and `b` are the same peer settings but for the normalized stream's S_goal (a
 /// reload then changes the running stream's rate instead of replacing it).
@@ -797,3 +654,6 @@ fn only_s_goal_differs(a: &PeerSpec, b: &PeerSpec) -> bool {
     same.normalize = Some(n);
     same == *b
 }
+
+#[cfg(test)]
+mod tests;

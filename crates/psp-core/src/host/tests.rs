@@ -10,11 +10,14 @@ use zeroize::Zeroizing;
 
 use super::*;
 use crate::crypto::SigningKey;
+use crate::handshake::{self, KeyRingConfig};
 use crate::handshake::{Identity, SmkexMode};
 use crate::protect::{OpenerConfig, SealerConfig};
+use crate::wire::Protocol;
 use crate::wire::Seq;
 
 mod group_copies;
+mod restarts;
 
 /// A deterministic RNG (SplitMix64) for tests only.
 pub(super) struct TestRng(u64);
@@ -117,6 +120,8 @@ pub(super) fn host(me: u8, o: Opts) -> Host {
             rekey_after: Duration::from_secs(o.rekey_after_s),
             ring: KeyRingConfig::default(),
             queue: 64,
+            keepalive: SessionSettings::KEEPALIVE,
+            dead_after: SessionSettings::DEAD_AFTER,
         }),
         wall_origin: Tai64n::from_unix(1_800_000_000, 0),
         group_copies: o.group_copies,
@@ -142,7 +147,15 @@ pub(super) fn host(me: u8, o: Opts) -> Host {
         }),
     };
     let signer: Option<SigningKey> = o.identities.then(|| id.signing_key().unwrap());
-    Host::new(Instant::ZERO, cfg, group_spec(), signer, vec![peer], None).unwrap()
+    Host::new(
+        Instant::ZERO,
+        cfg,
+        group_spec(),
+        signer,
+        vec![peer],
+        Resume::default(),
+    )
+    .unwrap()
 }
 
 /// A frame on the wire: from host 1 or 2, on a path.
@@ -168,6 +181,8 @@ pub(super) struct Net {
     pub(super) marks: [BTreeMap<Fingerprint, u32>; 2],
     /// Whether hosts can store first-use pins.
     pub(super) pins_writable: bool,
+    /// Hosts that are stopped: nothing reaches them, nothing leaves them.
+    pub(super) stopped: [bool; 2],
 }
 
 impl Net {
@@ -187,6 +202,7 @@ impl Net {
             events: [Vec::new(), Vec::new()],
             marks: [BTreeMap::new(), BTreeMap::new()],
             pins_writable: true,
+            stopped: [false; 2],
         };
         n.drain(0);
         n.drain(1);
@@ -198,15 +214,12 @@ impl Net {
     pub(super) fn drain(&mut self, i: usize) {
         loop {
             let mut out = vec![0u8; 2048];
-            while let Some(d) = self.hosts[i].poll_departure(self.now, &mut out) {
-                self.push(i, PathId::FIRST, out[..d.len].to_vec());
-            }
             while let Some((_, len)) =
                 self.hosts[i].poll_delivery(self.now, &mut out, &mut self.rng)
             {
                 self.delivered[i].push(out[..len].to_vec());
             }
-            while let Some(t) = self.hosts[i].poll_transmit(self.now, &mut out) {
+            while let Some(t) = self.hosts[i].poll_transmit(self.now, &mut out, &mut self.rng) {
                 self.push(i, t.path, out[..t.len].to_vec());
             }
             let Some(e) = self.hosts[i].poll_event() else {
@@ -262,6 +275,9 @@ impl Net {
     /// Delivers one frame to the host it is not from; returns what that host said.
     pub(super) fn deliver(&mut self, w: Wire) -> Received {
         let to = usize::from(2 - w.from);
+        if self.stopped[to] || self.stopped[usize::from(w.from - 1)] {
+            return Received::Dropped(RxDrop::NotForUs);
+        }
         let mut frame = w.frame;
         let r = self.hosts[to].handle_uplink(self.now, w.path, &mut frame, &mut self.rng);
         if let Received::Deliver { range, .. } = &r {
@@ -290,7 +306,8 @@ impl Net {
         let end = self.now + Duration::from_millis(ms);
         while self.now < end {
             self.now = (self.now + Duration::from_millis(10)).min(end);
-            for i in 0..2 {
+            let stopped = self.stopped;
+            for i in (0..2).filter(|i| !stopped[*i]) {
                 if self.hosts[i].poll_timeout().is_some_and(|t| t <= self.now) {
                     self.hosts[i].handle_timeout(self.now, &mut self.rng);
                 }

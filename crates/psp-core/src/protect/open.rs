@@ -226,6 +226,9 @@ impl Opener {
                 })
             })?;
 
+        if crate::plant::on(crate::plant::Bug::WindowBeforeSignature) {
+            let _ = self.replay.commit(repr.seq.0);
+        }
         if let Some((verifier, digest, sig)) = signature {
             verifier
                 .verify(&digest, &sig)

@@ -10,7 +10,8 @@
 //! run, default 80), `--seed S` (one run), `--trace` (print every event of that run),
 //! `--keep-going` (count every failing run instead of stopping at the first; each run records
 //! the first violation of each kind), `--no-shrink`, `--where WORD` (only scenarios whose
-//! description contains WORD, e.g. `normalize: true`).
+//! description contains WORD, e.g. `normalize: true`), `--plant BUG` (with `--features plant`:
+//! one of psp-core's planted bugs, `psp_core::plant::Bug`).
 
 use std::time::Instant as Wall;
 
@@ -31,6 +32,18 @@ fn main() {
         .and_then(|i| args.get(i + 1))
         .cloned();
     let steps = value("--steps").unwrap_or(80) as usize;
+    #[cfg(feature = "plant")]
+    if let Some(name) = args
+        .iter()
+        .position(|a| a == "--plant")
+        .and_then(|i| args.get(i + 1))
+    {
+        let bug = psp_core::plant::Bug::ALL
+            .into_iter()
+            .find(|b| format!("{b:?}") == *name)
+            .expect("a planted bug's name (psp_core::plant::Bug)");
+        psp_core::plant::set(Some(bug));
+    }
     if let Some(seed) = value("--seed") {
         let scen = Scenario::random(seed);
         let actions = swarm(&scen, steps);

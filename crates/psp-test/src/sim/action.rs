@@ -90,6 +90,13 @@ pub enum Action {
         /// How long it is down.
         down_ms: u32,
     },
+    /// A host stops cleanly (it writes its replay floors) and starts `down_ms` later.
+    Stop {
+        /// The host.
+        host: u8,
+        /// How long it is down.
+        down_ms: u32,
+    },
     /// The host crashes right after its next reservation is written, before its sealer uses
     /// it, and starts again at once.
     CrashMidReserve {
@@ -258,10 +265,14 @@ pub fn swarm(s: &Scenario, steps: usize) -> Vec<Action> {
                 } else {
                     r.range(0, 3000)
                 } as u32;
-                Action::Restart {
-                    host: h,
-                    disk,
-                    down_ms,
+                if disk == DiskFate::Intact && r.below(3) == 0 {
+                    Action::Stop { host: h, down_ms }
+                } else {
+                    Action::Restart {
+                        host: h,
+                        disk,
+                        down_ms,
+                    }
                 }
             }
             4 => Action::CrashMidReserve { host: h },

@@ -556,6 +556,39 @@ impl Attacker {
         self.known.contains(fp)
     }
 
+    /// One frame of a replay flood: a captured handshake message (one whose frame opens under
+    /// the group key, for an insider) sealed again under a fresh sequence number in its
+    /// sender's name; a keyless attacker sends a captured frame as it was.
+    pub(crate) fn reseal_request(&mut self, now: Instant, pick: u64) -> Option<(u8, Vec<u8>)> {
+        let path = (pick & 1) as u8;
+        let c = &self.captured[usize::from(path)];
+        if c.is_empty() {
+            return None;
+        }
+        let start = (pick >> 1) as usize % c.len();
+        if !self.insider {
+            let f = c[start].clone();
+            return self.caps.inject[usize::from(path)].then_some((path, f));
+        }
+        // An insider floods Requests (it can read which frames are): the first from `start`.
+        let n = c.len();
+        let frames: Vec<Vec<u8>> = (0..n).map(|k| c[(start + k) % n].clone()).collect();
+        let (src, dst, repr) = frames.iter().find_map(|f| {
+            let (src, dst, repr, _) = self.read_group(f, path)?;
+            matches!(repr.body, Body::Request(_)).then_some((src, dst, repr))
+        })?;
+        let proto = if matches!(repr.body, Body::Nonce(_) | Body::NonceReply { .. }) {
+            Protocol::KeyExchange
+        } else {
+            Protocol::SessionEstablishment
+        };
+        let mut buf = [0u8; 256];
+        let n = repr.emit(&mut buf);
+        let seq = self.next_sn(src, path, false);
+        let sealed = self.seal_group(now, src, dst, seq, proto, &buf[..n])?;
+        Some((path, sealed))
+    }
+
     /// Sends an honest frame it opened under the group key again, in `as_host`'s name (an
     /// insider re-sealing a captured broadcast): the frames to send, and the tag inside.
     pub(crate) fn reseal(

@@ -51,9 +51,15 @@ pub enum Kind {
     Unbounded,
     /// A host's timer did not act and woke it again at once, over and over.
     Spin,
+    /// A host answered one Request (one initiator id) with two responder handshakes in one run:
+    /// a replayed Request started a handshake.
+    ReplayAnswered,
     /// Once attackers and faults stopped, a pair of hosts did not carry traffic again within
     /// the bound.
     Liveness,
+    /// In a quiet network, hosts restarted cleanly (one, then two at once) did not carry traffic
+    /// with every peer within [`RECOVERY_BOUND`](super::world::RECOVERY_BOUND).
+    SlowRecovery,
     /// A host shows a session `up` with a peer that has been down past the liveness bound while
     /// it sent traffic to it.
     DeadPeerUp,
@@ -90,8 +96,8 @@ impl fmt::Display for Violation {
 pub(crate) struct Checker {
     /// (key fingerprint, source MAC, sequence number) of every honest seal → sender's epoch.
     seals: HashMap<([u8; 20], Mac, u32), u32>,
-    /// (receiver, tag) of every delivery → receiver's epoch.
-    delivered: HashMap<(u8, Tag), u32>,
+    /// (receiver, tag) of every delivery → receiver's epoch, and when.
+    delivered: HashMap<(u8, Tag), (u32, Instant)>,
     /// (session id, holder, its peer) of every session ever held.
     held: HashSet<([u8; 16], u8, u8)>,
     /// Pairs (holder, peer) whose session the attacker legitimately holds.
@@ -99,6 +105,8 @@ pub(crate) struct Checker {
     /// Whether the attacker may hold a session's keys, decided when the holder was first seen
     /// with it (its pin then): (session id, holder).
     permitted: HashMap<([u8; 16], u8), bool>,
+    /// The responder id each host answered each initiator id with, per run of the host.
+    answers: HashMap<(u8, u32, [u8; 8]), [u8; 8]>,
 }
 
 fn sid(s: SessionId) -> [u8; 16] {
@@ -122,7 +130,7 @@ impl Checker {
         node: &Node,
         roster: &Roster,
         frame: &[u8],
-    ) -> Result<(), String> {
+    ) -> Result<(), (Kind, String)> {
         let Ok(f) = Frame::new_checked(frame, 0) else {
             return Ok(());
         };
@@ -149,11 +157,29 @@ impl Checker {
                 _ => (group_fp(&Roster::group_key()), false),
             }
         };
+        if !session && let Some((initiator, responder)) = answer(frame) {
+            let k = (node.idx, node.boots, initiator);
+            match self.answers.insert(k, responder) {
+                Some(r) if r != responder => {
+                    return Err((
+                        Kind::ReplayAnswered,
+                        format!(
+                            "host {} answered the Request {initiator:02x?} twice in one run (a replayed Request started a handshake)",
+                            node.idx
+                        ),
+                    ));
+                }
+                _ => {}
+            }
+        }
         match self.seals.insert((key, src, seq), node.epoch) {
-            Some(e) if session || e == node.epoch => Err(format!(
-                "host {} sealed sequence number {seq} twice under one {} key (dst {dst:02x?})",
-                node.idx,
-                if session { "session" } else { "static" }
+            Some(e) if session || e == node.epoch => Err((
+                Kind::NonceReuse,
+                format!(
+                    "host {} sealed sequence number {seq} twice under one {} key (dst {dst:02x?})",
+                    node.idx,
+                    if session { "session" } else { "static" }
+                ),
             )),
             _ => Ok(()),
         }
@@ -167,6 +193,7 @@ impl Checker {
         inner: &[u8],
         roster: &Roster,
         attacker: &Attacker,
+        now: Instant,
     ) -> Result<(), (Kind, String)> {
         let Some(tag) = app::tag_of(inner) else {
             return Ok(());
@@ -196,10 +223,22 @@ impl Checker {
             }
             return Ok(());
         }
-        match self.delivered.insert((r.idx, tag), r.epoch) {
+        let first = self.delivered.get(&(r.idx, tag)).copied();
+        if first.is_none() {
+            self.delivered.insert((r.idx, tag), (r.epoch, now));
+        }
+        // Frames that opened after the receiver last wrote its replay floors and before it
+        // crashed may open once more (docs: at most ten seconds' worth).
+        let unsaved = |t1: Instant| {
+            r.gaps
+                .iter()
+                .any(|(saved, crash)| *saved < t1 && t1 <= *crash)
+        };
+        match first {
             // The attacker re-sealed it in its maker's name: a copy it may send if it may seal.
-            Some(e)
+            Some((e, t1))
                 if e == r.epoch
+                    && !unsaved(t1)
                     && !(resealed && forgery_permitted(r, claimed, bcast, roster, attacker)) =>
             {
                 Err((
@@ -328,6 +367,28 @@ impl Checker {
         }
         Ok(())
     }
+}
+
+/// The initiator and responder ids of an Accept or Reject under the group key, if `frame` is
+/// one.
+fn answer(frame: &[u8]) -> Option<([u8; 8], [u8; 8])> {
+    use psp_core::handshake::messages::{Body, Repr};
+    let g = Roster::group_key();
+    let key = psp_core::SuiteKey::new(g.suite, &g.key).ok()?;
+    let mut o = psp_core::Opener::new(
+        key,
+        psp_core::OpenerConfig::new().with_max_frame_len(super::node::MAX_FRAME),
+    )
+    .ok()?;
+    o.set_accept_unverified(true);
+    let mut f = frame.to_vec();
+    let opened = o.open(Instant::ZERO, &mut f).ok()?;
+    if opened.protocol() != psp_core::Protocol::SessionEstablishment {
+        return None;
+    }
+    let repr = Repr::parse_bytes(opened.payload()).ok()?;
+    matches!(repr.body, Body::Accept(_) | Body::Reject(_))
+        .then_some((repr.initiator_id.0, repr.responder_id.0))
 }
 
 /// One host's hold on a session: the host, its peer, its role, its send and receive key

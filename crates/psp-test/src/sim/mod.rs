@@ -37,7 +37,7 @@ mod world;
 pub use action::{Action, DiskFate, ForgeKind, Rewrite, Target, swarm};
 pub use check::{Kind, Violation};
 pub use scenario::{Attackers, Faults, Ids, KeyingMix, Operator, Scenario, Smkex};
-pub use world::{DEAD_BOUND, LIVENESS_BOUND, Outcome, Stats, World};
+pub use world::{DEAD_BOUND, LIVENESS_BOUND, Outcome, RECOVERY_BOUND, Stats, World};
 
 use psp_core::handshake::rand_core::{self, CryptoRng, RngCore};
 

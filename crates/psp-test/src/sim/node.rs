@@ -11,7 +11,7 @@ use psp_core::handshake::rand_core::RngCore;
 use psp_core::handshake::{self, Identity, KeyRingConfig, SmkexMode, Tai64n};
 use psp_core::host::{
     self, Claim, Event, Host, KeySpec, Keying, Mac, NormSpec, PeerId, PeerSpec, Pin, Received,
-    SessionSettings, TapJob, TapResult,
+    ReplayFloor, Resume, SessionSettings, TapJob, TapResult,
 };
 use psp_core::protect::{OpenerConfig, Sealer, SealerConfig};
 use psp_core::time::{Duration, Instant};
@@ -191,6 +191,8 @@ impl Roster {
                     ..KeyRingConfig::default()
                 },
                 queue: 64,
+                keepalive: SessionSettings::KEEPALIVE,
+                dead_after: SessionSettings::DEAD_AFTER,
             }),
             wall_origin: wall,
             group_copies: s.group_copies,
@@ -278,6 +280,7 @@ pub(crate) struct Disk {
     marks: BTreeMap<[u8; 16], u32>,
     floor: Option<Tai64n>,
     pub(crate) pins: BTreeMap<String, [u8; 32]>,
+    floors: Vec<ReplayFloor>,
 }
 
 /// What one call into a node produced.
@@ -315,6 +318,10 @@ pub(crate) struct Node {
     seed: u64,
     /// The same wake-up instant seen again and again (a timer that does not act).
     pub(crate) spin: (Instant, u32),
+    /// When the replay floors were last written.
+    floors_at: Instant,
+    /// Crashes: (floors last written, crash): frames that opened in between may open again.
+    pub(crate) gaps: Vec<(Instant, Instant)>,
 }
 
 impl Node {
@@ -333,6 +340,8 @@ impl Node {
             rng: SimRng::new(seed),
             seed,
             spin: (Instant::ZERO, 0),
+            floors_at: Instant::ZERO,
+            gaps: Vec::new(),
         }
     }
 
@@ -369,7 +378,10 @@ impl Node {
             Roster::group_key(),
             roster.signer(self.idx),
             specs,
-            self.disk.floor,
+            Resume {
+                clock: self.disk.floor,
+                floors: self.disk.floors.clone(),
+            },
         )
         .expect("the roster's configuration is valid");
         self.host = Some(host);
@@ -379,9 +391,21 @@ impl Node {
         out
     }
 
-    /// Stops the host at once: what it did not persist is gone.
-    pub(crate) fn crash(&mut self) {
-        self.host = None;
+    /// Stops the host at once: what it did not persist is gone (the replay floors since the
+    /// last save among them).
+    pub(crate) fn crash(&mut self, now: Instant) {
+        if self.host.take().is_some() {
+            self.gaps.push((self.floors_at, now));
+        }
+        self.crash_armed = false;
+    }
+
+    /// Stops the host cleanly: it writes its replay floors first.
+    pub(crate) fn stop(&mut self, now: Instant) {
+        if let Some(h) = self.host.take() {
+            self.disk.floors = h.replay_floors();
+            self.floors_at = now;
+        }
         self.crash_armed = false;
     }
 
@@ -454,11 +478,7 @@ impl Node {
     /// When the host wants to be woken (global time), as the driver computes it.
     pub(crate) fn next_wake(&self) -> Option<Instant> {
         let host = self.host.as_ref()?;
-        let t = [host.poll_timeout(), host.poll_departure_timeout()]
-            .into_iter()
-            .flatten()
-            .min()?;
-        Some(self.global(t))
+        Some(self.global(host.poll_timeout()?))
     }
 
     /// The driver's wake-up at global time `g`.
@@ -529,7 +549,7 @@ impl Node {
                         if self.crash_armed {
                             out.crashed = true;
                             out.events.push(e);
-                            self.crash();
+                            self.crash(g);
                             return;
                         }
                         host.handle_reserved(
@@ -539,6 +559,10 @@ impl Node {
                                 limit: Seq(limit),
                             },
                         );
+                    }
+                    Event::ReplayFloors(f) => {
+                        self.disk.floors.clone_from(f);
+                        self.floors_at = g;
                     }
                     Event::ClockFloor(f) => {
                         self.disk.floor = Some(*f);
@@ -554,14 +578,12 @@ impl Node {
                 }
                 out.events.push(e);
             }
-            while let Some(t) = host.poll_transmit(now, &mut buf) {
+            while let Some(t) = host.poll_transmit(now, &mut buf, &mut self.rng) {
                 busy = true;
-                out.sends.push((t.path.0, buf[..t.len].to_vec(), None));
-            }
-            while let Some(d) = host.poll_departure(now, &mut buf) {
-                busy = true;
-                let at = Instant::from_micros(self.boot_at.total_micros() + d.at.total_micros());
-                out.sends.push((0, buf[..d.len].to_vec(), Some(at)));
+                let at = t.at.map(|at| {
+                    Instant::from_micros(self.boot_at.total_micros() + at.total_micros())
+                });
+                out.sends.push((t.path.0, buf[..t.len].to_vec(), at));
             }
             while let Some((peer, len)) = host.poll_delivery(now, &mut buf, &mut self.rng) {
                 busy = true;

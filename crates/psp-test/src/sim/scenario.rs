@@ -79,6 +79,10 @@ pub struct Attackers {
     pub path2_inject: bool,
     /// It holds the group key (an insider: a member's key file, or a former member's).
     pub insider: bool,
+    /// It does not stop: through the liveness phase it keeps sending captured handshake
+    /// messages again (re-sealed under fresh sequence numbers if it holds the group key), four
+    /// a second.
+    pub flood: bool,
 }
 
 /// One run's setting.
@@ -178,6 +182,7 @@ impl Scenario {
             path1: coin(50),
             path2_inject: coin(35),
             insider: coin(50),
+            flood: coin(20),
         };
         Self {
             seed,

@@ -17,6 +17,10 @@ use super::scenario::{Ids, Scenario};
 /// Once attackers and faults stop, every pair of hosts carries traffic again within this much
 /// simulated time (two 15 s handshake timeouts, the 32 s backoff plus 12.5 %, and slack).
 pub const LIVENESS_BOUND: Duration = Duration::from_secs(90);
+/// Hosts restarted cleanly in a quiet network carry traffic with every peer again within this
+/// much simulated time (a handshake takes a round trip; the bound leaves room for one lost
+/// first attempt).
+pub const RECOVERY_BOUND: Duration = Duration::from_secs(3);
 /// A host whose peer has been down this long, while it sent traffic to it, no longer shows the
 /// session up.
 pub const DEAD_BOUND: Duration = Duration::from_secs(40);
@@ -69,6 +73,8 @@ pub struct World {
     down_since: Vec<Option<Instant>>,
     /// Probes of the liveness phase not delivered yet: (receiver, tag).
     probes: BTreeSet<(u8, Tag)>,
+    /// The next frame of a replay flood through the liveness phase.
+    next_flood: Option<Instant>,
     stats: Stats,
     violations: Vec<Violation>,
     kinds: BTreeSet<Kind>,
@@ -107,6 +113,7 @@ impl World {
             tags: vec![0; usize::from(scen.hosts)],
             down_since: vec![None; usize::from(scen.hosts)],
             probes: BTreeSet::new(),
+            next_flood: None,
             stats: Stats::default(),
             violations: Vec::new(),
             kinds: BTreeSet::new(),
@@ -251,6 +258,16 @@ impl World {
                 let at = self.now + Duration::from_millis(u64::from(down_ms));
                 self.boots.insert((at, host), false);
             }
+            Action::Stop { host, down_ms } if valid(host) => {
+                if self.nodes[usize::from(host)].host.is_some() {
+                    self.stats.restarts += 1;
+                    self.down_since[usize::from(host)] = Some(self.now);
+                }
+                self.nodes[usize::from(host)].stop(self.now);
+                self.boots.retain(|(_, x), _| *x != host);
+                let at = self.now + Duration::from_millis(u64::from(down_ms));
+                self.boots.insert((at, host), false);
+            }
             Action::CrashMidReserve { host } if valid(host) => {
                 self.crash(host);
                 self.boots.insert((self.now, host), true);
@@ -335,6 +352,11 @@ impl World {
             Action::Reseal { path, pick, from } if valid(from) => {
                 if let Some((f, _)) = self.attacker.reseal(self.now, path, pick, from) {
                     self.net.send(self.now, 0, Sender::Attacker, f, None);
+                } else if !self.attacker.stopped
+                    && let Some((p, f)) = self.attacker.reseal_request(self.now, u64::from(pick))
+                {
+                    // Not a data frame: a captured Request, sealed again.
+                    self.net.send(self.now, p, Sender::Attacker, f, None);
                 }
             }
             Action::Drop { path, count } => self.attacker.arm_drop(path, count),
@@ -378,6 +400,9 @@ impl World {
         for ((_, j), h) in core::mem::take(&mut self.reloads) {
             self.apply_reload(j, h);
         }
+        if self.scen.attackers.flood {
+            self.next_flood = Some(self.now);
+        }
         let end = self.now + LIVENESS_BOUND;
         self.run_until(end);
         if self.stop {
@@ -412,6 +437,66 @@ impl World {
                 LIVENESS_BOUND.total_micros() / 1_000_000
             );
             self.violate(Kind::Liveness, detail);
+            return;
+        }
+        // Restarts in the quiet network: one host (host 1: normalized with host 0 when the
+        // scenario normalizes), then two at once (their handshakes cross).
+        for hosts in [&[1u8][..], &[0, 2]] {
+            if self.stop {
+                return;
+            }
+            self.recovery(hosts);
+        }
+    }
+
+    /// Restarts `hosts` cleanly, at once, and checks that every pair involving one of them
+    /// carries a frame each way within [`RECOVERY_BOUND`].
+    fn recovery(&mut self, hosts: &[u8]) {
+        let n = self.scen.hosts;
+        let hosts: Vec<u8> = hosts
+            .iter()
+            .copied()
+            .filter(|h| *h < n && !self.roster.retired[usize::from(*h)])
+            .collect();
+        for &h in &hosts {
+            self.nodes[usize::from(h)].stop(self.now);
+        }
+        for &h in &hosts {
+            self.boot(h, false);
+        }
+        let pairs: Vec<(u8, u8)> = (0..n)
+            .flat_map(|i| (0..n).map(move |j| (i, j)))
+            .filter(|(i, j)| i != j && (hosts.contains(i) || hosts.contains(j)))
+            .filter(|(i, j)| !self.exempt(*i, *j))
+            .collect();
+        let start = self.now;
+        let mut sent: Vec<(u8, u8, Tag)> = Vec::new();
+        while self.now < start + RECOVERY_BOUND && !self.stop {
+            for &(i, j) in &pairs {
+                if let Some(tag) = self.send_unicast(i, j) {
+                    self.probes.insert((j, tag));
+                    sent.push((i, j, tag));
+                }
+            }
+            let t = self.now + Duration::from_millis(100);
+            self.run_until(t);
+        }
+        let failed: Vec<(u8, u8)> = pairs
+            .iter()
+            .copied()
+            .filter(|(i, j)| {
+                sent.iter()
+                    .filter(|(a, b, _)| (a, b) == (i, j))
+                    .all(|(_, b, t)| self.probes.contains(&(*b, *t)))
+            })
+            .collect();
+        self.probes.clear();
+        if !failed.is_empty() {
+            let detail = format!(
+                "after a clean restart of {hosts:?} in a quiet network, no frame crossed {failed:?} (from, to) within {} s",
+                RECOVERY_BOUND.total_micros() / 1_000_000
+            );
+            self.violate(Kind::SlowRecovery, detail);
         }
     }
 }
@@ -460,6 +545,7 @@ impl World {
             consider(self.attacker.next_wake(), Ev::Attacker);
         }
         consider(Some(self.next_ping), Ev::Ping);
+        consider(self.next_flood, Ev::Flood);
         best
     }
 
@@ -515,6 +601,13 @@ impl World {
             Ev::Attacker => {
                 self.attacker.timeout(self.now);
                 self.flush_attacker();
+            }
+            Ev::Flood => {
+                self.next_flood = Some(self.now + Duration::from_millis(250));
+                let pick = super::mix(self.scen.seed, self.now.total_micros());
+                if let Some((path, f)) = self.attacker.reseal_request(self.now, pick) {
+                    self.net.send(self.now, path, Sender::Attacker, f, None);
+                }
             }
             Ev::Ping => {
                 let n = u64::from(self.scen.hosts);
@@ -578,11 +671,11 @@ impl World {
             }
         }
         for (path, frame, at) in out.sends {
-            if let Err(d) = self
+            if let Err((k, d)) = self
                 .check
                 .seal(&self.nodes[usize::from(h)], &self.roster, &frame)
             {
-                self.violate(Kind::NonceReuse, d);
+                self.violate(k, d);
             }
             match at {
                 Some(t) if t > self.now => {
@@ -601,7 +694,7 @@ impl World {
             let r = &self.nodes[usize::from(h)];
             if let Err((k, d)) =
                 self.check
-                    .deliver(r, claimed, &inner, &self.roster, &self.attacker)
+                    .deliver(r, claimed, &inner, &self.roster, &self.attacker, self.now)
             {
                 self.violate(k, d);
             }
@@ -679,7 +772,7 @@ impl World {
             self.stats.restarts += 1;
             self.down_since[usize::from(h)] = Some(self.now);
         }
-        node.crash();
+        node.crash(self.now);
         self.boots.retain(|(_, x), _| *x != h);
     }
 
@@ -776,4 +869,5 @@ enum Ev {
     Timer(u8),
     Attacker,
     Ping,
+    Flood,
 }

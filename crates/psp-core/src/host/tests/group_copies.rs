@@ -203,7 +203,7 @@ fn a_group_copy_under_the_group_key_is_not_delivered() {
 }
 
 /// Host `me` with one static-key peer under `key`, an identity and group copies on.
-fn static_host(me: u8, key: &[u8]) -> Host {
+pub(super) fn static_host(me: u8, key: &[u8]) -> Host {
     let (mac, other) = if me == 1 {
         (MAC_A, MAC_B)
     } else {
@@ -237,7 +237,7 @@ fn static_host(me: u8, key: &[u8]) -> Host {
         group_spec(),
         Some(signer),
         vec![peer],
-        None,
+        Resume::default(),
     )
     .unwrap()
 }

@@ -1,0 +1,286 @@
+//! The simulator in CI (docs/SESSIONS.md, "The simulator"): a bounded swarm sweep over
+//! psp-core's real hosts that must find nothing, the runs it found on the host before the
+//! fixes (shrunk, as regression tests), and the planted bugs it must find.
+
+use psp_core::plant::{self, Bug};
+use psp_test::sim::Action::*;
+use psp_test::sim::DiskFate::*;
+use psp_test::sim::ForgeKind::*;
+use psp_test::sim::Target::*;
+use psp_test::sim::search::{self, Report};
+use psp_test::sim::*;
+
+/// Seeds of the CI sweep and actions per run: about a minute of CPU in a debug build on the
+/// CI machine (the long run: `cargo run --release -p psp-test --bin sim -- --seeds 20000`).
+const SEEDS: u64 = 96;
+const STEPS: usize = 50;
+
+fn report(what: &str, r: &Report) {
+    eprintln!(
+        "{what}: {} runs, {} events, {} s simulated, {} sessions",
+        r.runs,
+        r.events,
+        r.sim_ms / 1000,
+        r.sessions
+    );
+}
+
+/// The sweep: a random subset of faults, operator events and attackers per seed; no
+/// invariant may break. A failure prints the run shrunk, as a test to paste below.
+#[test]
+fn the_swarm_sweep_finds_nothing() {
+    plant::set(None);
+    let r = search::sweep(0..SEEDS, STEPS, |_| true, false);
+    report("sweep", &r);
+    if let Some(f) = r.failures.first() {
+        let short = search::shrink(&f.scenario, &f.actions, f.violation.kind, 150);
+        panic!(
+            "{}\n\n{}",
+            f.violation,
+            search::to_test(&f.scenario, &short, &f.violation)
+        );
+    }
+    assert!(r.runs == SEEDS && r.sessions > SEEDS * 10, "the sweep ran");
+}
+
+/// One planted bug: the sweep's seeds until the first violation; the number of events it took.
+fn catch(bug: Bug) -> Option<(u64, u64, Kind)> {
+    plant::set(Some(bug));
+    let mut events = 0;
+    let mut found = None;
+    for seed in 0..SEEDS {
+        let scen = Scenario::random(seed);
+        let actions = swarm(&scen, STEPS);
+        let o = search::run(&scen, &actions, false);
+        if let Some(v) = o.violations.first() {
+            found = Some((seed, events + v.events, v.kind));
+            break;
+        }
+        events += o.stats.events;
+    }
+    plant::set(None);
+    found
+}
+
+macro_rules! planted {
+    ($($name:ident: $bug:ident,)*) => {$(
+        /// The CI sweep finds this planted bug.
+        #[test]
+        fn $name() {
+            let found = catch(Bug::$bug);
+            eprintln!("{:?}: {found:?} (seed, events to detection, invariant)", Bug::$bug);
+            assert!(found.is_some(), "the sweep did not find {:?}", Bug::$bug);
+        }
+    )*};
+}
+
+planted! {
+    finds_a_stale_request_taken: StaleRequest,
+    finds_a_pin_skipped: SkipPin,
+    finds_windows_reset_by_a_reload: ResetWindowOnReload,
+    finds_a_reservation_reused: ReuseReservation,
+    finds_crossings_without_a_tie_break: NoCrossingTieBreak,
+    finds_keys_installed_one_way: OneWayInstall,
+    finds_liveness_that_never_fires: NoLiveness,
+    finds_a_window_moved_before_the_signature: WindowBeforeSignature,
+    finds_a_stream_payload_under_the_group_key: StreamUnderGroupKey,
+    finds_answers_in_a_stream_the_peer_cannot_read: AnswerInStream,
+    finds_floors_forgotten_at_a_start: ForgetFloors,
+}
+
+// The simulator's findings on the host before the fixes of this round, shrunk. Each failed
+// there (the runs are in docs/SESSIONS.md, "What the simulator found").
+
+/// A keyless replay of a frame under the group key, after its receiver restarted (its windows
+/// started empty): delivered twice.
+#[test]
+fn sim_seed_672() {
+    let scenario = Scenario {
+        seed: 672,
+        hosts: 3,
+        keying: KeyingMix::Mixed,
+        ids: Ids::None,
+        smkex: Smkex::Require,
+        normalize: false,
+        group_copies: true,
+        rekey_after_s: 120,
+        lifetime_s: 3600,
+        ping_ms: 200,
+        faults: Faults {
+            loss: 0,
+            dup: 20,
+            delay_us: 300,
+            jitter_us: 2000,
+        },
+        operator: Operator {
+            restart: true,
+            lose_state: false,
+            crash_mid_reserve: true,
+            reload: true,
+            rotate: true,
+            clock_jump: true,
+            partition: false,
+            retire: true,
+        },
+        attackers: Attackers {
+            path1: true,
+            path2_inject: false,
+            insider: false,
+            flood: false,
+        },
+    };
+    let actions = [
+        Wait(1232),
+        Wait(2193),
+        Stop {
+            host: 0,
+            down_ms: 2858,
+        },
+        Wait(1152),
+        Replay {
+            path: 0,
+            pick: 1253729042,
+        },
+    ];
+    assert_eq!(search::first(&scenario, &actions), None);
+    // And after a crash (floors written within ten seconds before it): the same replay.
+    let crash = [
+        Wait(1232),
+        Wait(12193),
+        Restart {
+            host: 0,
+            disk: Intact,
+            down_ms: 2858,
+        },
+        Wait(1152),
+        Replay {
+            path: 0,
+            pick: 1253729042,
+        },
+    ];
+    assert_eq!(search::first(&scenario, &crash), None);
+}
+
+/// An insider with the group key writes into a normalized session peer's stream (sub-protocol
+/// 0x0005 under the group key): its frame delivered as the peer's.
+#[test]
+fn sim_seed_318() {
+    let scenario = Scenario {
+        seed: 318,
+        hosts: 3,
+        keying: KeyingMix::Sessions,
+        ids: Ids::None,
+        smkex: Smkex::Prefer,
+        normalize: true,
+        group_copies: true,
+        rekey_after_s: 120,
+        lifetime_s: 90,
+        ping_ms: 200,
+        faults: Faults {
+            loss: 0,
+            dup: 20,
+            delay_us: 50,
+            jitter_us: 0,
+        },
+        operator: Operator {
+            restart: true,
+            lose_state: false,
+            crash_mid_reserve: false,
+            reload: true,
+            rotate: true,
+            clock_jump: false,
+            partition: false,
+            retire: false,
+        },
+        attackers: Attackers {
+            path1: true,
+            path2_inject: false,
+            insider: true,
+            flood: false,
+        },
+    };
+    let actions = [
+        Wait(1482),
+        Forge {
+            from: 0,
+            to: Host(1),
+            kind: Normalized,
+            far: false,
+        },
+    ];
+    assert_eq!(search::first(&scenario, &actions), None);
+}
+
+/// A normalized peer restarts (a clock jump is a restart that sees the new clock): its peer
+/// answered the new Request inside the stream, under keys the restarted host no longer had,
+/// until the old session expired (an hour).
+#[test]
+fn sim_seed_1221() {
+    let scenario = Scenario {
+        seed: 1221,
+        hosts: 3,
+        keying: KeyingMix::Sessions,
+        ids: Ids::None,
+        smkex: Smkex::Require,
+        normalize: true,
+        group_copies: false,
+        rekey_after_s: 120,
+        lifetime_s: 3600,
+        ping_ms: 200,
+        faults: Faults {
+            loss: 0,
+            dup: 20,
+            delay_us: 300,
+            jitter_us: 0,
+        },
+        operator: Operator {
+            restart: true,
+            lose_state: false,
+            crash_mid_reserve: false,
+            reload: false,
+            rotate: false,
+            clock_jump: true,
+            partition: true,
+            retire: false,
+        },
+        attackers: Attackers {
+            path1: true,
+            path2_inject: false,
+            insider: false,
+            flood: false,
+        },
+    };
+    let actions = [
+        Wait(1278),
+        ClockJump {
+            host: 0,
+            ahead: true,
+        },
+    ];
+    assert_eq!(search::first(&scenario, &actions), None);
+}
+
+/// A host stops for good: every peer that sends to it shows the session down within
+/// [`DEAD_BOUND`] (the dead-peer invariant), and nothing else breaks.
+#[test]
+fn a_stopped_host_is_noticed_by_every_peer() {
+    let scenario = Scenario::basic(5);
+    let actions = [
+        Wait(5000),
+        Stop {
+            host: 2,
+            down_ms: 60_000,
+        },
+        Wait(60_000),
+    ];
+    let mut w = World::new(scenario);
+    for a in &actions {
+        w.apply(a);
+    }
+    assert_eq!(w.outcome().violations, vec![]);
+    let dump = w.dump();
+    assert_eq!(dump.matches("down: Some(Down").count(), 2, "{dump}");
+    // Then it comes back: the liveness phase.
+    w.apply(&Quiet);
+    assert_eq!(w.outcome().violations, vec![]);
+}
