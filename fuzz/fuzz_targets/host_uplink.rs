@@ -49,7 +49,7 @@ fn host() -> Host {
         key_spec(&[0x42; 16]),
         None,
         vec![peer],
-        None,
+        Default::default(),
     )
     .unwrap()
 }

@@ -21,7 +21,6 @@
 //! assert!(pair.a.ep.stats().frames_sent > 500);
 //! ```
 
-pub mod adversary;
 pub mod link;
 pub mod pair;
 pub mod rng;

@@ -1,6 +1,6 @@
 //! A key ring that holds a session waiting as *next* (this host answered the peer's handshake;
 //! the peer's first frame under it has not arrived) and then installs a newer session it
-//! initiated itself. Found by the adversary harness (tests/adversary.rs): a late frame under the
+//! initiated itself. Found by the adversary harness that preceded the simulator: a late frame under the
 //! older session promoted it over the newer one, and with the peer doing the mirror image the
 //! two hosts sealed under different sessions for good (each opened the other's only while it
 //! was *previous*, then a blackhole until the next rekey).
@@ -14,7 +14,7 @@ use psp_core::handshake::{
     Config, Event, Handshake, KeyRing, KeyRingConfig, Peer, SessionKeys, Tai64n,
 };
 use psp_core::time::Instant;
-use psp_test::adversary::SimRng;
+use psp_test::sim::SimRng;
 
 const MAC_A: [u8; 6] = [2, 0x50, 0x53, 0, 0, 1];
 const MAC_B: [u8; 6] = [2, 0x50, 0x53, 0, 0, 2];

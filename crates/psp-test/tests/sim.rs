@@ -284,3 +284,75 @@ fn a_stopped_host_is_noticed_by_every_peer() {
     w.apply(&Quiet);
     assert_eq!(w.outcome().violations, vec![]);
 }
+
+// The weaknesses the docs accept (docs/SESSIONS.md, "What each attacker gets"), as outcomes the
+// simulator must see: an attacker that holds the group key and the paths the handshake runs
+// over runs one handshake with each host, unless an identity is pinned or two paths are
+// required and it lacks the second.
+
+/// Puppet handshakes in each direction between hosts 0 and 1, then a while for them to run.
+fn man_in_the_middle(ids: Ids, smkex: Smkex, attackers: Attackers) -> Vec<(u8, u8)> {
+    let scenario = Scenario {
+        ids,
+        smkex,
+        attackers,
+        ..Scenario::basic(11)
+    };
+    let actions = [
+        Wait(3000),
+        Puppet { from: 1, to: 0 },
+        Puppet { from: 0, to: 1 },
+        Wait(3000),
+    ];
+    let mut w = World::new(scenario);
+    for a in &actions {
+        w.apply(a);
+    }
+    assert_eq!(
+        w.outcome().violations,
+        vec![],
+        "a weakness the scenario permits"
+    );
+    w.compromised()
+}
+
+const ON_PATH_1: Attackers = Attackers {
+    path1: true,
+    path2_inject: false,
+    insider: true,
+    flood: false,
+};
+const ON_BOTH: Attackers = Attackers {
+    path1: true,
+    path2_inject: true,
+    insider: true,
+    flood: false,
+};
+
+#[test]
+fn both_paths_without_pins_is_a_man_in_the_middle() {
+    let c = man_in_the_middle(Ids::None, Smkex::Require, ON_BOTH);
+    assert!(c.contains(&(0, 1)) && c.contains(&(1, 0)), "{c:?}");
+}
+
+#[test]
+fn preferred_is_downgraded_by_an_attacker_on_path_1() {
+    let c = man_in_the_middle(Ids::None, Smkex::Prefer, ON_PATH_1);
+    assert!(c.contains(&(0, 1)) && c.contains(&(1, 0)), "{c:?}");
+}
+
+#[test]
+fn required_two_paths_or_pinned_identities_stop_it() {
+    assert_eq!(
+        man_in_the_middle(Ids::None, Smkex::Require, ON_PATH_1),
+        vec![]
+    );
+    assert_eq!(
+        man_in_the_middle(Ids::Configured, Smkex::Prefer, ON_BOTH),
+        vec![]
+    );
+    assert_eq!(
+        man_in_the_middle(Ids::Configured, Smkex::Off, ON_PATH_1),
+        vec![]
+    );
+}

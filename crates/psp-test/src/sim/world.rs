@@ -204,6 +204,14 @@ impl World {
         s
     }
 
+    /// The pairs (holder, its peer) whose session keys the attacker holds, where the scenario
+    /// permits it (no pin, and single-path or both paths hostile).
+    pub fn compromised(&self) -> Vec<(u8, u8)> {
+        let mut v: Vec<_> = self.check.compromised.iter().copied().collect();
+        v.sort_unstable();
+        v
+    }
+
     /// Events handled so far.
     pub fn events(&self) -> u64 {
         self.stats.events
