@@ -208,6 +208,19 @@ fn session_json(st: &SessionStatus, now: Instant) -> Map<String, Value> {
             "handshake_ms".into(),
             (info.handshake_us as f64 / 1000.0).into(),
         );
+        // Rekeys since the last new session (a restarted peer starts a new one).
+        m.insert("session_rekeys".into(), info.rekeys.into());
+    }
+    let secs = |d: psp_core::time::Duration| d.total_micros() / 1_000_000;
+    if let Some(down) = st.down {
+        m.insert(
+            "down_s".into(),
+            secs(now.saturating_since(down.since)).into(),
+        );
+        m.insert("silent_s".into(), secs(down.silent).into());
+    }
+    if let Some(t) = st.last_heard {
+        m.insert("heard_s_ago".into(), secs(now.saturating_since(t)).into());
     }
     if let Some((key_id, next_seq)) = st.current {
         m.insert("key_id".into(), key_id.into());
@@ -530,7 +543,7 @@ pub(crate) fn render(doc: &Value) -> String {
 }
 
 /// The session table: per session peer its state, when its newest handshake completed (the
-/// newest session's age), suite, paths, rekeys and failures.
+/// newest session's age), suite, paths, rekeys since its last new session, and failures.
 fn render_sessions(s: &mut String, peers: &[Value]) {
     let u = |v: &Value| v.as_u64().unwrap_or(0);
     let sess: Vec<_> = peers
@@ -567,7 +580,7 @@ fn render_sessions(s: &mut String, peers: &[Value]) {
                 .map_or_else(|| "never".into(), |a| format!("{a}s ago")),
             x["suite"].as_str().unwrap_or("-"),
             x["paths"].as_str().unwrap_or("-"),
-            u(&x["rekeys"]),
+            u(&x["session_rekeys"]),
             x["handshake_ms"].as_f64().unwrap_or(0.0),
             u(&x["no_session"]),
             if fails.is_empty() { "-" } else { &fails }
@@ -583,6 +596,16 @@ pub(crate) fn diagnose(peer: &Value, doc: &Value) -> Option<String> {
     let u = |v: &Value| v.as_u64().unwrap_or(0);
     let x = &peer["session"];
     let session = x["sessions"].is_u64();
+    if session && x["state"] == "down" && x["silent_s"].is_u64() {
+        return Some(format!(
+            "session down {} s ago: no frame from {} for {} s while this host sent to it: it \
+             stopped, or the path between the hosts failed; frames to it wait for the next \
+             session and a handshake runs",
+            u(&x["down_s"]),
+            peer["name"].as_str().unwrap_or("it"),
+            u(&x["silent_s"])
+        ));
+    }
     if session && x["state"] == "down" {
         let worst = x["handshake_failures"].as_object().and_then(|m| {
             m.iter()
@@ -809,6 +832,18 @@ mod tests {
             "state": "down", "sessions": 0, "no_session": 0, "handshake_failures": {}
         }}));
         assert!(diagnose(&idle, &d).unwrap().starts_with("no session yet"));
+
+        let gone = peer(json!({"name": "b", "session": {
+            "state": "down", "sessions": 1, "down_s": 4, "silent_s": 25,
+            "handshake_failures": {"timeout": 1}
+        }}));
+        assert!(
+            diagnose(&gone, &d)
+                .unwrap()
+                .starts_with("session down 4 s ago: no frame from b for 25 s"),
+            "{:?}",
+            diagnose(&gone, &d)
+        );
     }
 
     #[test]

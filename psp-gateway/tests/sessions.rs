@@ -214,3 +214,92 @@ fn root_rekey_every_two_seconds_under_iperf3_loses_nothing() {
         assert!(unknown <= 1, "{s}");
     }
 }
+
+/// Pings from vm1 to vm2 every 200 ms until one passes or `limit` passes; how long it took.
+fn flows_within(tb: &Testbed, limit: Duration) -> Option<Duration> {
+    let t0 = Instant::now();
+    while t0.elapsed() < limit {
+        let out = tb.ns_exec(
+            "vm1",
+            &["ping", "-n", "-q", "-c", "1", "-W", "0.2", &Testbed::ip(2)],
+        );
+        if out.status.success() {
+            return Some(t0.elapsed());
+        }
+    }
+    None
+}
+
+/// A stopped peer (its daemon stopped mid-session, pings still going to it): vm1's session goes
+/// `down` within the liveness bound (25 s of silence while it sends, docs/SESSIONS.md
+/// "Liveness"), `status` says since when and why, and the log says it once.
+#[test]
+fn root_a_stopped_peer_goes_down_within_the_liveness_bound_with_a_hint() {
+    let tb = session_testbed(1, "");
+    let vm1 = tb.start(1);
+    let vm2 = tb.start(2);
+    tb.ping_until_up(1, 2, Duration::from_secs(10));
+    assert_eq!(session(&vm1.status_json(), "vm2")["state"], "up");
+    vm2.stop();
+    let stopped = Instant::now();
+    let mut down = None;
+    while stopped.elapsed() < Duration::from_secs(40) {
+        let _ = tb.ns_exec(
+            "vm1",
+            &["ping", "-n", "-q", "-c", "1", "-W", "0.5", &Testbed::ip(2)],
+        );
+        if session(&vm1.status_json(), "vm2")["state"] == "down" {
+            down = Some(stopped.elapsed());
+            break;
+        }
+    }
+    let down =
+        down.unwrap_or_else(|| panic!("still up 40 s after vm2 stopped:\n{}", vm1.status_table()));
+    // 25 s of silence counted from vm1's first frame after the stop, a ping's 0.5 s, the
+    // status call.
+    assert!(
+        down <= Duration::from_secs(28),
+        "down {down:?} after vm2 stopped"
+    );
+    let table = vm1.status_table();
+    assert!(
+        table.contains("hint vm2: session down") && table.contains("no frame from vm2 for 2"),
+        "{table}"
+    );
+    assert_eq!(
+        vm1.log().matches("session down: no frame from vm2").count(),
+        1
+    );
+}
+
+/// The review's HIGH finding, live: a normalized session peer that restarts. Before, its peer
+/// answered the new Request inside the stream under the old session's keys: no ping for 70 s.
+/// Now pings flow again within seconds (as without normalization).
+#[test]
+fn root_a_restarted_normalized_peer_flows_again_at_once() {
+    ensure_tools(&["iperf3"]);
+    let tb = Testbed::up(TestbedOptions {
+        suite: "aes128-gcm".into(),
+        session: true,
+        identity: true,
+        config_extra: "[normalize]\nenabled = true\ns_goal_kbps = 2000\n".into(),
+        ..TestbedOptions::default()
+    });
+    let vm1 = tb.start(1);
+    let vm2 = tb.start(2);
+    tb.ping_until_up(1, 2, Duration::from_secs(15));
+    assert!(vm1.status_json()["peers"][0]["normalize"].is_object());
+    vm2.stop();
+    std::thread::sleep(Duration::from_millis(500));
+    let _vm2 = tb.start(2);
+    let took = flows_within(&tb, Duration::from_secs(10))
+        .unwrap_or_else(|| panic!("no ping 10 s after vm2 came back:\n{}", vm1.status_table()));
+    assert!(
+        took < Duration::from_secs(5),
+        "pings flow {took:?} after the restart"
+    );
+    let s = session(&vm1.status_json(), "vm2").clone();
+    assert_eq!(s["state"], "up", "{s}");
+    assert_eq!(s["session_rekeys"], 0, "a new session, not a rekey: {s}");
+    assert!(s["unknown_key"].as_u64().unwrap_or(0) < 200, "{s}");
+}
