@@ -634,6 +634,37 @@ impl Host {
     }
 }
 
+#[cfg(feature = "_fuzz")]
+impl Host {
+    /// Fuzz targets only (feature `_fuzz`): seals `payload` as sub-protocol `proto` from this
+    /// host to `peer` under the key that seals the peer's unicast frames (its current session,
+    /// else its `key_file` key or the group key) into `out`; its length. Not an API.
+    pub fn fuzz_seal(
+        &mut self,
+        now: Instant,
+        peer: PeerId,
+        proto: crate::wire::Protocol,
+        payload: &[u8],
+        out: &mut [u8],
+    ) -> Option<usize> {
+        let src = self.shared.cfg.mac;
+        let p = self.peers.get_mut(peer.0)?;
+        let dst = *p.spec.macs.first()?;
+        if let Some(s) = p.session.as_deref_mut() {
+            return s
+                .ring()
+                .seal_sub(now, dst, src, proto, payload, out)
+                .ok()
+                .map(<[u8]>::len);
+        }
+        let r = self.shared.statics.sealer_mut(p.key, &mut self.shared.group);
+        r.sealer
+            .seal_sub(now, dst, src, proto, payload, out)
+            .ok()
+            .map(<[u8]>::len)
+    }
+}
+
 fn is_group(mac: &[u8]) -> bool {
     mac.first().is_some_and(|b| b & 1 == 1)
 }
