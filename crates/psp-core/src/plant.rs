@@ -1,7 +1,7 @@
 //! Bugs planted on purpose (feature `_plant`, test builds only): each is a one-line change of
-//! a rule the host relies on, switched on for the current thread with [`set`], so psp-test's
+//! a rule the host relies on, switched on for the current thread with `set`, so psp-test's
 //! simulator can show it finds every one (docs/SESSIONS.md, "The simulator"). Without the
-//! feature, [`on`] is a constant `false` and the planted branches compile away.
+//! feature, the check is a constant `false` and the planted branches compile away.
 
 /// A planted bug.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]

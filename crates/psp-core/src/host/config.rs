@@ -22,7 +22,7 @@ pub struct Config {
     pub max_frame: usize,
     /// Sessions (`None`: every peer has a static key or uses the group key).
     pub session: Option<SessionSettings>,
-    /// The wall clock at [`Instant::ZERO`] (Request timestamps are this plus `now`).
+    /// The wall clock at [`Instant::ZERO`](crate::time::Instant::ZERO) (Request timestamps are this plus `now`).
     pub wall_origin: Tai64n,
     /// What happens to a broadcast or multicast frame too large to go under the group key
     /// (with this host's signature, 64 bytes, the group key's frames are the largest):

@@ -218,7 +218,7 @@ pub enum Event {
     HandshakeFailed {
         /// The peer.
         peer: PeerId,
-        /// The counter name ([`FAIL_REASONS`]).
+        /// The counter name ([`FAIL_REASONS`](super::FAIL_REASONS)).
         reason: &'static str,
         /// When this host tries again at the earliest.
         retry_in: Duration,

@@ -7,7 +7,7 @@ use alloc::collections::{BTreeMap, VecDeque};
 use super::{Event, Mac, REPORT_EVERY};
 use crate::time::Instant;
 
-/// At most this many unknown sources are reported one by one within a [`REPORT_EVERY`].
+/// At most this many unknown sources are reported one by one within a minute.
 pub const UNKNOWN_REPORTED: usize = 64;
 
 /// Which unknown sources were reported, and what went unreported.
