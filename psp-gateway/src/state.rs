@@ -106,6 +106,7 @@ impl StateDir {
     /// # Errors
     /// The directory cannot be created, is a symbolic link, may be written by others, or is
     /// locked by another daemon.
+    #[cfg(any(test, feature = "testing"))]
     pub(crate) fn open(dir: &Path) -> Result<Self, StateError> {
         Self::open_for(dir, None)
     }

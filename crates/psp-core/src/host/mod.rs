@@ -657,7 +657,10 @@ impl Host {
                 .ok()
                 .map(<[u8]>::len);
         }
-        let r = self.shared.statics.sealer_mut(p.key, &mut self.shared.group);
+        let r = self
+            .shared
+            .statics
+            .sealer_mut(p.key, &mut self.shared.group);
         r.sealer
             .seal_sub(now, dst, src, proto, payload, out)
             .ok()

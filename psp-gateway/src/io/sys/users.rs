@@ -104,12 +104,12 @@ pub fn drop_privileges(name: &str) -> io::Result<()> {
 }
 
 /// Gives `path` to user `user` (owner: its uid, group: its primary gid) without following a
-/// link: see [`set_owner_mode`], which this is with any kind of file.
+/// link: see `set_owner_mode`, which this is with any kind of file.
 ///
 /// Public for the integration tests (`tests/io_root.rs`).
 ///
 /// # Errors
-/// Unknown user, a path [`set_owner_mode`] refuses, or `chown` fails.
+/// Unknown user, a path `set_owner_mode` refuses, or `chown` fails.
 pub fn chown_path(path: &Path, user: &str) -> io::Result<()> {
     let ids = lookup_user(user)?;
     set_owner_mode(AT_FDCWD, path, path, None, Some(ids), None)
