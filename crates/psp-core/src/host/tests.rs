@@ -16,6 +16,7 @@ use crate::protect::{OpenerConfig, SealerConfig};
 use crate::wire::Protocol;
 use crate::wire::Seq;
 
+mod api;
 mod group_copies;
 mod restarts;
 
