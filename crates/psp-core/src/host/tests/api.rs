@@ -5,6 +5,8 @@
 use alloc::vec;
 use alloc::vec::Vec;
 
+use zeroize::Zeroizing;
+
 use super::*;
 
 /// A unicast IPv4 frame from `src` to `dst`.
@@ -108,7 +110,7 @@ fn a_reload_keeps_what_did_not_change_and_renews_what_did() {
     // asks for its numbers.
     while n.hosts[0].poll_event().is_some() {}
     let mut other = group_spec();
-    other.key = zeroize::Zeroizing::new(vec![0x43; 16]);
+    other.key = Zeroizing::new(vec![0x43; 16]);
     n.hosts[0].reconfigure(n.now, other.clone(), specs).unwrap();
     assert!(n.status(0).up, "the session stayed");
     assert_eq!(n.hosts[0].group_suite(), SuiteId::Aes128Gcm);
