@@ -553,4 +553,81 @@ mod tests {
         );
         assert!(resp.next().is_none());
     }
+
+    /// A session seals and opens until its expiry, not at it; the previous one opens until the
+    /// end of its grace period, not at it; a key id already live is refused.
+    #[test]
+    fn sessions_live_until_their_expiry_and_grace_and_key_ids_stay_unique() {
+        let t0 = Instant::ZERO;
+        let mut ring = KeyRing::new(KeyRingConfig::default());
+        let first = keys(Role::Initiator, 7, 0xa, 0xb);
+        ring.install(t0, &first).unwrap();
+        assert_eq!(ring.install(t0, &first), Err(InstallError::KeyIdClash));
+        let c = ring.current().unwrap();
+        assert_eq!(c.next_seq(), Some(crate::wire::Seq(0)));
+        assert!(c.two_path() && c.peer_static().is_none());
+        assert_eq!(c.role(), Role::Initiator);
+        let (send, recv) = c.fingerprints();
+        assert_ne!(send, recv);
+        assert_eq!(
+            send,
+            *crate::crypto::SuiteKey::new(SuiteId::Aes128Gcm, &[0xa; 16])
+                .unwrap()
+                .bivn()
+        );
+        let expiry = t0 + Duration::from_secs(600);
+        assert_eq!(ring.expiry_timeout(), Some(expiry));
+        let just_before = Instant::from_micros(expiry.total_micros() - 1);
+        assert!(ring.sealer(just_before).is_ok());
+        assert_eq!(ring.sealer(expiry).err(), Some(RingSealError::NoSession));
+
+        // A second session: the first becomes previous, opening for the 30 s grace only.
+        let mut ring = KeyRing::new(KeyRingConfig::default());
+        ring.install(t0, &first).unwrap();
+        let mut out = [0u8; 128];
+        let mut peer = KeyRing::new(KeyRingConfig::default());
+        peer.install(t0, &keys(Role::Initiator, 7, 0xb, 0xa))
+            .unwrap();
+        let t1 = Instant::from_secs(10);
+        ring.install(t1, &keys(Role::Initiator, 8, 0xc, 0xd))
+            .unwrap();
+        assert_eq!(ring.previous().map(|s| s.key_id().get()), Some(7));
+        let grace_end = t1 + Duration::from_secs(30);
+        let mut late = peer
+            .seal_sub(t1, A, B, Protocol::Control, b"late", &mut out)
+            .unwrap()
+            .to_vec();
+        let mut later = late.clone();
+        assert!(
+            ring.open(
+                Instant::from_micros(grace_end.total_micros() - 1),
+                &mut late
+            )
+            .is_ok(),
+            "the previous session opens until its grace ends"
+        );
+        assert_eq!(
+            ring.open(grace_end, &mut later).err(),
+            Some(RingOpenError::UnknownKey),
+            "and not at its end"
+        );
+        assert_eq!(RingSealError::NoSession.as_str(), "no_session");
+        assert_eq!(RingOpenError::UnknownKey.as_str(), "unknown_key");
+    }
+
+    /// Retiring the current session moves it to previous (it opens, it does not seal); clearing
+    /// drops everything.
+    #[test]
+    fn retire_and_clear() {
+        let t0 = Instant::from_secs(1);
+        let mut ring = KeyRing::new(KeyRingConfig::default());
+        ring.install(t0, &keys(Role::Initiator, 7, 0xa, 0xb))
+            .unwrap();
+        ring.retire_current(t0);
+        assert!(ring.current().is_none() && ring.previous().is_some());
+        assert_eq!(ring.sealer(t0).err(), Some(RingSealError::NoSession));
+        ring.clear();
+        assert!(ring.previous().is_none() && ring.next().is_none());
+        assert_eq!(ring.expiry_timeout(), None);
+    }
 }
