@@ -15,7 +15,9 @@ fuzz_target!(|input: &[u8]| {
     let suite = SuiteId::ALL[usize::from(head[0]) % SuiteId::ALL.len()];
     let key: Vec<u8> = (0..suite.key_len()).map(|i| head[1] ^ i as u8).collect();
     let seq = u32::from_le_bytes([head[2], head[3], head[4], 0]);
-    let sn = (head[5] & 2 != 0).then(|| SecurityNumber::new(0x00ab_cdef).ok()).flatten();
+    let sn = (head[5] & 2 != 0)
+        .then(|| SecurityNumber::new(0x00ab_cdef).ok())
+        .flatten();
     let scfg = SealerConfig::new()
         .with_allow_none(true)
         .with_timestamps(head[5] & 1 != 0)

@@ -33,7 +33,13 @@ impl CryptoRng for CountingRng {}
 
 fuzz_target!(|data: &[u8]| {
     if let Ok(m) = Message::new_checked(data) {
-        let _ = (m.version(), m.message_type(), m.initiator_id(), m.responder_id(), m.body());
+        let _ = (
+            m.version(),
+            m.message_type(),
+            m.initiator_id(),
+            m.responder_id(),
+            m.body(),
+        );
     }
     if let Ok(repr) = Repr::parse_bytes(data) {
         let mut buf = [0u8; MAX_MESSAGE_LEN];
@@ -42,17 +48,36 @@ fuzz_target!(|data: &[u8]| {
     }
     let ip = |x| core::net::IpAddr::V4(core::net::Ipv4Addr::new(10, 0, 0, x));
     let mut rng = CountingRng(1);
-    let peer = Peer { mac: [2, 0, 0, 0, 0, 1], addr: ip(1), pinned_static: None };
+    let peer = Peer {
+        mac: [2, 0, 0, 0, 0, 1],
+        addr: ip(1),
+        pinned_static: None,
+    };
     let path = PathId(data.first().copied().unwrap_or(0) & 1);
-    if let Ok(mut hs) =
-        Handshake::respond(Instant::ZERO, Config::new([2, 0, 0, 0, 0, 2], ip(2), 24), peer, path, data, &mut rng)
-    {
+    if let Ok(mut hs) = Handshake::respond(
+        Instant::ZERO,
+        Config::new([2, 0, 0, 0, 0, 2], ip(2), 24),
+        peer,
+        path,
+        data,
+        &mut rng,
+    ) {
         let mut buf = [0u8; MAX_MESSAGE_LEN];
         while hs.poll_transmit(Instant::ZERO, &mut buf).is_some() {}
         let _ = hs.handle_message(Instant::ZERO, path, data);
     }
-    let peer_b = Peer { mac: [2, 0, 0, 0, 0, 2], addr: ip(2), pinned_static: None };
-    let mut init = Handshake::initiate(Instant::ZERO, Config::new([2, 0, 0, 0, 0, 1], ip(1), 24), peer_b, psp_core::handshake::Tai64n::from_unix(1, 0), &mut rng);
+    let peer_b = Peer {
+        mac: [2, 0, 0, 0, 0, 2],
+        addr: ip(2),
+        pinned_static: None,
+    };
+    let mut init = Handshake::initiate(
+        Instant::ZERO,
+        Config::new([2, 0, 0, 0, 0, 1], ip(1), 24),
+        peer_b,
+        psp_core::handshake::Tai64n::from_unix(1, 0),
+        &mut rng,
+    );
     let _ = init.handle_message(Instant::ZERO, path, data);
     init.handle_timeout(Instant::from_secs(100));
     let _ = init.poll_event();

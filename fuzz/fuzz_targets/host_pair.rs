@@ -15,12 +15,13 @@ use std::net::{IpAddr, Ipv4Addr};
 use libfuzzer_sys::fuzz_target;
 use psp_core::handshake::{Identity, KeyRingConfig, PathId, SmkexMode, Tai64n};
 use psp_core::host::{
-    Claim, Config, Event, Host, KeySpec, Keying, NormSpec, PeerId, PeerSpec, Pin, Received,
-    Resume, SessionSettings, TapJob, TapResult,
+    Claim, Config, Event, Host, KeySpec, Keying, NormSpec, PeerId, PeerSpec, Pin, Received, Resume,
+    SessionSettings, TapJob, TapResult,
 };
 use psp_core::protect::{OpenerConfig, SealerConfig};
 use psp_core::time::Duration;
 use psp_core::{Instant, Protocol, Sealer, Seq, SuiteId, SuiteKey};
+use psp_test::sim::SimRng;
 use zeroize::Zeroizing;
 
 const MAC: [[u8; 6]; 2] = [[2, 0, 0, 0, 0, 1], [2, 0, 0, 0, 0, 2]];
@@ -121,35 +122,11 @@ fn slow_stream() -> psp_core::normalize::Config {
     c
 }
 
-struct Rng(u64);
-impl rand_core::RngCore for Rng {
-    fn next_u32(&mut self) -> u32 {
-        self.next_u64() as u32
-    }
-    fn next_u64(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-        z ^ (z >> 31)
-    }
-    fn fill_bytes(&mut self, d: &mut [u8]) {
-        for c in d.chunks_mut(8) {
-            let v = self.next_u64().to_le_bytes();
-            c.copy_from_slice(&v[..c.len()]);
-        }
-    }
-    fn try_fill_bytes(&mut self, d: &mut [u8]) -> Result<(), rand_core::Error> {
-        self.fill_bytes(d);
-        Ok(())
-    }
-}
-impl rand_core::CryptoRng for Rng {}
-
 /// Two hosts, a wire between them, a clock.
 struct Pair {
     h: [Host; 2],
     now: Instant,
-    rng: Rng,
+    rng: SimRng,
     wire: VecDeque<(usize, PathId, Vec<u8>)>,
     marks: [u32; 2],
     /// The group-key sealer of B's name the fuzzer writes with.
@@ -321,7 +298,7 @@ fuzz_target!(|input: &[u8]| {
     let mut p = Pair {
         h: [host(0, f, Resume::default()), host(1, f, Resume::default())],
         now: Instant::from_secs(1),
-        rng: Rng(u64::from(flags)),
+        rng: SimRng::new(u64::from(flags)),
         wire: VecDeque::new(),
         marks: [1000, 5000],
         forger,
@@ -364,7 +341,11 @@ fuzz_target!(|input: &[u8]| {
                     (_, [a, b, ..]) => Protocol::from(u16::from_be_bytes([*a, *b])),
                     _ => Protocol::Control,
                 };
-                let payload = if op % 10 == 9 { data } else { data.get(2..).unwrap_or(&[]) };
+                let payload = if op % 10 == 9 {
+                    data
+                } else {
+                    data.get(2..).unwrap_or(&[])
+                };
                 let mut out = vec![0u8; 2048];
                 if let Some(len) = p.h[1].fuzz_seal(p.now, PeerId(0), proto, payload, &mut out) {
                     p.give(1, PathId::FIRST, out[..len].to_vec());

@@ -12,7 +12,13 @@ use psp_multipath::wire::{
 
 fuzz_target!(|input: &[u8]| {
     if let Ok(seg) = Segment::new_checked(input) {
-        let _ = (seg.path_seq(), seg.offset(), seg.seg(), seg.payload(), seg.total_len());
+        let _ = (
+            seg.path_seq(),
+            seg.offset(),
+            seg.seg(),
+            seg.payload(),
+            seg.total_len(),
+        );
         if let Ok(repr) = Repr::parse(&seg) {
             let mut out = [0u8; HEADER_LEN];
             repr.emit(&mut out);

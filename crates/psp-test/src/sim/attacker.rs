@@ -167,17 +167,10 @@ impl Attacker {
         {
             self.rewrite = None;
             let (src, dst, seq) = (f.src_addr(), f.dst_addr(), f.seq_number());
-            let proto = if matches!(new.body, Body::Nonce(_) | Body::NonceReply { .. }) {
-                Protocol::KeyExchange
-            } else {
-                Protocol::SessionEstablishment
+            return match self.seal_message(now, src, dst, seq, &new) {
+                Some(f) => Verdict::Replace(f),
+                None => Verdict::Drop,
             };
-            let mut buf = [0u8; 256];
-            let n = new.emit(&mut buf);
-            if let Some(f) = self.seal_group(now, src, dst, seq, proto, &buf[..n]) {
-                return Verdict::Replace(f);
-            }
-            return Verdict::Drop;
         }
         if now < self.hold_until[p] {
             return Verdict::Hold(self.hold_until[p]);
@@ -577,6 +570,20 @@ impl Attacker {
             let (src, dst, repr, _) = self.read_group(f, path)?;
             matches!(repr.body, Body::Request(_)).then_some((src, dst, repr))
         })?;
+        let seq = self.next_sn(src, path, false);
+        let sealed = self.seal_message(now, src, dst, seq, &repr)?;
+        Some((path, sealed))
+    }
+
+    /// A handshake message under the group key in `src`'s name, under its sub-protocol.
+    fn seal_message(
+        &mut self,
+        now: Instant,
+        src: Mac,
+        dst: Mac,
+        seq: Seq,
+        repr: &Repr,
+    ) -> Option<Vec<u8>> {
         let proto = if matches!(repr.body, Body::Nonce(_) | Body::NonceReply { .. }) {
             Protocol::KeyExchange
         } else {
@@ -584,9 +591,7 @@ impl Attacker {
         };
         let mut buf = [0u8; 256];
         let n = repr.emit(&mut buf);
-        let seq = self.next_sn(src, path, false);
-        let sealed = self.seal_group(now, src, dst, seq, proto, &buf[..n])?;
-        Some((path, sealed))
+        self.seal_group(now, src, dst, seq, proto, &buf[..n])
     }
 
     /// Sends an honest frame it opened under the group key again, in `as_host`'s name (an

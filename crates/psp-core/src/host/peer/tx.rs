@@ -111,19 +111,17 @@ impl Peer {
         rng: &mut dyn CryptoRngCore,
     ) -> Option<Transmit> {
         loop {
-            if let Some(t) = self.poll_handshake(now, shared, out) {
-                match t {
-                    Some(t) => return Some(t),
-                    None => continue,
-                }
+            // `Some(None)`: a message went into the stream (or was refused): look again.
+            match self.poll_handshake(now, shared, out) {
+                Some(Some(t)) => return Some(t),
+                Some(None) => continue,
+                None => {}
             }
-            if let Some(t) = self.poll_session_frame(now, shared, out, rng) {
-                match t {
-                    Some(t) => return Some(t),
-                    None => continue,
-                }
+            match self.poll_session_frame(now, shared, out, rng) {
+                Some(Some(t)) => return Some(t),
+                Some(None) => continue,
+                None => return self.poll_stream(now, shared, out, rng),
             }
-            return self.poll_stream(now, shared, out, rng);
         }
     }
 
