@@ -374,10 +374,11 @@ impl Session {
             cx.timers.set(Timer::Keepalive, cx.now + self.keepalive);
         }
         if first {
+            // A promotion moved the slots: their expiries, and the rekey by age, count now.
             self.arm_rekey(cx.timers);
+            cx.timers
+                .set_opt(Timer::KeyExpiry, self.ring.expiry_timeout());
         }
-        cx.timers
-            .set_opt(Timer::KeyExpiry, self.ring.expiry_timeout());
     }
 
     /// A timer of the session fired.
