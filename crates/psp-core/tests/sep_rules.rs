@@ -8,7 +8,8 @@ use core::net::{IpAddr, Ipv4Addr};
 use psp_core::handshake::messages::{Body, HandshakeId, MAX_MESSAGE_LEN, RejectCode, Repr};
 use psp_core::handshake::rand_core::{self, CryptoRng, RngCore};
 use psp_core::handshake::{
-    Config, Event, FailReason, Handshake, Ignored, PathId, Peer, SmkexMode, Tai64n, Transmit,
+    Config, Event, FailReason, Handshake, Ignored, PathId, Peer, SmkexMode, StaticKey, Tai64n,
+    Transmit,
 };
 use psp_core::time::{Duration, Instant};
 
@@ -241,4 +242,200 @@ fn an_initiator_acts_on_a_reject_before_and_after_the_accept() {
         a.poll_event(),
         Some(Event::Failed(FailReason::ExpiryRefused))
     ));
+}
+
+/// Runs two handshakes against each other (messages delivered at once, on the path they were
+/// sent) until neither has anything to send; returns each side's event.
+fn exchange(a: &mut Handshake, b: &mut Handshake, now: Instant) -> (Option<Event>, Option<Event>) {
+    for _ in 0..10 {
+        let from_a = drain(a, now);
+        let from_b = drain(b, now);
+        if from_a.is_empty() && from_b.is_empty() {
+            break;
+        }
+        for (t, m) in from_a {
+            let _ = b.handle_message(now, t.path, &m);
+        }
+        for (t, m) in from_b {
+            let _ = a.handle_message(now, t.path, &m);
+        }
+    }
+    (a.poll_event(), b.poll_event())
+}
+
+/// A compact initiator checks the responder's long-term key against its pin, as the thesis flow
+/// does: the right key establishes, another fails with `IdentityMismatch`.
+#[test]
+fn a_compact_initiator_checks_the_pin() {
+    let t0 = Instant::from_secs(100);
+    let b_key = StaticKey::from_bytes([7; 32]);
+    for (pin, established) in [(b_key.public_key(), true), ([9; 32], false)] {
+        let mut rng = Lcg(4);
+        let mut ca = cfg(MAC_A, 1);
+        ca.smkex = SmkexMode::Required;
+        ca.compact = true;
+        let mut to_b = peer(MAC_B, 2);
+        to_b.pinned_static = Some(pin);
+        let mut a = Handshake::initiate(t0, ca, to_b, Tai64n::from_unix(1, 0), &mut rng);
+        let flight = drain(&mut a, t0);
+        let mut cb = cfg(MAC_B, 2);
+        cb.smkex = SmkexMode::Required;
+        cb.compact = true;
+        cb.static_key = Some(StaticKey::from_bytes([7; 32]));
+        let mut b = Handshake::respond(
+            t0,
+            cb,
+            peer(MAC_A, 1),
+            flight[0].0.path,
+            &flight[0].1,
+            &mut rng,
+        )
+        .unwrap();
+        for (t, m) in &flight[1..] {
+            b.handle_message(t0, t.path, m).unwrap();
+        }
+        let (ea, _) = exchange(&mut a, &mut b, t0);
+        if established {
+            assert!(matches!(ea, Some(Event::Established(_))), "{ea:?}");
+        } else {
+            assert!(
+                matches!(ea, Some(Event::Failed(FailReason::IdentityMismatch))),
+                "{ea:?}"
+            );
+        }
+    }
+}
+
+/// A responder whose maximum lifetime is below the offer answers with its own; the initiator
+/// takes the shorter lifetime (it refuses only a longer one).
+#[test]
+fn the_initiator_takes_a_shorter_lifetime() {
+    let t0 = Instant::from_secs(100);
+    let mut rng = Lcg(5);
+    let mut a = Handshake::initiate(
+        t0,
+        cfg(MAC_A, 1),
+        peer(MAC_B, 2),
+        Tai64n::from_unix(1, 0),
+        &mut rng,
+    );
+    let (t, req) = drain(&mut a, t0).remove(0);
+    let mut cb = cfg(MAC_B, 2);
+    cb.lifetime = Duration::from_secs(600);
+    let mut b = Handshake::respond(t0, cb, peer(MAC_A, 1), t.path, &req, &mut rng).unwrap();
+    let (ea, eb) = exchange(&mut a, &mut b, t0);
+    for e in [ea, eb] {
+        let Some(Event::Established(k)) = e else {
+            panic!("{e:?}");
+        };
+        assert_eq!(k.lifetime(), Duration::from_secs(600));
+        assert_eq!(k.initial_seq().0, 0);
+        let shown = format!("{k:?}");
+        assert!(shown.starts_with("SessionKeys") && shown.contains("two_path: true"));
+    }
+}
+
+/// A failed handshake asks for no more timeouts; a handshake that is still running does.
+#[test]
+fn a_failed_handshake_needs_no_timer() {
+    let t0 = Instant::from_secs(100);
+    let mut rng = Lcg(6);
+    let mut c = cfg(MAC_A, 1);
+    c.smkex = SmkexMode::Required;
+    c.paths = 1;
+    let mut a = Handshake::initiate(t0, c, peer(MAC_B, 2), Tai64n::from_unix(1, 0), &mut rng);
+    assert!(matches!(
+        a.poll_event(),
+        Some(Event::Failed(FailReason::TooFewPaths))
+    ));
+    assert_eq!(a.poll_timeout(), None);
+    let a = Handshake::initiate(
+        t0,
+        cfg(MAC_A, 1),
+        peer(MAC_B, 2),
+        Tai64n::from_unix(1, 0),
+        &mut rng,
+    );
+    assert!(a.poll_timeout().is_some());
+}
+
+/// A second copy of a message is a duplicate if it is the same and unexpected if it differs
+/// (the first copy wins); a responder answers only duplicates of what it already took, never an
+/// unrelated message.
+#[test]
+fn the_first_copy_wins_and_only_true_duplicates_are_answered() {
+    let t0 = Instant::from_secs(100);
+    let mut rng = Lcg(7);
+    let mut a = Handshake::initiate(
+        t0,
+        cfg(MAC_A, 1),
+        peer(MAC_B, 2),
+        Tai64n::from_unix(1, 0),
+        &mut rng,
+    );
+    let (t, req) = drain(&mut a, t0).remove(0);
+    let mut b =
+        Handshake::respond(t0, cfg(MAC_B, 2), peer(MAC_A, 1), t.path, &req, &mut rng).unwrap();
+    let (t, accept) = drain(&mut b, t0).remove(0);
+    a.handle_message(t0, t.path, &accept).unwrap();
+    assert_eq!(
+        a.handle_message(t0, t.path, &accept),
+        Err(Ignored::Duplicate)
+    );
+    let mut other = Repr::parse_bytes(&accept).unwrap();
+    let Body::Accept(ref mut acc) = other.body else {
+        panic!("an Accept");
+    };
+    acc.two_path = !acc.two_path;
+    let mut buf = [0u8; MAX_MESSAGE_LEN];
+    let n = other.emit(&mut buf);
+    assert_eq!(
+        a.handle_message(t0, t.path, &buf[..n]),
+        Err(Ignored::Unexpected)
+    );
+    // The responder: the Request again is answered (its Accept again) after half an RTO; an
+    // altered Request is not.
+    let later = t0 + Duration::from_millis(200);
+    let mut altered = Repr::parse_bytes(&req).unwrap();
+    let Body::Request(ref mut r) = altered.body else {
+        panic!("a Request");
+    };
+    r.paths = 3;
+    let n = altered.emit(&mut buf);
+    assert_eq!(
+        b.handle_message(later, PathId::FIRST, &buf[..n]),
+        Err(Ignored::Unexpected)
+    );
+    assert!(drain(&mut b, later).is_empty());
+    assert_eq!(
+        b.handle_message(later, PathId::FIRST, &req),
+        Err(Ignored::Duplicate)
+    );
+    assert_eq!(drain(&mut b, later).len(), 1, "the Accept again");
+}
+
+/// Retransmission jitter keeps changing: at the capped RTO (4 s) the offsets within the window
+/// are not all equal, so two initiators that started together drift apart.
+#[test]
+fn retransmission_jitter_keeps_changing() {
+    let t0 = Instant::from_secs(100);
+    let mut rng = Lcg(8);
+    let mut c = cfg(MAC_A, 1);
+    c.timeout = Duration::from_secs(120);
+    let mut a = Handshake::initiate(t0, c, peer(MAC_B, 2), Tai64n::from_unix(1, 0), &mut rng);
+    let _ = drain(&mut a, t0);
+    let mut at = t0;
+    let mut offsets = Vec::new();
+    for _ in 0..20 {
+        let t = a.poll_timeout().unwrap();
+        offsets.push(t.saturating_since(at).total_micros());
+        a.handle_timeout(t);
+        let _ = drain(&mut a, t);
+        at = t;
+    }
+    let capped = &offsets[6..];
+    assert!(
+        capped.iter().any(|o| *o != capped[0]),
+        "the same offset every time: {capped:?}"
+    );
 }

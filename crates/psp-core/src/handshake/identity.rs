@@ -217,4 +217,13 @@ mod tests {
         }
         out
     }
+
+    /// The seed written to the identity file gives back the same identity.
+    #[test]
+    fn the_seed_gives_back_the_identity() {
+        let id = Identity::generate(counter()).unwrap();
+        let again = Identity::from_seed(*id.seed()).unwrap();
+        assert_eq!(again.public_key(), id.public_key());
+        assert_ne!(id.seed(), &[0; 32]);
+    }
 }

@@ -630,4 +630,32 @@ mod tests {
         assert!(ring.previous().is_none() && ring.next().is_none());
         assert_eq!(ring.expiry_timeout(), None);
     }
+
+    /// The current slot's next sequence number counts the frames sealed; the errors print their
+    /// counter names.
+    #[test]
+    fn the_next_sequence_number_counts_seals_and_errors_print_their_names() {
+        let now = Instant::from_secs(1);
+        let mut init = KeyRing::new(KeyRingConfig::default());
+        init.install(now, &keys(Role::Initiator, 9, 0xa, 0xb))
+            .unwrap();
+        assert_eq!(
+            init.current().unwrap().next_seq(),
+            Some(crate::wire::Seq(0))
+        );
+        let mut out = [0u8; 128];
+        for _ in 0..3 {
+            init.seal_sub(now, B, A, Protocol::Control, b"x", &mut out)
+                .unwrap();
+        }
+        assert_eq!(
+            init.current().unwrap().next_seq(),
+            Some(crate::wire::Seq(3))
+        );
+        assert_eq!(
+            alloc::format!("{}", RingOpenError::UnknownKey),
+            "unknown_key"
+        );
+        assert_eq!(alloc::format!("{}", RingSealError::NoSession), "no_session");
+    }
 }

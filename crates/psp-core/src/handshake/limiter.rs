@@ -168,4 +168,16 @@ mod tests {
         }
         assert_eq!(ok, 3 * 8, "one per new source, never a burst of five");
     }
+
+    /// `retry_after` answers for the source asked about, not for another one that is waiting.
+    #[test]
+    fn retry_after_is_per_source() {
+        let mut l = RequestLimiter::<4>::new();
+        let (a, b) = ([2, 0, 0, 0, 0, 1], [2, 0, 0, 0, 0, 2]);
+        let t = Instant::from_secs(1);
+        assert_eq!(l.check(t, a), Ok(()));
+        assert_eq!(l.check(t, a), Err(FailReason::RateLimited));
+        assert!(l.retry_after(t, a) > Duration::ZERO);
+        assert_eq!(l.retry_after(t, b), Duration::ZERO, "b never sent");
+    }
 }

@@ -1221,4 +1221,126 @@ mod tests {
         ));
         assert!(same_subnet(a(200), a(2), 0));
     }
+
+    /// Stage 1 refuses a Request when any one of its four checks fails, each alone (found by
+    /// cargo-mutants: `||` turned into `&&` went unnoticed while every test changed all four).
+    #[test]
+    fn stage_one_refuses_each_mismatch_alone() {
+        let v4 = |n: u8, c: u8| IpAddr::V4(Ipv4Addr::new(10, 77, c, n));
+        let (ma, mb) = ([2, 0, 0, 0, 0, 1], [2, 0, 0, 0, 0, 2]);
+        let mut rng = Counter(3);
+        let t0 = Instant::from_secs(1);
+        let request = |from: IpAddr, rng: &mut Counter| {
+            let mut init = Handshake::initiate(
+                t0,
+                Config::new(ma, from, 24),
+                Peer {
+                    mac: mb,
+                    addr: v4(2, 0),
+                    pinned_static: None,
+                },
+                Tai64n::from_unix(1, 0),
+                rng,
+            );
+            let mut buf = [0u8; MAX_MESSAGE_LEN];
+            let t = init.poll_transmit(t0, &mut buf).unwrap();
+            buf[..t.len].to_vec()
+        };
+        let good = request(v4(1, 0), &mut rng);
+        let outside = request(v4(1, 9), &mut rng);
+        let from = |mac| Peer {
+            mac,
+            addr: v4(1, 0),
+            pinned_static: None,
+        };
+        let answer = |cfg: Config, peer: Peer, req: &[u8], rng: &mut Counter| {
+            Handshake::respond(t0, cfg, peer, PathId::FIRST, req, rng).map(|_| ())
+        };
+        let b = Config::new(mb, v4(2, 0), 24);
+        assert_eq!(answer(b.clone(), from(ma), &good, &mut rng), Ok(()));
+        let cases = [
+            (
+                "another responder MAC",
+                Config::new([2, 0, 0, 0, 0, 3], v4(2, 0), 24),
+                from(ma),
+                &good,
+            ),
+            (
+                "another initiator MAC",
+                b.clone(),
+                from([2, 0, 0, 0, 0, 3]),
+                &good,
+            ),
+            (
+                "another responder address",
+                Config::new(mb, v4(3, 0), 24),
+                from(ma),
+                &good,
+            ),
+            ("an initiator outside the prefix", b, from(ma), &outside),
+        ];
+        for (what, cfg, peer, req) in cases {
+            assert_eq!(
+                answer(cfg, peer, req, &mut rng),
+                Err(FailReason::NotForUs),
+                "{what}"
+            );
+        }
+    }
+
+    /// `smkex = Required` with one path fails at once and sends nothing; with two or more it
+    /// sends its Request.
+    #[test]
+    fn required_with_one_path_fails_before_sending() {
+        let a = IpAddr::V4(Ipv4Addr::new(10, 77, 0, 1));
+        let peer = Peer {
+            mac: [2, 0, 0, 0, 0, 2],
+            addr: IpAddr::V4(Ipv4Addr::new(10, 77, 0, 2)),
+            pinned_static: None,
+        };
+        let mut rng = Counter(5);
+        let t0 = Instant::from_secs(1);
+        let mut buf = [0u8; MAX_MESSAGE_LEN];
+        for paths in [1u8, 2, 3] {
+            let mut cfg = Config::new([2, 0, 0, 0, 0, 1], a, 24);
+            cfg.smkex = SmkexMode::Required;
+            cfg.paths = paths;
+            let mut hs = Handshake::initiate(t0, cfg, peer, Tai64n::from_unix(1, 0), &mut rng);
+            if paths < 2 {
+                assert!(hs.poll_transmit(t0, &mut buf).is_none());
+                assert!(matches!(
+                    hs.poll_event(),
+                    Some(Event::Failed(FailReason::TooFewPaths))
+                ));
+            } else {
+                assert!(hs.poll_transmit(t0, &mut buf).is_some(), "{paths} paths");
+                assert!(hs.poll_event().is_none(), "{paths} paths");
+            }
+        }
+    }
+
+    /// Each reason for ignoring a message has its own counter name.
+    #[test]
+    fn ignored_reasons_name_distinct_counters() {
+        let all = [
+            Ignored::Malformed(crate::handshake::messages::Error::Truncated),
+            Ignored::WrongIds,
+            Ignored::WrongPath,
+            Ignored::Unexpected,
+            Ignored::Duplicate,
+            Ignored::Closed,
+        ];
+        let names: Vec<&str> = all.iter().map(|i| i.as_str()).collect();
+        assert_eq!(
+            names,
+            [
+                "malformed",
+                "wrong_ids",
+                "wrong_path",
+                "unexpected",
+                "duplicate",
+                "closed"
+            ]
+        );
+    }
 }

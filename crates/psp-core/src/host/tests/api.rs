@@ -119,3 +119,145 @@ fn a_reload_keeps_what_did_not_change_and_renews_what_did() {
     );
     assert!(asked, "the new group key reserves its numbers");
 }
+
+/// A peer `vm3` at `mac` with a key of its own.
+fn static_peer(mac: Mac) -> PeerSpec {
+    PeerSpec {
+        name: "vm3".into(),
+        macs: vec![mac],
+        keying: Keying::Static(KeySpec {
+            key: Zeroizing::new(vec![0x33; 16]),
+            ..group_spec()
+        }),
+        paths: 2,
+        normalize: None,
+    }
+}
+
+/// One call with frames for two peers: each frame is handled for its own destination (a run of
+/// frames to one peer is handed to it together, and the run ends at the first frame to another).
+#[test]
+fn a_batch_for_two_peers_goes_to_each() {
+    const MAC_C: Mac = [2, 0x50, 0x53, 0, 0, 3];
+    let mut n = Net::new(Opts::default());
+    let mut specs: Vec<PeerSpec> = n.hosts[0].peers().map(|(_, s)| s.clone()).collect();
+    specs.push(static_peer(MAC_C));
+    n.hosts[0].reconfigure(n.now, group_spec(), specs).unwrap();
+    n.drain(0);
+    let to_c = frame(MAC_C, MAC_A);
+    let to_b = frame(MAC_B, MAC_A);
+    let mut outs = [[0u8; 2048]; 4];
+    let [o1, o2, o3, o4] = &mut outs;
+    let mut jobs = [
+        TapJob::new(&to_c, o1),
+        TapJob::new(&to_c, o2),
+        TapJob::new(&to_b, o3),
+        TapJob::new(&to_c, o4),
+    ];
+    n.hosts[0].handle_tap(n.now, &mut jobs, &mut n.rng);
+    let results: Vec<TapResult> = jobs.iter().map(|j| j.result).collect();
+    let to_c_sealed = |r: &TapResult| {
+        matches!(
+            r,
+            TapResult::Sealed {
+                dest: Dest::Peer(PeerId(1)),
+                ..
+            }
+        )
+    };
+    assert!(to_c_sealed(&results[0]) && to_c_sealed(&results[1]) && to_c_sealed(&results[3]));
+    assert_eq!(
+        results[2],
+        TapResult::Queued,
+        "vm2's frame waits for its session"
+    );
+}
+
+/// A refused reservation is reported once, asked for again once per key after
+/// [`RESERVE_RETRY`], and no more once it was made durable.
+#[test]
+fn a_refused_reservation_is_retried_until_it_is_made() {
+    let mut n = Net::new(Opts::default());
+    let key = group_spec().fingerprint();
+    let h = &mut n.hosts[0];
+    while h.poll_event().is_some() {}
+    let t = n.now;
+    h.handle_reserve_failed(t, key, true, None);
+    h.handle_reserve_failed(t, key, true, None);
+    let events: Vec<Event> = core::iter::from_fn(|| h.poll_event()).collect();
+    assert_eq!(
+        events
+            .iter()
+            .filter(|e| matches!(e, Event::ReserveRefused { .. }))
+            .count(),
+        1,
+        "reported once: {events:?}"
+    );
+    let asked = |h: &mut Host| {
+        core::iter::from_fn(|| h.poll_event())
+            .filter(|e| matches!(e, Event::Reserve { key: k, .. } if *k == key))
+            .count()
+    };
+    assert!(h.poll_timeout().is_some_and(|at| at <= t + RESERVE_RETRY));
+    h.handle_timeout(t + Duration::from_millis(999), &mut n.rng);
+    assert_eq!(asked(h), 0, "not before RESERVE_RETRY");
+    h.handle_timeout(t + RESERVE_RETRY, &mut n.rng);
+    assert_eq!(asked(h), 1, "asked for again, once");
+    h.handle_reserve_failed(t + RESERVE_RETRY, key, true, None);
+    let _ = asked(h);
+    h.handle_reserved(
+        key,
+        Claim {
+            from: Seq(1000),
+            limit: Seq(1 << 20),
+        },
+    );
+    let later = t + RESERVE_RETRY + RESERVE_RETRY;
+    h.handle_timeout(later, &mut n.rng);
+    assert_eq!(asked(h), 0, "made durable: not asked for again");
+}
+
+/// The Request clock's floor is asked for again once the last one was saved (and the
+/// timestamps issued came near it), and again after a write that failed.
+#[test]
+fn the_request_clock_floor_is_asked_for_again() {
+    let mut n = Net::new(Opts {
+        rekey_after_s: 20,
+        ..Opts::default()
+    });
+    up(&mut n);
+    n.advance(130_000);
+    let floors = |n: &Net, i: usize| {
+        n.events[i]
+            .iter()
+            .filter(|e| matches!(e, Event::ClockFloor(_)))
+            .count()
+    };
+    let total = floors(&n, 0) + floors(&n, 1);
+    assert!(
+        total >= 3,
+        "{total} floors asked for in 130 s of 20 s rekeys"
+    );
+    // A failed write: asked for at the next Request.
+    let h = &mut n.hosts[0];
+    while h.poll_event().is_some() {}
+    h.shared.clock.saving = Some((Tai64n::from_unix(1, 0), true));
+    h.handle_clock_floor_saved(Tai64n::from_unix(1, 0), false);
+    assert!(h.shared.clock.saving.is_none());
+}
+
+/// Broadcasts travel inside a normalized session peer's stream while its session is up (then it
+/// needs no copy under the group key), not before.
+#[test]
+fn broadcasts_stream_to_a_normalized_peer_once_it_is_up() {
+    let mut n = Net::new(Opts {
+        normalize: true,
+        ..Opts::default()
+    });
+    assert!(!n.hosts[0].streams_to(PeerId(0), n.now));
+    up(&mut n);
+    assert!(n.hosts[0].streams_to(PeerId(0), n.now));
+    assert!(!n.hosts[0].streams_to(PeerId(5), n.now));
+    let plain = Net::new(Opts::default());
+    assert!(!plain.hosts[0].streams_to(PeerId(0), plain.now));
+}
