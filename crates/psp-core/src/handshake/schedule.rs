@@ -336,6 +336,7 @@ mod tests {
             assert_ne!(a.i2r(), a.r2i());
             assert!(b.check_tag(Role::Initiator, &a.tag(Role::Initiator)));
             assert!(!b.check_tag(Role::Responder, &a.tag(Role::Initiator)));
+            assert_eq!(a.transcript_hash(), &[7; 32]);
         }
     }
 
@@ -362,5 +363,14 @@ mod tests {
             )
             .unwrap();
         assert_eq!(format!("{s:?}"), "Shared { .. }");
+    }
+
+    /// A static key prints as its public key, never its secret.
+    #[test]
+    fn a_static_key_prints_its_public_key_only() {
+        let k = StaticKey::from_bytes([0x5a; 32]);
+        let shown = alloc::format!("{k:?}");
+        assert_eq!(shown, alloc::format!("StaticKey({:?})", k.public_key()));
+        assert!(!shown.contains("90, 90, 90"), "the secret's bytes: {shown}");
     }
 }

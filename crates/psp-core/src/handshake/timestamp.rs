@@ -169,6 +169,28 @@ impl Freshness {
 mod tests {
     use super::*;
 
+    /// `plus` carries nanoseconds into seconds; `from_system_time` reads the Unix epoch's
+    /// offset; `highest` is the newest Request taken.
+    #[test]
+    fn plus_carries_and_the_clock_reads_the_epoch() {
+        let t =
+            Tai64n::from_unix(5, 999_000_000).plus(crate::time::Duration::from_micros(1_500_000));
+        assert_eq!(t.to_unix(), (7, 499_000_000));
+        let t = Tai64n::from_unix(5, 0).plus(crate::time::Duration::from_micros(2_250_000));
+        assert_eq!(t.to_unix(), (7, 250_000_000));
+        #[cfg(feature = "std")]
+        {
+            let five = std::time::UNIX_EPOCH + std::time::Duration::from_millis(5_001);
+            assert_eq!(Tai64n::from_system_time(five).to_unix(), (5, 1_000_000));
+        }
+        let mut f = Freshness::default();
+        assert_eq!(f.highest(), None);
+        let newest = Tai64n::from_unix(9, 0);
+        assert!(f.is_fresh(newest));
+        f.accept(newest);
+        assert_eq!(f.highest(), Some(newest));
+    }
+
     #[test]
     fn labels_order_like_time() {
         let a = Tai64n::from_unix(1_700_000_000, 999_999_999);

@@ -207,6 +207,22 @@ mod tests {
     use super::*;
 
     #[test]
+    fn the_drops_total_adds_every_attack_signal_and_nothing_else() {
+        let c = HostCounters {
+            unknown_peer: 1,
+            malformed: 2,
+            no_route: 4,
+            tx_unsupported: 8,
+            tx_unreserved: 16,
+            spoofed_src: 32,
+            path2_drops: 64,
+            not_for_us: 1000,
+            ..HostCounters::default()
+        };
+        assert_eq!(c.drops_total(), 127);
+    }
+
+    #[test]
     fn every_counter_is_visited_once_with_its_help() {
         let mut c = PeerCounters::default();
         c.drop_frame(DropReason::BadIcv);

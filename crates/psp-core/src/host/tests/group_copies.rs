@@ -321,3 +321,25 @@ fn an_oversize_frame_that_waited_for_the_session_is_not_sent() {
     assert!(n.seen.iter().all(|w| w.frame.len() <= 1514));
     assert_eq!(n.hosts[0].counters().tx_unsupported, 2);
 }
+
+/// The lowest EtherType (0x0600) goes as group copies; a length field below it is refused once.
+/// The group key's byte counter adds each broadcast's length.
+#[test]
+fn group_copies_take_the_lowest_ethertype_and_bytes_are_counted() {
+    let mut n = Net::new(Opts::default());
+    up(&mut n);
+    let mut big = broadcast(1, largest(&n, 0));
+    big[12..14].copy_from_slice(&0x0600u16.to_be_bytes());
+    assert_eq!(n.send(0, &big), TapResult::Queued);
+    big[12..14].copy_from_slice(&0x05ffu16.to_be_bytes());
+    assert_eq!(n.send(0, &big), TapResult::Dropped(TapDrop::Unsupported));
+    assert_eq!(n.hosts[0].counters().tx_unsupported, 1);
+    let before = n.hosts[0].counters().group_tx_bytes;
+    for len in [100, 200] {
+        assert!(matches!(
+            n.send(0, &broadcast(1, len)),
+            TapResult::Sealed { .. }
+        ));
+    }
+    assert_eq!(n.hosts[0].counters().group_tx_bytes, before + 300);
+}
