@@ -180,7 +180,7 @@ mod tests {
         assert_eq!(t.to_unix(), (7, 250_000_000));
         #[cfg(feature = "std")]
         {
-            let five = std::time::UNIX_EPOCH + std::time::Duration::from_millis(5_001);
+            let five = std::time::UNIX_EPOCH + core::time::Duration::from_millis(5_001);
             assert_eq!(Tai64n::from_system_time(five).to_unix(), (5, 1_000_000));
         }
         let mut f = Freshness::default();
