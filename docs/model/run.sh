@@ -6,29 +6,37 @@
 #   docs/model/run.sh                       every scenario (a_*.pv ... e_*.pv)
 #   docs/model/run.sh a_one_path_active.pv  one scenario
 #   docs/model/run.sh a_one_path_active.pv:3  its third query only
+#   docs/model/run.sh a.pv:3 b.pv:1            several (scenario or scenario:query) in turn
 #
 # Environment:
-#   PV_TIMEOUT   seconds per query (default 1200)
+#   PV_TIMEOUT   seconds per query (default 600)
 #   PV_MEM_KB    virtual-memory limit per run in KiB (default 8000000, 8 GB)
 #   PV_OUT       directory for the per-query files and logs (default /tmp/psp-model-out)
 #   PROVERIF     the binary to use (default: `proverif` on PATH, else the one this installs)
 #   PROVERIF_PREFIX  where to install (default $HOME/.local/proverif-2.05)
 #   PROVERIF_SRC     a ProVerif 2.05 source tree or tarball to build instead of downloading
+#   PV_GIT_MIRROR    a git repository holding the 2.05 source tree at its root, tried when the
+#                    INRIA tarball cannot be downloaded (default: the GitHub copy below)
 #
 # Output: one line per query, tab-separated: scenario, query number, verdict (true, false,
-# cannot-be-proved, timeout, error), seconds, and the RESULT line(s) of ProVerif. The same
-# lines go to $PV_OUT/summary.tsv; the full ProVerif output of query N of scenario S is
+# cannot-be-proved, trace-with-hypothesis, timeout, error), seconds, and the RESULT line(s) of
+# ProVerif. The same lines go to $PV_OUT/summary.tsv; the full ProVerif output of query N of scenario S is
 # $PV_OUT/S.qN.log. ProVerif is single-threaded: the runs are sequential and niced, so this
 # uses one core.
 set -eu
 
 HERE=$(cd "$(dirname "$0")" && pwd)
 PV_VERSION=2.05
-PV_TIMEOUT=${PV_TIMEOUT:-1200}
+PV_TIMEOUT=${PV_TIMEOUT:-600}
 PV_MEM_KB=${PV_MEM_KB:-8000000}
 PV_OUT=${PV_OUT:-/tmp/psp-model-out}
 PROVERIF_PREFIX=${PROVERIF_PREFIX:-$HOME/.local/proverif-$PV_VERSION}
 PV_URL=https://bblanche.gitlabpages.inria.fr/proverif/proverif$PV_VERSION.tar.gz
+# An unofficial copy of the 2.05 source on GitHub (one commit, bcf1187a1f26, "init: add source
+# code"; its CHANGES file starts at "Version 2.05"). Used only when the INRIA site is
+# unreachable; the verdicts in README.md were obtained with a binary built from it.
+PV_GIT_MIRROR=${PV_GIT_MIRROR:-https://github.com/comeillfoo/proverif_2_05}
+PV_GIT_COMMIT=bcf1187a1f26cef65e316234618c37f4a11c8425
 
 version_of() {
     "$1" -help 2>&1 | sed -n 's/^Proverif \([0-9.]*\)\..*/\1/p' | head -n 1
@@ -48,9 +56,19 @@ install_proverif() {
         if [ -z "$tarball" ]; then
             tarball=$build.tar.gz
             echo "run.sh: downloading $PV_URL" >&2
-            curl -fsSL -o "$tarball" "$PV_URL"
+            if ! curl -fsSL -o "$tarball" "$PV_URL"; then
+                echo "run.sh: download failed; cloning $PV_GIT_MIRROR" >&2
+                tarball=
+                rmdir "$build"
+                git clone -q "$PV_GIT_MIRROR" "$build"
+                if [ "$PV_GIT_MIRROR" = https://github.com/comeillfoo/proverif_2_05 ]; then
+                    git -C "$build" checkout -q "$PV_GIT_COMMIT"
+                fi
+            fi
         fi
-        tar -xzf "$tarball" -C "$build" --strip-components=1
+        if [ -n "$tarball" ]; then
+            tar -xzf "$tarball" -C "$build" --strip-components=1
+        fi
     fi
     echo "run.sh: building ProVerif in $build (about a minute)" >&2
     (cd "$build" && ./build -nointeract >"$build/build.log" 2>&1) ||
@@ -109,6 +127,11 @@ run_one() {
         verdict=timeout
     elif [ "$rc" -ne 0 ] || [ -z "$results" ]; then
         verdict=error
+    elif printf '%s' "$results" | grep -q 'cannot be proved' &&
+        grep -q 'A trace has been found, assuming' "$log"; then
+        # ProVerif rebuilt a trace reaching the goal but could not check one step of it (it
+        # states the hypothesis it needed): README.md, "Reading the verdicts".
+        verdict=trace-with-hypothesis
     elif printf '%s' "$results" | grep -q 'cannot be proved'; then
         verdict=cannot-be-proved
     elif printf '%s' "$results" | grep -q 'is false'; then
