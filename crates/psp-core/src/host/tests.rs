@@ -19,6 +19,7 @@ use crate::wire::Seq;
 mod api;
 mod group_copies;
 mod restarts;
+mod statics;
 
 /// A deterministic RNG (SplitMix64) for tests only.
 pub(super) struct TestRng(u64);
@@ -659,6 +660,7 @@ fn only_genuine_group_payloads_under_the_group_key() {
         frame: f,
     });
     assert_eq!(r, Received::Dropped(RxDrop::GroupUnicast(PeerId(0))));
+    assert_eq!(n.counters(0).group_unicast, 1);
     let arp = [&[0xff; 6][..], &MAC_B, &[0x08, 0x06], &[0u8; 28]].concat();
     let f = sealer.seal(n.now, &arp, &mut out).unwrap().to_vec();
     assert!(matches!(

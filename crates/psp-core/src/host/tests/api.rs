@@ -261,3 +261,27 @@ fn broadcasts_stream_to_a_normalized_peer_once_it_is_up() {
     let plain = Net::new(Opts::default());
     assert!(!plain.hosts[0].streams_to(PeerId(0), plain.now));
 }
+
+/// A reload that changes a normalized peer's stream settings (not only S_goal) gives it a
+/// stream with the new settings; the handshakes that made the session went under the group key
+/// and were counted.
+#[test]
+fn a_changed_stream_takes_the_new_settings() {
+    let mut n = Net::new(Opts {
+        normalize: true,
+        ..Opts::default()
+    });
+    up(&mut n);
+    assert!(
+        n.hosts[0].counters().group_tx_frames >= 2,
+        "the handshake's messages"
+    );
+    let mut specs: Vec<PeerSpec> = n.hosts[0].peers().map(|(_, s)| s.clone()).collect();
+    if let Some(norm) = specs[0].normalize.as_mut() {
+        norm.frame_size = 700;
+    }
+    n.hosts[0].reconfigure(n.now, group_spec(), specs).unwrap();
+    n.advance(2_000);
+    let (_, _, frame_size) = n.hosts[0].norm_status(PeerId(0)).unwrap();
+    assert_eq!(frame_size, 700);
+}
