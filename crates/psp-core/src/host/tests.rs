@@ -1013,3 +1013,53 @@ fn a_future_dated_request_blocks_rekeys_for_one_timeout_only() {
         "{before} -> {after} sessions in 40 s after the forgery"
     );
 }
+
+/// A reload that changes a session peer (here its address is no longer configured) starts new
+/// sessions but keeps how old the peer's Requests were: an insider's stale Request is refused
+/// before and after, and a newer one is answered.
+#[test]
+fn a_changed_session_peer_keeps_refusing_stale_requests() {
+    let mut n = Net::new(Opts {
+        identities: false,
+        ..Opts::default()
+    });
+    // Host 2 initiates: host 1 takes its Request, which sets the freshness bar.
+    let _ = n.send(1, &ping(2, 0));
+    n.settle();
+    assert!(n.status(0).up);
+    let next = |n: &Net| {
+        n.seen
+            .iter()
+            .filter(|w| w.from == 2 && w.path == PathId::FIRST && w.frame[14] & 0x10 == 0)
+            .map(|w| u32::from_be_bytes([w.frame[15], w.frame[16], w.frame[17], w.frame[18]]))
+            .max()
+            .unwrap_or(1000)
+            + 100
+    };
+    let stale = Tai64n::from_unix(1_700_000_000, 0);
+    // Whether host 1 took the Request (not counted stale).
+    let answered = |n: &mut Net, ts: Tai64n, seq: u32| {
+        let before = n.counters(0).stale_requests;
+        let _ = n.deliver(Wire {
+            from: 2,
+            path: PathId::FIRST,
+            frame: insider_request(2, ts, seq),
+        });
+        n.counters(0).stale_requests == before
+    };
+    let seq = next(&n);
+    assert!(!answered(&mut n, stale, seq), "stale before the reload");
+    let mut specs: Vec<PeerSpec> = n.hosts[0].peers().map(|(_, s)| s.clone()).collect();
+    specs[0].keying = Keying::Session {
+        pin: Pin::None,
+        address: None,
+    };
+    n.hosts[0].reconfigure(n.now, group_spec(), specs).unwrap();
+    n.drain(0);
+    assert!(!answered(&mut n, stale, seq + 1), "stale after the reload");
+    let newer = Tai64n::from_unix(1_800_000_000 + 3_600, 0);
+    assert!(
+        answered(&mut n, newer, seq + 2),
+        "a newer Request is answered"
+    );
+}

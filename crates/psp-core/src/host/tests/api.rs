@@ -285,3 +285,51 @@ fn a_changed_stream_takes_the_new_settings() {
     let (_, _, frame_size) = n.hosts[0].norm_status(PeerId(0)).unwrap();
     assert_eq!(frame_size, 700);
 }
+
+/// A session seals until its expiry, not at it; a frame under it is delivered as vouched for by
+/// its ICV.
+#[test]
+fn a_session_is_down_at_its_expiry_and_its_frames_are_trusted() {
+    let mut n = Net::new(Opts::default());
+    up(&mut n);
+    let _ = n.send(1, &ping(2, 1));
+    let w = n.wire.pop().unwrap();
+    let r = n.deliver(w);
+    assert!(
+        matches!(r, Received::Deliver { trusted: true, .. }),
+        "{r:?}"
+    );
+    let expires = n.hosts[0]
+        .key_slots(PeerId(0))
+        .map(|(_, s)| s.expires_at())
+        .max()
+        .unwrap();
+    let h = &n.hosts[0];
+    assert!(h.session_status(PeerId(0), n.now).unwrap().up);
+    assert!(!h.session_status(PeerId(0), expires).unwrap().up);
+}
+
+/// A frame on path 2 that opens under the group key but is no handshake message is dropped and
+/// counted (path 2 carries only SMKEX's messages).
+#[test]
+fn data_on_path_2_is_ignored_and_counted() {
+    let mut n = Net::new(Opts {
+        identities: false,
+        ..Opts::default()
+    });
+    let mut sealer = crate::Sealer::new(
+        crate::SuiteKey::new(SuiteId::Aes128Gcm, &[0x42; 16]).unwrap(),
+        Seq(5000),
+        SealerConfig::new(),
+    )
+    .unwrap();
+    let mut out = vec![0u8; 256];
+    let f = sealer.seal(n.now, &ping(2, 1), &mut out).unwrap().to_vec();
+    let r = n.deliver(Wire {
+        from: 2,
+        path: PathId::SECOND,
+        frame: f,
+    });
+    assert_eq!(r, Received::Dropped(RxDrop::Path2Ignored(PeerId(0))));
+    assert_eq!(n.hosts[0].counters().path2_ignored, 1);
+}
