@@ -18,6 +18,7 @@ use crate::wire::Seq;
 
 mod api;
 mod group_copies;
+mod policy;
 mod restarts;
 mod statics;
 

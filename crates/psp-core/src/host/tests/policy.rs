@@ -1,0 +1,212 @@
+//! Session policy at its boundaries, driven at the exact instants `poll_timeout` gives: the
+//! backoff after a failure, the normalized stream's timer, what a frame teaches about the
+//! peer's address, settings refused up front (found missing by cargo-mutants).
+
+use alloc::vec;
+use alloc::vec::Vec;
+
+use super::*;
+
+/// Every event of `h` now; reservations granted as the gateway would.
+fn events(h: &mut Host) -> Vec<Event> {
+    let mut all = Vec::new();
+    while let Some(e) = h.poll_event() {
+        if let Event::Reserve { key, next, .. } = e {
+            h.handle_reserved(
+                key,
+                Claim {
+                    from: next.unwrap_or(Seq(1000)),
+                    limit: Seq(1 << 20),
+                },
+            );
+        }
+        all.push(e);
+    }
+    all
+}
+
+fn tap(h: &mut Host, now: Instant, frame: &[u8], rng: &mut TestRng) -> TapResult {
+    let mut out = vec![0u8; 2048];
+    let mut jobs = [TapJob::new(frame, &mut out)];
+    h.handle_tap(now, &mut jobs, rng);
+    jobs[0].result
+}
+
+/// A handshake that fails (here at once: `require` with one path) holds further ones off for
+/// 1 s, 2 s, 4 s ... up to 32 s, each within ±12.5 % and not always the same; the frames
+/// that waited are dropped and counted; when the hold-off ends, the frame that waited meanwhile
+/// starts the next handshake at that very instant.
+#[test]
+fn failures_back_off_exponentially_with_jitter() {
+    let mut h = host(
+        1,
+        Opts {
+            paths: 1,
+            ..Opts::default()
+        },
+    );
+    let mut rng = TestRng(11);
+    let mut now = Instant::from_secs(10);
+    let _ = events(&mut h);
+    let _ = tap(&mut h, now, &ping(1, 0), &mut rng);
+    let mut ratios = Vec::new();
+    for k in 0..8u32 {
+        let ev = events(&mut h);
+        assert!(
+            ev.iter()
+                .any(|e| matches!(e, Event::HandshakeFailed { .. })),
+            "failure {k}: {ev:?}"
+        );
+        assert_eq!(
+            h.peer_counters(PeerId(0)).unwrap().no_session,
+            u64::from(k) + 1
+        );
+        let failed_at = now;
+        now = now + Duration::from_millis(1);
+        assert_eq!(tap(&mut h, now, &ping(1, 1), &mut rng), TapResult::Queued);
+        assert!(
+            events(&mut h)
+                .iter()
+                .all(|e| !matches!(e, Event::HandshakeStarted { .. }))
+        );
+        // Every deadline until the next handshake starts (the host's own timers come between).
+        let mut ev = Vec::new();
+        for _ in 0..20 {
+            let at = h.poll_timeout().unwrap().max(now);
+            now = at;
+            h.handle_timeout(now, &mut rng);
+            ev = core::iter::from_fn(|| h.poll_event()).collect();
+            if ev
+                .iter()
+                .any(|e| matches!(e, Event::HandshakeStarted { .. }))
+            {
+                break;
+            }
+            for e in ev.drain(..) {
+                if let Event::Reserve { key, next, .. } = e {
+                    h.handle_reserved(
+                        key,
+                        Claim {
+                            from: next.unwrap_or(Seq(1000)),
+                            limit: Seq(1 << 20),
+                        },
+                    );
+                }
+            }
+        }
+        let base = (1_000_000u64 << k.min(5)).min(32_000_000);
+        let wait = now.saturating_since(failed_at).total_micros();
+        assert!(
+            wait >= base - base / 8 && wait <= base + base / 8,
+            "failure {k}: waited {wait} µs for a base of {base}"
+        );
+        ratios.push(wait * 1000 / base);
+        assert!(
+            ev.iter()
+                .any(|e| matches!(e, Event::HandshakeStarted { .. })),
+            "not started at the end of hold-off {k}: {ev:?}"
+        );
+        for e in ev {
+            h.shared.events.push_back(e);
+        }
+    }
+    assert!(
+        ratios.iter().any(|r| *r != ratios[0]),
+        "the same jitter every time: {ratios:?}"
+    );
+}
+
+/// A normalized peer's timers always lie ahead once handled: the stream's next frame is
+/// prepared at its slot less the lead, never "now" again.
+#[test]
+fn a_normalized_peers_next_deadline_is_ahead() {
+    let mut n = Net::new(Opts {
+        normalize: true,
+        ..Opts::default()
+    });
+    up(&mut n);
+    for _ in 0..50 {
+        let t = n.hosts[0].poll_timeout().unwrap();
+        let now = t.max(n.now);
+        n.now = now;
+        n.hosts[0].handle_timeout(now, &mut n.rng);
+        n.drain(0);
+        n.wire.clear();
+        assert!(
+            n.hosts[0].poll_timeout().unwrap() > now,
+            "a deadline at or before {now:?} right after it was handled"
+        );
+    }
+}
+
+/// Frames into a normalized stream are counted once each.
+#[test]
+fn frames_into_a_stream_are_counted() {
+    let mut n = Net::new(Opts {
+        normalize: true,
+        ..Opts::default()
+    });
+    up(&mut n);
+    let before = n.counters(0).tx_frames;
+    for s in 0..3 {
+        assert_eq!(n.send(0, &ping(1, s)), TapResult::Queued);
+    }
+    assert_eq!(n.counters(0).tx_frames, before + 3);
+}
+
+/// A session peer without a configured address learns it from the first frame that names it:
+/// an IPv4 packet's destination, or an ARP request's target.
+#[test]
+fn the_peers_address_comes_from_ipv4_or_arp() {
+    let arp = {
+        let mut f = MAC_B.to_vec();
+        f.extend_from_slice(&MAC_A);
+        f.extend_from_slice(&[0x08, 0x06, 0, 1, 8, 0, 6, 4, 0, 1]);
+        f.extend_from_slice(&MAC_A);
+        f.extend_from_slice(&[10, 77, 0, 1]);
+        f.extend_from_slice(&[0; 6]);
+        f.extend_from_slice(&[10, 77, 0, 2]);
+        f
+    };
+    for first in [ping(1, 0), arp] {
+        let mut h = host(1, Opts::default());
+        let mut specs: Vec<PeerSpec> = h.peers().map(|(_, s)| s.clone()).collect();
+        if let Keying::Session { address, .. } = &mut specs[0].keying {
+            *address = None;
+        }
+        let now = Instant::from_secs(10);
+        h.reconfigure(now, group_spec(), specs).unwrap();
+        let mut rng = TestRng(3);
+        let _ = events(&mut h);
+        let _ = tap(&mut h, now, &first, &mut rng);
+        let ev = events(&mut h);
+        assert!(
+            ev.iter()
+                .any(|e| matches!(e, Event::HandshakeStarted { .. })),
+            "ethertype {:02x?}: {ev:?}",
+            &first[12..14]
+        );
+    }
+}
+
+/// Normalization settings the stream cannot run with are refused when the host is made, named
+/// by peer, not when the first session comes.
+#[test]
+fn unusable_stream_settings_are_refused_up_front() {
+    let mut h = host(
+        1,
+        Opts {
+            normalize: true,
+            ..Opts::default()
+        },
+    );
+    let mut specs: Vec<PeerSpec> = h.peers().map(|(_, s)| s.clone()).collect();
+    if let Some(norm) = specs[0].normalize.as_mut() {
+        norm.cfg.s_goal = crate::normalize::Rate::from_kbps(1);
+        norm.cfg.s_min = crate::normalize::Rate::from_kbps(2);
+    }
+    let e = h
+        .reconfigure(Instant::from_secs(1), group_spec(), specs)
+        .unwrap_err();
+    assert_eq!(e.peer, "vm2");
+}
