@@ -62,7 +62,7 @@ fn failures_back_off_exponentially_with_jitter() {
             u64::from(k) + 1
         );
         let failed_at = now;
-        now = now + Duration::from_millis(1);
+        now += Duration::from_millis(1);
         assert_eq!(tap(&mut h, now, &ping(1, 1), &mut rng), TapResult::Queued);
         assert!(
             events(&mut h)
