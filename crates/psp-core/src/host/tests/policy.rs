@@ -210,3 +210,42 @@ fn unusable_stream_settings_are_refused_up_front() {
         .unwrap_err();
     assert_eq!(e.peer, "vm2");
 }
+
+/// Each side counts what it sent and received, frames and bytes, on a session and through a
+/// normalized stream (where sub-protocol messages are counted apart).
+#[test]
+fn frames_and_bytes_are_counted_both_ways() {
+    for normalize in [false, true] {
+        let mut n = Net::new(Opts {
+            normalize,
+            ..Opts::default()
+        });
+        up(&mut n);
+        n.advance(500);
+        let (tx0, rx1) = (n.counters(0).clone(), n.counters(1).clone());
+        for s in 0..4 {
+            let _ = n.send(0, &ping(1, s));
+        }
+        n.settle();
+        n.advance(500);
+        let len = ping(1, 0).len() as u64;
+        let (tx, rx) = (n.counters(0), n.counters(1));
+        assert_eq!(
+            (tx.tx_frames - tx0.tx_frames, tx.tx_bytes - tx0.tx_bytes),
+            (4, 4 * len),
+            "normalize {normalize}"
+        );
+        assert_eq!(
+            (rx.rx_frames - rx1.rx_frames, rx.rx_bytes - rx1.rx_bytes),
+            (4, 4 * len),
+            "normalize {normalize}"
+        );
+        if normalize {
+            n.advance(130_000);
+            assert!(
+                n.counters(1).rx_sub > rx1.rx_sub,
+                "the rekey's messages in the stream"
+            );
+        }
+    }
+}
