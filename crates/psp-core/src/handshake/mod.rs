@@ -119,8 +119,11 @@ pub struct Config {
     /// its share and nonce with the request; the responder answers with Accept, its share and
     /// the SMKEX hash; and there is no Confirm/ConfirmAck. So [`Event::Established`] means the
     /// keys are derived (and, for the initiator, the SMKEX hash checked), **not** that the peer
-    /// holds them: the caller must confirm the keys before it trusts data (psp-multipath's
-    /// binding tags do). Meant for a reliable transport; it survives loss (the flights are
+    /// holds them, nor, for the responder, that they are secret: an attacker who replaced the
+    /// initiator's share on path 1 and reads path 2 computes the responder's keys (the
+    /// initiator then fails with `SmkexMismatch`). The caller must confirm the keys over path 2
+    /// before it trusts data or sends any (psp-multipath's binding tags do). Meant for a
+    /// reliable transport; it survives loss (the flights are
     /// repeated) but a responder answers repeats only until `timeout`.
     pub compact: bool,
     /// This host holds a live session with the peer, which the handshake replaces: the Request
