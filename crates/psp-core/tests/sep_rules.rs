@@ -439,3 +439,56 @@ fn retransmission_jitter_keeps_changing() {
         "the same offset every time: {capped:?}"
     );
 }
+
+/// A responder that holds the initiator's Nonce but not yet its Share takes the same Nonce
+/// again as a duplicate and a different one as unexpected: the first copy stays in the
+/// transcript.
+#[test]
+fn a_responder_keeps_the_first_nonce() {
+    let t0 = Instant::from_secs(100);
+    let mut rng = Lcg(9);
+    let mut a = Handshake::initiate(
+        t0,
+        cfg(MAC_A, 1),
+        peer(MAC_B, 2),
+        Tai64n::from_unix(1, 0),
+        &mut rng,
+    );
+    let (t, req) = drain(&mut a, t0).remove(0);
+    let mut b =
+        Handshake::respond(t0, cfg(MAC_B, 2), peer(MAC_A, 1), t.path, &req, &mut rng).unwrap();
+    let (t, accept) = drain(&mut b, t0).remove(0);
+    a.handle_message(t0, t.path, &accept).unwrap();
+    let flight = drain(&mut a, t0);
+    let (nt, nonce) = flight
+        .iter()
+        .find(|(t, _)| t.path == PathId::SECOND)
+        .cloned()
+        .unwrap();
+    b.handle_message(t0, nt.path, &nonce).unwrap();
+    assert_eq!(
+        b.handle_message(t0, nt.path, &nonce),
+        Err(Ignored::Duplicate)
+    );
+    let mut other = Repr::parse_bytes(&nonce).unwrap();
+    let Body::Nonce(ref mut n) = other.body else {
+        panic!("a Nonce");
+    };
+    n[0] ^= 1;
+    let mut buf = [0u8; MAX_MESSAGE_LEN];
+    let len = other.emit(&mut buf);
+    assert_eq!(
+        b.handle_message(t0, nt.path, &buf[..len]),
+        Err(Ignored::Unexpected)
+    );
+    // The Share completes the run with the first Nonce: both sides agree.
+    let (st, share) = flight
+        .iter()
+        .find(|(t, _)| t.path == PathId::FIRST)
+        .cloned()
+        .unwrap();
+    b.handle_message(t0, st.path, &share).unwrap();
+    let (ea, eb) = exchange(&mut a, &mut b, t0);
+    assert!(matches!(ea, Some(Event::Established(_))), "{ea:?}");
+    assert!(matches!(eb, Some(Event::Established(_))), "{eb:?}");
+}
