@@ -342,4 +342,10 @@ fn group_copies_take_the_lowest_ethertype_and_bytes_are_counted() {
         ));
     }
     assert_eq!(n.hosts[0].counters().group_tx_bytes, before + 300);
+    // A broadcast cut inside its EtherType reaches the group key, which refuses it: malformed,
+    // counted.
+    let short = &broadcast(1, 100)[..13];
+    let malformed = n.hosts[0].counters().malformed;
+    assert_eq!(n.send(0, short), TapResult::Dropped(TapDrop::Malformed));
+    assert_eq!(n.hosts[0].counters().malformed, malformed + 1);
 }
