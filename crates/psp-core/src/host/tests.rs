@@ -74,6 +74,8 @@ pub(super) struct Opts {
     pub(super) identities: bool,
     pub(super) tofu: bool,
     pub(super) rekey_after_s: u64,
+    /// The session lifetime the handshake offers.
+    pub(super) lifetime_s: u64,
     pub(super) normalize: bool,
     pub(super) group_copies: bool,
 }
@@ -86,6 +88,7 @@ impl Default for Opts {
             identities: true,
             tofu: false,
             rekey_after_s: 120,
+            lifetime_s: 3600,
             normalize: false,
             group_copies: true,
         }
@@ -111,6 +114,7 @@ pub(super) fn host(me: u8, o: Opts) -> Host {
     let id = identity(me);
     let mut hs = handshake::Config::new(mac, ip(me), 24);
     hs.smkex = o.smkex;
+    hs.lifetime = Duration::from_secs(o.lifetime_s);
     hs.static_key = o.identities.then(|| id.static_key());
     let cfg = Config {
         mac,
@@ -1028,6 +1032,8 @@ fn a_changed_session_peer_keeps_refusing_stale_requests() {
     let _ = n.send(1, &ping(2, 0));
     n.settle();
     assert!(n.status(0).up);
+    // Past the handshake timeout: only the freshness bar refuses a stale Request now.
+    n.advance(20_000);
     let next = |n: &Net| {
         n.seen
             .iter()

@@ -155,7 +155,7 @@ fn frames_into_a_stream_are_counted() {
 }
 
 /// A session peer without a configured address learns it from the first frame that names it:
-/// an IPv4 packet's destination, or an ARP request's target.
+/// an IPv4 or IPv6 packet's destination, or an ARP request's target.
 #[test]
 fn the_peers_address_comes_from_ipv4_or_arp() {
     let arp = {
@@ -168,7 +168,16 @@ fn the_peers_address_comes_from_ipv4_or_arp() {
         f.extend_from_slice(&[10, 77, 0, 2]);
         f
     };
-    for first in [ping(1, 0), arp] {
+    let ipv6 = {
+        let mut f = MAC_B.to_vec();
+        f.extend_from_slice(&MAC_A);
+        f.extend_from_slice(&[0x86, 0xdd, 0x60, 0, 0, 0, 0, 8, 17, 64]);
+        f.extend_from_slice(&[0xfd, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1]);
+        f.extend_from_slice(&[0xfd, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 2]);
+        f.extend_from_slice(&[0; 8]);
+        f
+    };
+    for first in [ping(1, 0), arp, ipv6] {
         let mut h = host(1, Opts::default());
         let mut specs: Vec<PeerSpec> = h.peers().map(|(_, s)| s.clone()).collect();
         if let Keying::Session { address, .. } = &mut specs[0].keying {
@@ -248,4 +257,23 @@ fn frames_and_bytes_are_counted_both_ways() {
             );
         }
     }
+}
+
+/// With a rekey age beyond the lifetime, the keys wearing out (expiry near) start the rekey:
+/// the session never goes down while traffic flows.
+#[test]
+fn keys_that_wear_out_are_replaced_before_they_expire() {
+    let mut n = Net::new(Opts {
+        rekey_after_s: 1_000_000,
+        lifetime_s: 120,
+        ..Opts::default()
+    });
+    up(&mut n);
+    let rekeys = n.counters(0).rekeys + n.counters(1).rekeys;
+    for s in 0..300u16 {
+        let _ = n.send(0, &ping(1, s));
+        n.advance(1_000);
+        assert!(n.status(0).up && n.status(1).up, "down after {s} s");
+    }
+    assert!(n.counters(0).rekeys + n.counters(1).rekeys >= rekeys + 2);
 }
