@@ -180,3 +180,18 @@ fn a_normalized_static_peer_leaves_room_for_its_overhead() {
         .max_sendable_inner_len();
     assert_eq!(n.hosts[0].norm_max_inner_len(), Some(want));
 }
+
+/// An inner frame too large for the uplink once sealed is dropped and counted, not sent; one
+/// too short for an EtherType is malformed.
+#[test]
+fn frames_the_uplink_cannot_carry_are_refused_and_counted() {
+    let mut n = static_pair(SuiteId::Aes128Gcm);
+    let mut big = ping(1, 1);
+    big.resize(1514, 0);
+    assert_eq!(n.send(0, &big), TapResult::Dropped(TapDrop::Unsupported));
+    assert_eq!(n.hosts[0].counters().tx_unsupported, 1);
+    assert!(n.wire.is_empty());
+    let short = &ping(1, 2)[..13];
+    assert_eq!(n.send(0, short), TapResult::Dropped(TapDrop::Malformed));
+    assert_eq!(n.hosts[0].counters().malformed, 1);
+}
