@@ -71,6 +71,34 @@ fn drain(hs: &mut Handshake, now: Instant) -> Vec<(Transmit, Vec<u8>)> {
     out
 }
 
+/// Host A's Request answered by host B (configured `responder`) at `t0`: both handshakes, the
+/// Request, and B's Accept with the path it went on.
+struct Answered {
+    a: Handshake,
+    b: Handshake,
+    request: Vec<u8>,
+    accept: (Transmit, Vec<u8>),
+}
+
+fn answered(t0: Instant, rng: &mut Lcg, responder: Config) -> Answered {
+    let mut a = Handshake::initiate(
+        t0,
+        cfg(MAC_A, 1),
+        peer(MAC_B, 2),
+        Tai64n::from_unix(1, 0),
+        rng,
+    );
+    let (t, request) = drain(&mut a, t0).remove(0);
+    let mut b = Handshake::respond(t0, responder, peer(MAC_A, 1), t.path, &request, rng).unwrap();
+    let accept = drain(&mut b, t0).remove(0);
+    Answered {
+        a,
+        b,
+        request,
+        accept,
+    }
+}
+
 /// Retransmits until the deadline and checks each interval: in [7/8, 9/8) of an RTO that
 /// starts at 250 ms and doubles up to 4 s, the whole flight again, byte for byte.
 fn check_retransmissions(hs: &mut Handshake, start: Instant, sent_at: Instant, flight: &[Vec<u8>]) {
@@ -199,17 +227,11 @@ fn a_thesis_flow_responder_ignores_a_compact_share() {
 fn an_initiator_acts_on_a_reject_before_and_after_the_accept() {
     let t0 = Instant::from_secs(100);
     let mut rng = Lcg(3);
-    let mut a = Handshake::initiate(
-        t0,
-        cfg(MAC_A, 1),
-        peer(MAC_B, 2),
-        Tai64n::from_unix(1, 0),
-        &mut rng,
-    );
-    let (t, req) = drain(&mut a, t0).remove(0);
-    let mut b =
-        Handshake::respond(t0, cfg(MAC_B, 2), peer(MAC_A, 1), t.path, &req, &mut rng).unwrap();
-    let (t, accept) = drain(&mut b, t0).remove(0);
+    let Answered {
+        mut a,
+        accept: (t, accept),
+        ..
+    } = answered(t0, &mut rng, cfg(MAC_B, 2));
     let reject = |code: RejectCode| {
         let mut r = Repr::parse_bytes(&accept).unwrap();
         r.body = Body::Reject(code);
@@ -312,17 +334,15 @@ fn a_compact_initiator_checks_the_pin() {
 fn the_initiator_takes_a_shorter_lifetime() {
     let t0 = Instant::from_secs(100);
     let mut rng = Lcg(5);
-    let mut a = Handshake::initiate(
-        t0,
-        cfg(MAC_A, 1),
-        peer(MAC_B, 2),
-        Tai64n::from_unix(1, 0),
-        &mut rng,
-    );
-    let (t, req) = drain(&mut a, t0).remove(0);
     let mut cb = cfg(MAC_B, 2);
     cb.lifetime = Duration::from_secs(600);
-    let mut b = Handshake::respond(t0, cb, peer(MAC_A, 1), t.path, &req, &mut rng).unwrap();
+    let Answered {
+        mut a,
+        mut b,
+        accept: (t, accept),
+        ..
+    } = answered(t0, &mut rng, cb);
+    a.handle_message(t0, t.path, &accept).unwrap();
     let (ea, eb) = exchange(&mut a, &mut b, t0);
     for e in [ea, eb] {
         let Some(Event::Established(k)) = e else {
@@ -366,17 +386,12 @@ fn a_failed_handshake_needs_no_timer() {
 fn the_first_copy_wins_and_only_true_duplicates_are_answered() {
     let t0 = Instant::from_secs(100);
     let mut rng = Lcg(7);
-    let mut a = Handshake::initiate(
-        t0,
-        cfg(MAC_A, 1),
-        peer(MAC_B, 2),
-        Tai64n::from_unix(1, 0),
-        &mut rng,
-    );
-    let (t, req) = drain(&mut a, t0).remove(0);
-    let mut b =
-        Handshake::respond(t0, cfg(MAC_B, 2), peer(MAC_A, 1), t.path, &req, &mut rng).unwrap();
-    let (t, accept) = drain(&mut b, t0).remove(0);
+    let Answered {
+        mut a,
+        mut b,
+        request: req,
+        accept: (t, accept),
+    } = answered(t0, &mut rng, cfg(MAC_B, 2));
     a.handle_message(t0, t.path, &accept).unwrap();
     assert_eq!(
         a.handle_message(t0, t.path, &accept),
@@ -447,17 +462,12 @@ fn retransmission_jitter_keeps_changing() {
 fn a_responder_keeps_the_first_nonce() {
     let t0 = Instant::from_secs(100);
     let mut rng = Lcg(9);
-    let mut a = Handshake::initiate(
-        t0,
-        cfg(MAC_A, 1),
-        peer(MAC_B, 2),
-        Tai64n::from_unix(1, 0),
-        &mut rng,
-    );
-    let (t, req) = drain(&mut a, t0).remove(0);
-    let mut b =
-        Handshake::respond(t0, cfg(MAC_B, 2), peer(MAC_A, 1), t.path, &req, &mut rng).unwrap();
-    let (t, accept) = drain(&mut b, t0).remove(0);
+    let Answered {
+        mut a,
+        mut b,
+        accept: (t, accept),
+        ..
+    } = answered(t0, &mut rng, cfg(MAC_B, 2));
     a.handle_message(t0, t.path, &accept).unwrap();
     let flight = drain(&mut a, t0);
     let (nt, nonce) = flight

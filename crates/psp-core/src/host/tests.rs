@@ -165,6 +165,17 @@ pub(super) fn host(me: u8, o: Opts) -> Host {
     .unwrap()
 }
 
+/// An aes128-gcm sealer under the raw `key` from sequence number `seq`: what an insider (the
+/// group key) or a peer (its key file) seals with, outside any host.
+pub(super) fn forger(key: &[u8], seq: u32) -> crate::Sealer {
+    crate::Sealer::new(
+        crate::SuiteKey::new(SuiteId::Aes128Gcm, key).unwrap(),
+        Seq(seq),
+        SealerConfig::new(),
+    )
+    .unwrap()
+}
+
 /// A frame on the wire: from host 1 or 2, on a path.
 #[derive(Clone, Debug)]
 pub(super) struct Wire {
@@ -651,12 +662,7 @@ fn only_genuine_group_payloads_under_the_group_key() {
     up(&mut n);
     let mut sneaky = ping(2, 9);
     sneaky[..6].copy_from_slice(&[0xff; 6]);
-    let mut sealer = crate::Sealer::new(
-        crate::SuiteKey::new(SuiteId::Aes128Gcm, &[0x42; 16]).unwrap(),
-        Seq(u32::MAX - 10),
-        SealerConfig::new(),
-    )
-    .unwrap();
+    let mut sealer = forger(&[0x42; 16], u32::MAX - 10);
     let mut out = vec![0u8; 256];
     let f = sealer.seal(n.now, &sneaky, &mut out).unwrap().to_vec();
     let r = n.deliver(Wire {
@@ -684,16 +690,11 @@ fn only_genuine_group_payloads_under_the_group_key() {
 fn forged_signatures_fail_on_both_paths_and_are_reported_once() {
     let mut n = Net::new(Opts::default());
     up(&mut n);
-    let mut forger = crate::Sealer::new(
-        crate::SuiteKey::new(SuiteId::Aes128Gcm, &[0x42; 16]).unwrap(),
-        Seq(u32::MAX - 10),
-        SealerConfig::new(),
-    )
-    .unwrap()
-    .with_signer(SigningKey::from_seed(&[9; 32]).unwrap());
+    let mut signed =
+        forger(&[0x42; 16], u32::MAX - 10).with_signer(SigningKey::from_seed(&[9; 32]).unwrap());
     let mut out = vec![0u8; 256];
     for path in [PathId::FIRST, PathId::SECOND, PathId::FIRST] {
-        let f = forger
+        let f = signed
             .seal_sub(
                 n.now,
                 MAC_A,
@@ -951,12 +952,7 @@ fn insider_request(from: u8, ts: Tai64n, seq: u32) -> Vec<u8> {
     );
     let mut msg = vec![0u8; 512];
     let t = hs.poll_transmit(Instant::ZERO, &mut msg).unwrap();
-    let mut sealer = crate::Sealer::new(
-        crate::SuiteKey::new(SuiteId::Aes128Gcm, &[0x42; 16]).unwrap(),
-        Seq(seq),
-        SealerConfig::new(),
-    )
-    .unwrap();
+    let mut sealer = forger(&[0x42; 16], seq);
     let mut out = vec![0u8; 2048];
     sealer
         .seal_sub(

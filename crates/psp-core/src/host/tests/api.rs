@@ -317,12 +317,7 @@ fn data_on_path_2_is_ignored_and_counted() {
         identities: false,
         ..Opts::default()
     });
-    let mut sealer = crate::Sealer::new(
-        crate::SuiteKey::new(SuiteId::Aes128Gcm, &[0x42; 16]).unwrap(),
-        Seq(5000),
-        SealerConfig::new(),
-    )
-    .unwrap();
+    let mut sealer = forger(&[0x42; 16], 5000);
     let mut out = vec![0u8; 256];
     let f = sealer.seal(n.now, &ping(2, 1), &mut out).unwrap().to_vec();
     let r = n.deliver(Wire {

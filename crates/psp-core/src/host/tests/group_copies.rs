@@ -167,12 +167,7 @@ fn a_group_copy_must_name_a_group_and_an_ethertype() {
 fn insider_copy(n: &mut Net, key: [u8; 16], seq: u32, dst: Mac) -> Received {
     let inner = broadcast(2, 100);
     let data = [&inner[..6], &inner[12..]].concat();
-    let mut sealer = crate::Sealer::new(
-        crate::SuiteKey::new(SuiteId::Aes128Gcm, &key).unwrap(),
-        Seq(seq),
-        SealerConfig::new(),
-    )
-    .unwrap();
+    let mut sealer = forger(&key, seq);
     let mut out = vec![0u8; 256];
     let f = sealer
         .seal_sub(n.now, dst, MAC_B, Protocol::GroupCopy, &data, &mut out)

@@ -184,12 +184,7 @@ fn an_insiders_stream_payload_under_the_group_key_is_refused() {
     let at = ep.poll_timeout().unwrap().max(n.now);
     let mut payload = vec![0u8; 600];
     let len = ep.poll_transmit(at, &mut payload).unwrap().payload.len();
-    let mut sealer = crate::Sealer::new(
-        crate::SuiteKey::new(SuiteId::Aes128Gcm, &[0x42; 16]).unwrap(),
-        Seq(u32::MAX - 100),
-        SealerConfig::new(),
-    )
-    .unwrap();
+    let mut sealer = forger(&[0x42; 16], u32::MAX - 100);
     let mut out = vec![0u8; 2048];
     let f = sealer
         .seal_sub(

@@ -116,12 +116,7 @@ fn a_changed_static_peer_with_the_same_key_refuses_old_frames() {
 #[test]
 fn a_sub_protocol_under_a_peer_key_is_not_data() {
     let mut n = static_pair(SuiteId::Aes128Gcm);
-    let mut sealer = crate::Sealer::new(
-        crate::SuiteKey::new(SuiteId::Aes128Gcm, &[0x33; 16]).unwrap(),
-        Seq(1 << 30),
-        SealerConfig::new(),
-    )
-    .unwrap();
+    let mut sealer = forger(&[0x33; 16], 1 << 30);
     let mut out = vec![0u8; 256];
     let payload = ping(1, 7);
     let f = sealer
@@ -167,13 +162,7 @@ fn a_normalized_static_peer_leaves_room_for_its_overhead() {
     n.hosts[0]
         .reconfigure(n.now, group_spec(), vec![spec])
         .unwrap();
-    let overhead = crate::Sealer::new(
-        crate::SuiteKey::new(SuiteId::Aes128Gcm, &[0x33; 16]).unwrap(),
-        Seq(0),
-        SealerConfig::new(),
-    )
-    .unwrap()
-    .overhead();
+    let overhead = forger(&[0x33; 16], 0).overhead();
     assert!(overhead > 0);
     let want = peer::Stream::endpoint_config(&norm, overhead)
         .unwrap()
