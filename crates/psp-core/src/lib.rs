@@ -36,6 +36,7 @@
 //! | [`replay`] | the RFC 6479-style anti-replay bitmap window |
 //! | [`scramble`] | the "not-every-not-any" byte scrambler (the papers' two versions and the SIMD one) |
 //! | [`normalize`] | traffic normalization (seed 003): rate controller, pacer, packing, endpoint |
+//! | [`pki`] | membership by certificate: host certificates and revocation lists signed by a network CA |
 //! | [`time`] | injected time ([`Instant`], [`Duration`], microseconds) |
 //! | [`primitives`] | raw Blowfish, HMAC-SHA1 and AEAD, for benches and fuzzing only |
 //!
@@ -76,6 +77,7 @@ pub mod handshake;
 #[cfg(feature = "alloc")]
 pub mod host;
 pub mod normalize;
+pub mod pki;
 pub mod plant;
 pub mod primitives;
 pub mod protect;
