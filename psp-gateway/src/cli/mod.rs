@@ -10,6 +10,8 @@ use std::process::ExitCode;
 use clap::{Parser, Subcommand};
 use zeroize::Zeroizing;
 
+mod ca;
+mod cert;
 pub mod generate;
 mod inspect;
 mod keygen;
@@ -43,6 +45,11 @@ pub(crate) enum Command {
     Status(status::Args),
     /// Print a host's public key (what its peers pin as `identity`) from its identity file.
     Pubkey(pubkey::Args),
+    /// The network CA: create it, sign host certificates, revoke them (keep its directory
+    /// offline: gateways need only its certificate).
+    Ca(ca::Args),
+    /// Show a certificate or revocation list, or verify a host certificate against the CA.
+    Cert(cert::Args),
 }
 
 /// A failed command: the one line to print and the exit code.
@@ -161,6 +168,8 @@ pub fn main() -> ExitCode {
         Command::Run(a) => run::run(&a),
         Command::Status(a) => status::run(&a),
         Command::Pubkey(a) => pubkey::run(&a),
+        Command::Ca(a) => ca::run(&a),
+        Command::Cert(a) => cert::run(&a),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
