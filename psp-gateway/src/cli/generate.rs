@@ -292,7 +292,17 @@ mod tests {
         command().debug_assert();
     }
 
-    /// Every page exists and names every flag its command's `--help` lists.
+    /// The man page names of `cmd` and every subcommand below it (`psp-gateway-ca-init`), with
+    /// their commands.
+    fn pages(cmd: &clap::Command, name: &str, out: &mut Vec<(String, clap::Command)>) {
+        out.push((name.to_owned(), cmd.clone()));
+        for sub in cmd.get_subcommands().filter(|c| c.get_name() != "help") {
+            pages(sub, &format!("{name}-{}", sub.get_name()), out);
+        }
+    }
+
+    /// Every page exists (one per command and nested subcommand) and names every flag its
+    /// command's `--help` lists.
     #[test]
     fn pages_cover_every_flag_of_help() {
         let dir = std::env::temp_dir().join(format!("psp-gen-unit-{}", std::process::id()));
@@ -300,20 +310,15 @@ mod tests {
         let written = write_all(&dir).unwrap();
         let mut cmd = command();
         cmd.build();
-        let mut commands = vec![cmd.clone()];
-        commands.extend(
-            cmd.get_subcommands()
-                .filter(|c| c.get_name() != "help")
-                .cloned(),
+        let mut commands = Vec::new();
+        pages(&cmd, "psp-gateway", &mut commands);
+        assert!(
+            commands.iter().any(|(n, _)| n == "psp-gateway-ca-sign"),
+            "nested subcommands get pages"
         );
         // The command pages, psp-gateway.toml.5 and three completions.
         assert_eq!(written.len(), commands.len() + 4, "{written:?}");
-        for c in &mut commands {
-            let name = if c.get_name() == "psp-gateway" {
-                "psp-gateway".to_owned()
-            } else {
-                format!("psp-gateway-{}", c.get_name())
-            };
+        for (name, c) in &mut commands {
             let page = fs::read_to_string(dir.join("man").join(format!("{name}.1"))).unwrap();
             let help = c.render_long_help().to_string();
             for arg in c.get_arguments() {
