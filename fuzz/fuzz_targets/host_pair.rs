@@ -88,6 +88,7 @@ fn host(i: usize, f: Flags, resume: Resume) -> Host {
         }),
         wall_origin: Tai64n::from_unix(1_800_000_000, 0),
         group_copies: true,
+        pki: None,
     };
     let j = 1 - i;
     let peer = PeerSpec {

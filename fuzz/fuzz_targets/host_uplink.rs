@@ -35,6 +35,7 @@ fn host() -> Host {
         session: None,
         wall_origin: Tai64n::from_unix(1_800_000_000, 0),
         group_copies: true,
+        pki: None,
     };
     let peer = PeerSpec {
         name: "peer".into(),

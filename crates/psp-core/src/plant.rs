@@ -29,11 +29,17 @@ pub enum Bug {
     AnswerInStream,
     /// The replay floors of the run before are not applied at a start.
     ForgetFloors,
+    /// A certificate in a handshake is taken without checking the CA's signature.
+    AnyCa,
+    /// A certified peer's frames are delivered whatever source address they carry.
+    NoAddressBinding,
+    /// The revocation list is not consulted.
+    IgnoreRevocation,
 }
 
 impl Bug {
     /// Every planted bug.
-    pub const ALL: [Self; 11] = [
+    pub const ALL: [Self; 14] = [
         Self::StaleRequest,
         Self::SkipPin,
         Self::ResetWindowOnReload,
@@ -45,6 +51,9 @@ impl Bug {
         Self::StreamUnderGroupKey,
         Self::AnswerInStream,
         Self::ForgetFloors,
+        Self::AnyCa,
+        Self::NoAddressBinding,
+        Self::IgnoreRevocation,
     ];
 }
 

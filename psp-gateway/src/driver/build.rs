@@ -92,6 +92,7 @@ pub(crate) fn host_config(
         session,
         wall_origin,
         group_copies: config.session.as_ref().is_some_and(|s| s.group_copies),
+        pki: None,
     }
 }
 

@@ -6,8 +6,8 @@ use core::net::IpAddr;
 use rand_core::CryptoRngCore;
 
 use super::messages::{
-    AcceptRepr, Body, Flags, HASH_LEN, HandshakeId, MAX_MESSAGE_LEN, MessageType, RejectCode, Repr,
-    RequestRepr, suite_code, suite_from_code,
+    AcceptRepr, Body, Flags, HASH_LEN, HandshakeId, MessageType, RejectCode, Repr, RequestRepr,
+    suite_code, suite_from_code,
 };
 use super::schedule::{self, Ephemeral, NonceBytes, Secrets, Transcript};
 use super::{
@@ -189,6 +189,7 @@ impl Handshake {
                 responder_addr: peer.addr,
                 suites: cfg.suites,
                 static_key: cfg.static_key.as_ref().map(|k| k.public_key()),
+                cert: cfg.static_key.as_ref().and(cfg.certificate),
             }),
         };
         let required_fails = cfg.smkex == SmkexMode::Required && cfg.paths < 2;
@@ -313,6 +314,7 @@ impl Handshake {
             two_path: both_two_path,
             suite: suite_code(suite),
             static_key: hs.cfg.static_key.as_ref().map(|k| k.public_key()),
+            cert: hs.cfg.static_key.as_ref().and(hs.cfg.certificate),
         }));
         hs.parts[ACCEPT] = Some(accept);
         hs.state = State::Accepted {
@@ -363,6 +365,13 @@ impl Handshake {
     /// This side's role.
     pub fn role(&self) -> Role {
         self.role
+    }
+
+    /// Requires the peer's long-term key to be `key` from now on (an initiator that learnt it
+    /// from the certificate in the Accept it is about to handle): a different or missing key
+    /// fails with [`FailReason::IdentityMismatch`].
+    pub fn pin_peer(&mut self, key: [u8; 32]) {
+        self.peer.pinned_static = Some(key);
     }
 
     /// The session id (the responder half is zero until the initiator gets Accept).
@@ -751,17 +760,17 @@ impl Handshake {
         }
     }
 
-    /// Writes the next message to send into `buf` (at least
-    /// [`MAX_MESSAGE_LEN`](super::messages::MAX_MESSAGE_LEN) bytes; a shorter buffer gets
-    /// `None` and the message stays queued).
+    /// Writes the next message to send into `buf` (a buffer of
+    /// [`MAX_MESSAGE_LEN`](super::messages::MAX_MESSAGE_LEN) bytes always fits; one shorter
+    /// than the message gets `None` and the message stays queued).
     #[must_use]
     pub fn poll_transmit(&mut self, _now: Instant, buf: &mut [u8]) -> Option<Transmit> {
-        if buf.len() < MAX_MESSAGE_LEN {
+        let i = self.pending.iter().position(|p| *p)?;
+        let (repr, path) = self.flight[i]?;
+        if buf.len() < repr.buffer_len() {
             return None;
         }
-        let i = self.pending.iter().position(|p| *p)?;
         self.pending[i] = false;
-        let (repr, path) = self.flight[i]?;
         let len = repr.emit(buf);
         let protocol = match repr.body.message_type() {
             MessageType::Nonce | MessageType::NonceReply => Protocol::KeyExchange,
@@ -992,6 +1001,7 @@ mod tests {
     use core::net::Ipv4Addr;
 
     use super::*;
+    use crate::handshake::messages::MAX_MESSAGE_LEN;
 
     struct Counter(u64);
 

@@ -30,8 +30,12 @@ use crate::wire::enum_with_unknown;
 pub const VERSION: u8 = 2;
 /// Length of the common header.
 pub const HEADER_LEN: usize = field::BODY;
-/// The longest message (a request offering [`MAX_SUITES`] suites with a static key).
-pub const MAX_MESSAGE_LEN: usize = HEADER_LEN + REQUEST_FIXED_LEN + MAX_SUITES + KEY_LEN;
+/// The longest message (a request offering [`MAX_SUITES`] suites with a static key and a
+/// certificate).
+pub const MAX_MESSAGE_LEN: usize =
+    HEADER_LEN + REQUEST_FIXED_LEN + MAX_SUITES + KEY_LEN + 2 + MAX_CERT_LEN;
+/// The longest certificate a Request or Accept carries ([`crate::pki::MAX_CERT_LEN`]).
+pub const MAX_CERT_LEN: usize = crate::pki::MAX_CERT_LEN;
 /// At most this many suites in an offer.
 pub const MAX_SUITES: usize = 8;
 /// Length of an X25519 public key (a share or a long-term key).
@@ -229,7 +233,8 @@ impl Flags {
     const REQUIRED: u8 = 0x02;
     const STATIC_KEY: u8 = 0x04;
     const REKEY: u8 = 0x08;
-    const KNOWN: u8 = Self::TWO_PATH | Self::REQUIRED | Self::STATIC_KEY | Self::REKEY;
+    const CERT: u8 = 0x10;
+    const KNOWN: u8 = Self::TWO_PATH | Self::REQUIRED | Self::STATIC_KEY | Self::REKEY | Self::CERT;
 
     fn bits(self, static_key: bool) -> u8 {
         (if self.two_path { Self::TWO_PATH } else { 0 })
@@ -265,6 +270,42 @@ pub struct RequestRepr {
     pub suites: SuiteList,
     /// The initiator's long-term X25519 public key, if it has one.
     pub static_key: Option<[u8; KEY_LEN]>,
+    /// The initiator's certificate (flag 0x10; only with a static key), if it has one.
+    pub cert: Option<CertBytes>,
+}
+
+/// A certificate as a Request or Accept carries it (docs/MEMBERSHIP.md): the bytes only; the
+/// host parses and verifies them ([`crate::pki::Certificate`]).
+#[derive(Clone, Copy, PartialEq, Eq, Hash)]
+pub struct CertBytes {
+    len: u16,
+    bytes: [u8; MAX_CERT_LEN],
+}
+
+impl CertBytes {
+    /// `bytes` as a carried certificate (`None`: empty or longer than [`MAX_CERT_LEN`]).
+    pub fn new(bytes: &[u8]) -> Option<Self> {
+        if bytes.is_empty() || bytes.len() > MAX_CERT_LEN {
+            return None;
+        }
+        let mut b = [0u8; MAX_CERT_LEN];
+        b[..bytes.len()].copy_from_slice(bytes);
+        Some(Self {
+            len: bytes.len() as u16,
+            bytes: b,
+        })
+    }
+
+    /// The bytes.
+    pub fn as_bytes(&self) -> &[u8] {
+        &self.bytes[..usize::from(self.len)]
+    }
+}
+
+impl fmt::Debug for CertBytes {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "CertBytes({} bytes)", self.len)
+    }
 }
 
 /// The responder's answer to a request.
@@ -276,6 +317,8 @@ pub struct AcceptRepr {
     pub suite: u8,
     /// The responder's long-term X25519 public key, if it has one (seed 002 Fig. 15's `ls`).
     pub static_key: Option<[u8; KEY_LEN]>,
+    /// The responder's certificate (flag 0x10; only with a static key), if it has one.
+    pub cert: Option<CertBytes>,
 }
 
 /// One message body.
@@ -439,7 +482,7 @@ impl Repr {
             MessageType::Request => Body::Request(parse_request(&mut r)?),
             MessageType::Accept => {
                 let flags = r.u8()?;
-                if flags & !(Flags::TWO_PATH | Flags::STATIC_KEY) != 0 {
+                if flags & !(Flags::TWO_PATH | Flags::STATIC_KEY | Flags::CERT) != 0 {
                     return Err(Error::BadValue);
                 }
                 let suite = r.u8()?;
@@ -448,10 +491,12 @@ impl Repr {
                 } else {
                     None
                 };
+                let cert = parse_cert(&mut r, flags, static_key.is_some())?;
                 Body::Accept(AcceptRepr {
                     two_path: flags & Flags::TWO_PATH != 0,
                     suite,
                     static_key,
+                    cert,
                 })
             }
             MessageType::Reject => Body::Reject(RejectCode::from(r.u8()?)),
@@ -506,8 +551,11 @@ impl Repr {
                     REQUEST_FIXED_LEN
                         + q.suites.codes().len()
                         + if q.static_key.is_some() { KEY_LEN } else { 0 }
+                        + cert_len(q.cert.as_ref())
                 }
-                Body::Accept(a) => 2 + if a.static_key.is_some() { KEY_LEN } else { 0 },
+                Body::Accept(a) => {
+                    2 + if a.static_key.is_some() { KEY_LEN } else { 0 } + cert_len(a.cert.as_ref())
+                }
                 Body::Reject(_) => 1,
                 Body::Share { .. } | Body::ShareReply { .. } => 4 + KEY_LEN,
                 Body::Nonce(_) => NONCE_LEN,
@@ -532,7 +580,8 @@ impl Repr {
         match &self.body {
             Body::Request(q) => {
                 w.put(&q.timestamp.0);
-                w.put(&[q.flags.bits(q.static_key.is_some()), q.paths]);
+                let cert = if q.cert.is_some() { Flags::CERT } else { 0 };
+                w.put(&[q.flags.bits(q.static_key.is_some()) | cert, q.paths]);
                 w.put(&q.initiator_mac);
                 w.put(&q.responder_mac);
                 w.put(&encode_addr(q.initiator_addr));
@@ -543,6 +592,7 @@ impl Repr {
                 if let Some(k) = &q.static_key {
                     w.put(k);
                 }
+                put_cert(&mut w, q.cert.as_ref());
             }
             Body::Accept(a) => {
                 let flags = (if a.two_path { Flags::TWO_PATH } else { 0 })
@@ -550,11 +600,13 @@ impl Repr {
                         Flags::STATIC_KEY
                     } else {
                         0
-                    });
+                    })
+                    | (if a.cert.is_some() { Flags::CERT } else { 0 });
                 w.put(&[flags, a.suite]);
                 if let Some(k) = &a.static_key {
                     w.put(k);
                 }
+                put_cert(&mut w, a.cert.as_ref());
             }
             Body::Reject(code) => w.put(&[u8::from(*code)]),
             Body::Share { expiry_secs, share } | Body::ShareReply { expiry_secs, share } => {
@@ -599,6 +651,7 @@ fn parse_request(r: &mut Reader<'_>) -> Result<RequestRepr> {
     } else {
         None
     };
+    let cert = parse_cert(r, flags, static_key.is_some())?;
     Ok(RequestRepr {
         timestamp,
         flags: Flags {
@@ -613,7 +666,33 @@ fn parse_request(r: &mut Reader<'_>) -> Result<RequestRepr> {
         responder_addr,
         suites,
         static_key,
+        cert,
     })
+}
+
+/// The certificate after the static key when `flags` has 0x10: a 2-byte length (1 to
+/// [`MAX_CERT_LEN`]), then the bytes. A certificate without a static key is refused.
+fn parse_cert(r: &mut Reader<'_>, flags: u8, has_key: bool) -> Result<Option<CertBytes>> {
+    if flags & Flags::CERT == 0 {
+        return Ok(None);
+    }
+    if !has_key {
+        return Err(Error::BadValue);
+    }
+    let [hi, lo] = r.array()?;
+    let n = usize::from(u16::from_be_bytes([hi, lo]));
+    CertBytes::new(r.take(n)?).map(Some).ok_or(Error::BadValue)
+}
+
+fn cert_len(c: Option<&CertBytes>) -> usize {
+    c.map_or(0, |c| 2 + c.as_bytes().len())
+}
+
+fn put_cert(w: &mut Writer<'_>, c: Option<&CertBytes>) {
+    if let Some(c) = c {
+        w.put(&(c.as_bytes().len() as u16).to_be_bytes());
+        w.put(c.as_bytes());
+    }
 }
 
 fn parse_share(r: &mut Reader<'_>) -> Result<(u32, [u8; KEY_LEN])> {
@@ -736,11 +815,12 @@ mod tests {
                 responder_addr: IpAddr::V4(Ipv4Addr::new(10, 77, 0, 2)),
                 suites: SuiteList::from_suites(&[SuiteId::Aes128Gcm, SuiteId::ChaCha20Poly1305]),
                 static_key: None,
+                cert: None,
             }),
         }
     }
 
-    fn all_reprs() -> [Repr; 10] {
+    fn all_reprs() -> [Repr; 12] {
         let b = |body| Repr {
             initiator_id: I,
             responder_id: R,
@@ -752,13 +832,25 @@ mod tests {
             q.initiator_addr = IpAddr::V6(Ipv6Addr::LOCALHOST);
             q.flags.smkex_required = true;
         }
+        let mut with_cert = with_key;
+        if let Body::Request(q) = &mut with_cert.body {
+            q.cert = CertBytes::new(&[0xc3; MAX_CERT_LEN]);
+        }
         [
             request_repr(),
             with_key,
+            with_cert,
             b(Body::Accept(AcceptRepr {
                 two_path: true,
                 suite: 3,
                 static_key: Some([5; 32]),
+                cert: None,
+            })),
+            b(Body::Accept(AcceptRepr {
+                two_path: false,
+                suite: 3,
+                static_key: Some([5; 32]),
+                cert: CertBytes::new(&[0xc4; 7]),
             })),
             b(Body::Reject(RejectCode::NoCommonSuite)),
             b(Body::Share {

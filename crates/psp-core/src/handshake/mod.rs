@@ -130,6 +130,10 @@ pub struct Config {
     /// says so (flag 0x08), and a responder that finds it clear knows the initiator lost its
     /// keys (it restarted). Set per handshake by the caller; off by default.
     pub rekey: bool,
+    /// This host's certificate (docs/MEMBERSHIP.md), sent in its Request and Accept (flag
+    /// 0x10) beside [`static_key`](Self::static_key), if it has one. The handshake only carries
+    /// it; the host verifies a peer's.
+    pub certificate: Option<messages::CertBytes>,
 }
 
 impl Config {
@@ -152,6 +156,7 @@ impl Config {
             timeout: Duration::from_secs(15),
             compact: false,
             rekey: false,
+            certificate: None,
         }
     }
 

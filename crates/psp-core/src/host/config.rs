@@ -31,6 +31,11 @@ pub struct Config {
     /// session, or its static key): sub-protocol 0x0006, [`GROUP_COPY_EXTRA`] bytes more than a
     /// unicast frame ([`tap_overhead`]).
     pub group_copies: bool,
+    /// Membership by certificate (`[pki]`, docs/MEMBERSHIP.md): a host whose handshake carries
+    /// a valid certificate becomes a peer with no [`PeerSpec`] of its own, and a unicast frame
+    /// from the protected side to an unknown MAC starts a handshake with that MAC. Needs
+    /// [`session`](Self::session) and an identity.
+    pub pki: Option<super::Pki>,
 }
 
 /// What a group copy adds to a unicast frame of the same inner frame: the destination MAC and
@@ -110,6 +115,10 @@ pub enum Pin {
     /// Learnt from its first session (trust on first use), then required; `Some` when a pin
     /// was stored before.
     Tofu(Option<[u8; 32]>),
+    /// From the certificate its handshakes carry (`[pki]`): every Request and Accept it sends
+    /// must carry a valid certificate naming its MAC and proving its key; `Some` once one did
+    /// (its group frames are then checked against that key).
+    Certified(Option<[u8; 32]>),
 }
 
 /// One configured peer.

@@ -83,7 +83,7 @@ const DROP_LABELS: [&str; 14] = {
 /// `install` (the key ring refused the keys).
 ///
 /// [`FailReason`]: crate::handshake::FailReason
-pub const FAIL_REASONS: [&str; 13] = [
+pub const FAIL_REASONS: [&str; 14] = [
     "smkex_mismatch",
     "confirm_mismatch",
     "timeout",
@@ -97,6 +97,7 @@ pub const FAIL_REASONS: [&str; 13] = [
     "not_for_us",
     "pin_unsaved",
     "install",
+    "bad_certificate",
 ];
 
 declare! {
@@ -130,6 +131,8 @@ declare! {
         pub stale_requests: u64,
         /// Frames for the peer not sealed: the next sequence numbers of its static key were not reserved.
         pub tx_unreserved: u64,
+        /// Frames from a certified peer whose source address its certificate does not name (dropped).
+        pub spoofed_addr: u64,
         ["Frames from the peer dropped, by reason."]
         pub drops: [u64; DROP_LABELS],
         ["Handshakes with the peer that failed, by reason."]
@@ -153,7 +156,7 @@ impl PeerCounters {
 
     /// All dropped frames.
     pub fn drops_total(&self) -> u64 {
-        self.drops.iter().sum()
+        self.drops.iter().sum::<u64>() + self.spoofed_addr
     }
 }
 
@@ -184,6 +187,10 @@ declare! {
         pub path2_ignored: u64,
         /// Frames on path 2 a peer's opener refused.
         pub path2_drops: u64,
+        /// Requests from unknown MACs whose certificate was refused (`[pki]`).
+        pub cert_refused: u64,
+        /// Hosts with a valid certificate not taken: `max_certified` peers learnt already.
+        pub certified_full: u64,
     }
 }
 
@@ -197,6 +204,8 @@ impl HostCounters {
             + self.tx_unreserved
             + self.spoofed_src
             + self.path2_drops
+            + self.cert_refused
+            + self.certified_full
     }
 }
 
@@ -216,10 +225,12 @@ mod tests {
             tx_unreserved: 16,
             spoofed_src: 32,
             path2_drops: 64,
+            cert_refused: 128,
+            certified_full: 256,
             not_for_us: 1000,
             ..HostCounters::default()
         };
-        assert_eq!(c.drops_total(), 127);
+        assert_eq!(c.drops_total(), 511);
     }
 
     #[test]
@@ -230,7 +241,7 @@ mod tests {
         c.tx_frames = 3;
         let mut seen = Vec::new();
         c.visit(&mut |k| seen.push(k));
-        assert_eq!(seen.len(), 14 + DROP_LABELS.len() + FAIL_REASONS.len());
+        assert_eq!(seen.len(), 15 + DROP_LABELS.len() + FAIL_REASONS.len());
         assert!(seen.iter().all(|k| !k.help.is_empty()));
         assert!(seen.contains(&Counter {
             name: "drops",
@@ -246,6 +257,6 @@ mod tests {
         assert!(seen.iter().any(|k| k.name == "tx_frames" && k.value == 3));
         let mut h = Vec::new();
         HostCounters::default().visit(&mut |k| h.push(k.name));
-        assert_eq!(h.len(), 12);
+        assert_eq!(h.len(), 14);
     }
 }

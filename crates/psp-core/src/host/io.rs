@@ -128,6 +128,9 @@ pub enum RxDrop {
     Open(PeerId, crate::protect::DropReason),
     /// Under a key id of no live session.
     UnknownKey(PeerId),
+    /// From a peer learnt from a certificate, with a source address the certificate does not
+    /// name (`[pki]`).
+    SpoofedAddr(PeerId),
     /// A session peer's data under the group key that is not a genuine group payload.
     GroupUnicast(PeerId),
     /// Over the peer's handshake message budget.
@@ -151,6 +154,7 @@ impl RxDrop {
             Self::Limited(_) => "messages_limited",
             Self::StaleRequest(_) => "stale_requests",
             Self::Path2Ignored(_) => "path2_ignored",
+            Self::SpoofedAddr(_) => "spoofed_addr",
         }
     }
 }

@@ -48,6 +48,7 @@
 //! What it does not do: I/O, read a clock, store anything (the caller persists what
 //! [`Event`]s name), or wait for a normalized frame's slot (the caller's pacer does).
 
+mod admit;
 mod broadcast;
 mod budget;
 mod config;
@@ -56,6 +57,7 @@ mod floors;
 mod group;
 mod io;
 mod keys;
+mod membership;
 pub mod peer;
 mod shared;
 mod unknown;
@@ -77,6 +79,7 @@ pub use io::{
     Dest, Event, Mac, PeerId, Received, RxDrop, SlotKind, TapDrop, TapJob, TapResult, Transmit,
 };
 pub use keys::{Claim, Fingerprint, KeySpec, session_overhead};
+pub use membership::{Pki, Refusal, source_allowed};
 pub use peer::{
     Down, NormCounters, NormSpec, Peer, SessionInfo, Status as SessionStatus, addr_from_frame,
 };
@@ -115,6 +118,9 @@ pub struct Host {
     retry_at: Option<Instant>,
     /// [`Host::max_overhead`] for the keys in force.
     overhead: usize,
+    /// `[pki]`: opens Requests from unknown MACs (on a copy in `scratch`).
+    admission: Option<crate::protect::Opener>,
+    scratch: Vec<u8>,
 }
 
 impl Host {
@@ -142,6 +148,10 @@ impl Host {
                 clock: RequestClock::new(resume.clock),
                 counters: HostCounters::default(),
                 events: VecDeque::new(),
+                revoked: cfg
+                    .pki
+                    .as_ref()
+                    .map_or_else(crate::pki::RevocationList::empty, |p| p.revoked.clone()),
                 cfg,
             },
             peers: Vec::new(),
@@ -153,6 +163,8 @@ impl Host {
             refused: Vec::new(),
             retry_at: None,
             overhead: 0,
+            admission: None,
+            scratch: Vec::new(),
         };
         let e = host.shared.group.reserve_event(None);
         host.shared.events.push_back(e);
@@ -233,6 +245,12 @@ impl Host {
             .map(|p| (p.spec.name.clone(), p))
             .collect();
         let group_spec = self.shared.group.spec().clone();
+        let certified = if group_changed {
+            Vec::new()
+        } else {
+            Self::certified_to_keep(&mut old, &specs)
+        };
+        let configured = specs.len();
         for (i, (spec, made)) in specs.into_iter().zip(fresh).enumerate() {
             let mut p = match made {
                 Some(mut p) => {
@@ -270,6 +288,14 @@ impl Host {
                 p.key = self.shared.statics.find(k, &group_spec);
             }
             self.peers.push(p);
+        }
+        for (i, mut p) in certified.into_iter().enumerate() {
+            p.id = PeerId(configured + i);
+            p.ready = false;
+            self.peers.push(p);
+        }
+        if group_changed {
+            self.admission = None;
         }
         self.ready.clear();
         self.copies.clear();
@@ -375,7 +401,12 @@ impl Host {
             self.shared.counters.not_for_us += 1;
             return Received::Dropped(RxDrop::NotForUs);
         }
-        let Some(&pid) = self.by_mac.get(&src) else {
+        let known = self.by_mac.get(&src).copied();
+        let admitted = match known {
+            None if path == PathId::FIRST && !group => self.admit(now, src, frame),
+            _ => None,
+        };
+        let Some(pid) = known.or(admitted) else {
             self.shared.counters.unknown_peer += 1;
             self.unknown.report(now, src, &mut self.shared.events);
             return Received::Dropped(RxDrop::UnknownPeer(src));
@@ -420,7 +451,8 @@ impl Host {
                 i += 1;
                 continue;
             }
-            let Some(&pid) = self.by_mac.get(&dst) else {
+            let known = self.by_mac.get(&dst).copied();
+            let Some(pid) = known.or_else(|| self.provisional(now, dst)) else {
                 self.shared.counters.no_route += 1;
                 jobs[i].result = TapResult::Dropped(TapDrop::NoRoute);
                 i += 1;

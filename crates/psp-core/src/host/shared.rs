@@ -25,6 +25,8 @@ pub struct Shared {
     pub(crate) clock: RequestClock,
     pub(crate) counters: HostCounters,
     pub(crate) events: VecDeque<Event>,
+    /// The revocation list in force (`[pki]`; empty otherwise).
+    pub(crate) revoked: crate::pki::RevocationList,
 }
 
 impl Shared {

@@ -18,6 +18,7 @@ use crate::wire::Seq;
 
 mod api;
 mod group_copies;
+mod pki;
 mod policy;
 mod restarts;
 mod statics;
@@ -132,6 +133,7 @@ pub(super) fn host(me: u8, o: Opts) -> Host {
         }),
         wall_origin: Tai64n::from_unix(1_800_000_000, 0),
         group_copies: o.group_copies,
+        pki: None,
     };
     let pin = match (o.identities, o.tofu) {
         (true, false) => Pin::Configured(identity(other).public_key()),

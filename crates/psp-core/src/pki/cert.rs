@@ -438,7 +438,11 @@ mod tests {
             b[..n].copy_from_slice(c.as_bytes());
             b[i] ^= 0x01;
             if let Ok(t) = Certificate::parse(&b[..n]) {
-                assert_eq!(t.verify(&ca, 1_800_000_000, 0), Err(PkiError::Signature), "{i}");
+                assert_eq!(
+                    t.verify(&ca, 1_800_000_000, 0),
+                    Err(PkiError::Signature),
+                    "{i}"
+                );
             }
         }
     }
@@ -452,7 +456,10 @@ mod tests {
         }
         let mut long = [0u8; MAX_CERT_LEN];
         long[..b.len()].copy_from_slice(b);
-        assert_eq!(Certificate::parse(&long[..b.len() + 1]), Err(PkiError::Length));
+        assert_eq!(
+            Certificate::parse(&long[..b.len() + 1]),
+            Err(PkiError::Length)
+        );
         let mut v = long;
         v[0] = 2;
         assert_eq!(Certificate::parse(&v[..b.len()]), Err(PkiError::Version));

@@ -32,7 +32,8 @@ mod cert;
 mod revocation;
 
 pub use cert::{
-    CertFields, Certificate, Kind, MAX_ADDRS, MAX_CERT_LEN, MAX_MACS, MAX_NAME_LEN, NEVER_KEY_SERVER,
+    CertFields, Certificate, Kind, MAX_ADDRS, MAX_CERT_LEN, MAX_MACS, MAX_NAME_LEN,
+    NEVER_KEY_SERVER,
 };
 pub use revocation::{MAX_CRL_LEN, MAX_REVOKED, RevocationList};
 

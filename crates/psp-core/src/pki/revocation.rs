@@ -233,7 +233,11 @@ mod tests {
             let mut t = b.clone();
             t[i] ^= 1;
             if let Ok(p) = RevocationList::parse(&t) {
-                assert_eq!(p.verify(&ca().public_key()), Err(PkiError::Signature), "{i}");
+                assert_eq!(
+                    p.verify(&ca().public_key()),
+                    Err(PkiError::Signature),
+                    "{i}"
+                );
             }
         }
         for n in 0..b.len() {

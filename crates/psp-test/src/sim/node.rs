@@ -196,6 +196,7 @@ impl Roster {
             }),
             wall_origin: wall,
             group_copies: s.group_copies,
+            pki: None,
         }
     }
 

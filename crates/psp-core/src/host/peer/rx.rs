@@ -204,9 +204,9 @@ impl Peer {
     ) -> Received {
         let id = self.id;
         match kind {
-            Kind::Data(range, trusted) => self.deliver(range, trusted),
+            Kind::Data(range, trusted) => self.deliver(frame, range, trusted),
             Kind::GroupCopy(range, trusted) => match unpack_group_copy(frame, range) {
-                Some(range) => self.deliver(range, trusted),
+                Some(range) => self.deliver(frame, range, trusted),
                 None => {
                     self.counters.drop_frame(DropReason::Malformed);
                     Received::Dropped(RxDrop::Open(id, DropReason::Malformed))
@@ -243,7 +243,20 @@ impl Peer {
         }
     }
 
-    fn deliver(&mut self, range: Range<usize>, trusted: bool) -> Received {
+    fn deliver(&mut self, frame: &[u8], range: Range<usize>, trusted: bool) -> Received {
+        // A peer learnt from a certificate sends only from the addresses it names; one with a
+        // `[pki]` pin whose certificate is not known yet (no session so far) sends nothing.
+        if let Some(s) = self.session.as_deref()
+            && s.certified()
+            && !s
+                .cert
+                .as_ref()
+                .is_some_and(|c| super::super::source_allowed(c, &frame[range.clone()]))
+            && !plant::on(Bug::NoAddressBinding)
+        {
+            self.counters.spoofed_addr += 1;
+            return Received::Dropped(RxDrop::SpoofedAddr(self.id));
+        }
         self.counters.rx_frames += 1;
         self.counters.rx_bytes += range.len() as u64;
         Received::Deliver {

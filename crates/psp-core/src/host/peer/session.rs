@@ -163,6 +163,11 @@ pub(crate) struct Session {
     /// The peer lost its keys (its Request said so) and a new session with it is up: its
     /// stream, if any, starts again.
     pub(crate) peer_restarted: bool,
+    /// The certificate of the peer's current session (`[pki]`): what its frames' source
+    /// addresses are checked against.
+    pub(crate) cert: Option<crate::pki::Certificate>,
+    /// The certificate the running handshake's peer presented, taken when its keys are.
+    cert_offer: Option<crate::pki::Certificate>,
 }
 
 impl Session {
@@ -200,6 +205,8 @@ impl Session {
             keepalive_due: false,
             chain: 0,
             peer_restarted: false,
+            cert: None,
+            cert_offer: None,
         }
     }
 
@@ -226,8 +233,47 @@ impl Session {
     /// The pinned identity (configured, or learnt).
     pub(crate) fn pin(&self) -> Option<[u8; 32]> {
         match self.pin {
-            Pin::Configured(k) | Pin::Tofu(Some(k)) => Some(k),
+            Pin::Configured(k) | Pin::Tofu(Some(k)) | Pin::Certified(Some(k)) => Some(k),
             _ => None,
+        }
+    }
+
+    /// Whether the peer is known by its certificate (`[pki]`).
+    pub(crate) fn certified(&self) -> bool {
+        matches!(self.pin, Pin::Certified(_))
+    }
+
+    /// Checks the certificate in a handshake message from a `[pki]` peer (`addr`: the address
+    /// a Request claims): the key it names becomes the handshake's pin.
+    fn check_cert(
+        &mut self,
+        cx: &mut Cx<'_>,
+        cert: Option<&crate::handshake::messages::CertBytes>,
+        static_key: Option<[u8; 32]>,
+        addr: Option<IpAddr>,
+    ) -> Result<[u8; 32], ()> {
+        let Some(pki) = cx.shared.cfg.pki.as_ref() else {
+            return Err(());
+        };
+        let unix = cx.shared.wall(cx.now).to_unix().0;
+        let checked = super::super::membership::check(
+            pki,
+            &cx.shared.revoked,
+            unix,
+            cert.map(|c| c.as_bytes()),
+            &cx.spec.macs[0],
+            static_key,
+            addr,
+        );
+        match checked.ok().and_then(|c| Some((c.x25519()?, c))) {
+            Some((x, c)) => {
+                self.cert_offer = Some(c);
+                Ok(x)
+            }
+            _ => {
+                cx.counters.fail("bad_certificate");
+                Err(())
+            }
         }
     }
 
@@ -529,6 +575,21 @@ impl Session {
         in_stream: bool,
     ) -> Result<(), ()> {
         let Body::Request(req) = repr.body else {
+            if let (Body::Accept(a), Pin::Certified(_)) = (repr.body, self.pin)
+                && self.hs.as_ref().is_some_and(|h| {
+                    h.role() == Role::Initiator && h.session_id().initiator == repr.initiator_id
+                })
+            {
+                // The responder's certificate names the key the handshake must prove; an
+                // Accept without a valid one is ignored (counted), as anyone with the group key
+                // could have sent it.
+                let Ok(x) = self.check_cert(cx, a.cert.as_ref(), a.static_key, None) else {
+                    return Ok(());
+                };
+                if let Some(hs) = self.hs.as_mut() {
+                    hs.pin_peer(x);
+                }
+            }
             if let Some(hs) = self.hs.as_mut() {
                 let _ = hs.handle_parsed(cx.now, path, repr);
                 self.drive(cx);
@@ -584,11 +645,23 @@ impl Session {
             // it cannot read ours, so we answer.
             return Ok(());
         }
+        let mut pinned_static = self.pinned_x25519();
+        if let Pin::Certified(_) = self.pin {
+            let Ok(x) = self.check_cert(
+                cx,
+                req.cert.as_ref(),
+                req.static_key,
+                Some(req.initiator_addr),
+            ) else {
+                return Ok(());
+            };
+            pinned_static = Some(x);
+        }
         let cfg = hs_config(cx);
         let peer = HsPeer {
             mac: cx.spec.macs[0],
             addr: req.initiator_addr,
-            pinned_static: self.pinned_x25519(),
+            pinned_static,
         };
         match Handshake::respond_parsed(cx.now, cfg, peer, path, repr, cx.rng) {
             Ok(hs) => {
@@ -684,6 +757,20 @@ impl Session {
         if Some(keys.key_id()) == cx.shared.group_sn() || self.ring.install(now, keys).is_err() {
             self.abandon(cx, "install");
             return;
+        }
+        if let Pin::Certified(_) = self.pin {
+            // The certificate must name the key this handshake proved (a later Request may
+            // have brought another one meanwhile).
+            match self.cert_offer.take() {
+                Some(c) if c.x25519().is_some() && c.x25519() == keys.peer_static() => {
+                    self.pin = Pin::Certified(Some(c.fields().public_key));
+                    self.cert = Some(c);
+                }
+                _ => {
+                    self.abandon(cx, "bad_certificate");
+                    return;
+                }
+            }
         }
         if responder {
             if let Some(o) = self.offer.take() {
@@ -784,6 +871,9 @@ fn hs_config(cx: &Cx<'_>) -> crate::handshake::Config {
     c.local_addr = addr;
     c.prefix_len = prefix;
     c.paths = cx.spec.paths.min(cx.shared.cfg.paths).max(1);
+    if let Some(p) = &cx.shared.cfg.pki {
+        c.certificate = crate::handshake::messages::CertBytes::new(p.certificate.as_bytes());
+    }
     c
 }
 

@@ -212,6 +212,7 @@ pub(super) fn static_host(me: u8, key: &[u8]) -> Host {
         session: None,
         wall_origin: Tai64n::from_unix(1_800_000_000, 0),
         group_copies: true,
+        pki: None,
     };
     let peer = PeerSpec {
         name: alloc::format!("vm{}", 3 - me),

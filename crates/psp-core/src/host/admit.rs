@@ -1,0 +1,191 @@
+//! Peers learnt from certificates (`[pki]`): a Request from an unknown MAC whose certificate
+//! is valid makes that host a peer ([`Host::admit`]); a frame from the protected side to an
+//! unknown unicast MAC makes a peer whose certificate its Accept must bring
+//! ([`Host::provisional`]). Both are bounded by [`Pki::max_certified`](super::Pki).
+
+use alloc::collections::BTreeMap;
+use alloc::format;
+use alloc::string::String;
+use alloc::vec::Vec;
+
+use super::membership::check;
+use super::{Host, Keying, Mac, Peer, PeerId, PeerSpec, Pin};
+use crate::handshake::messages::{Body, Repr};
+use crate::time::Instant;
+use crate::wire::Protocol;
+
+impl Host {
+    /// Peers learnt from certificates now.
+    pub fn certified_peers(&self) -> usize {
+        self.peers.iter().filter(|p| is_certified(&p.spec)).count()
+    }
+
+    /// A frame on path 1 from `src`, which is no peer: if it is a Request under the group key
+    /// with a certificate this host takes, the host becomes a peer. `None`: not admitted
+    /// (counted when a certificate was refused or the table is full).
+    pub(super) fn admit(&mut self, now: Instant, src: Mac, frame: &[u8]) -> Option<PeerId> {
+        let pki = self.shared.cfg.pki.as_ref()?;
+        if self.shared.cfg.session.is_none() || frame.len() > self.shared.cfg.max_frame {
+            return None;
+        }
+        // Opened on a copy, by one opener whose window starts again each time: the frame
+        // itself is opened again by the new peer's own opener, with its window and the
+        // signature checked against the certificate's key.
+        if self.admission.is_none() {
+            self.admission = self
+                .shared
+                .group
+                .spec()
+                .opener("admission", self.shared.cfg.max_frame)
+                .ok()
+                .map(|mut o| {
+                    // The signature is checked when the frame is opened again by the peer's
+                    // opener, against the key of the certificate inside.
+                    o.set_accept_unverified(true);
+                    o
+                });
+        }
+        let opener = self.admission.as_mut()?;
+        opener.restart_replay_window(0);
+        self.scratch.clear();
+        self.scratch.extend_from_slice(frame);
+        let opened = opener.open(now, &mut self.scratch).ok()?;
+        if opened.protocol() != Protocol::SessionEstablishment {
+            return None;
+        }
+        let repr = Repr::parse_bytes(opened.payload()).ok()?;
+        let Body::Request(req) = repr.body else {
+            return None;
+        };
+        let unix = self.shared.wall(now).to_unix().0;
+        let checked = if req.initiator_mac == src {
+            check(
+                pki,
+                &self.shared.revoked,
+                unix,
+                req.cert.as_ref().map(|c| c.as_bytes()),
+                &src,
+                req.static_key,
+                Some(req.initiator_addr),
+            )
+            .ok()
+        } else {
+            None
+        };
+        let Some(cert) = checked else {
+            self.shared.counters.cert_refused += 1;
+            return None;
+        };
+        let f = cert.fields();
+        let name_taken = self.peers.iter().any(|p| p.spec.name == f.name());
+        if name_taken
+            || f.macs()
+                .iter()
+                .any(|m| self.by_mac.contains_key(m) || *m == self.shared.cfg.mac)
+        {
+            self.shared.counters.cert_refused += 1;
+            return None;
+        }
+        if self.certified_peers() >= pki.max_certified {
+            self.shared.counters.certified_full += 1;
+            return None;
+        }
+        let spec = PeerSpec {
+            name: f.name().into(),
+            macs: f.macs().to_vec(),
+            keying: Keying::Session {
+                pin: Pin::Certified(Some(f.public_key)),
+                address: Some(req.initiator_addr),
+            },
+            paths: self.shared.cfg.paths,
+            normalize: None,
+        };
+        self.add_peer(now, spec)
+    }
+
+    /// A unicast frame from the protected side to `dst`, which is no peer: with `[pki]`, `dst`
+    /// becomes a peer whose Accept must bring a certificate naming it.
+    pub(super) fn provisional(&mut self, now: Instant, dst: Mac) -> Option<PeerId> {
+        let pki = self.shared.cfg.pki.as_ref()?;
+        if self.shared.cfg.session.is_none() || dst == self.shared.cfg.mac {
+            return None;
+        }
+        if self.certified_peers() >= pki.max_certified {
+            self.shared.counters.certified_full += 1;
+            return None;
+        }
+        let spec = PeerSpec {
+            name: mac_name(&dst),
+            macs: alloc::vec![dst],
+            keying: Keying::Session {
+                pin: Pin::Certified(None),
+                address: None,
+            },
+            paths: self.shared.cfg.paths,
+            normalize: None,
+        };
+        self.add_peer(now, spec)
+    }
+
+    fn add_peer(&mut self, now: Instant, spec: PeerSpec) -> Option<PeerId> {
+        let id = PeerId(self.peers.len());
+        let group = self.shared.group.spec().clone();
+        let statics = &self.shared.statics;
+        let g = &self.shared.group;
+        let peer = Peer::new(id, spec, &self.shared.cfg, &group, statics, now, |k| {
+            statics.overhead_of(k, g)
+        })
+        .ok()?;
+        for m in &peer.spec.macs {
+            self.by_mac.insert(*m, id);
+        }
+        self.peers.push(peer);
+        Some(id)
+    }
+
+    /// The peers learnt from certificates, kept across a reload that leaves the group key as it
+    /// was (a configured peer with one of their MACs or their name replaces them).
+    pub(super) fn certified_to_keep(
+        old: &mut BTreeMap<String, Peer>,
+        specs: &[PeerSpec],
+    ) -> Vec<Peer> {
+        let names: Vec<_> = old
+            .iter()
+            .filter(|(_, p)| is_certified(&p.spec))
+            .map(|(n, _)| n.clone())
+            .collect();
+        let mut kept = Vec::new();
+        for n in names {
+            let clash = specs.iter().any(|s| {
+                s.name == n
+                    || old
+                        .get(&n)
+                        .is_some_and(|p| p.spec.macs.iter().any(|m| s.macs.contains(m)))
+            });
+            if let Some(p) = old.remove(&n)
+                && !clash
+            {
+                kept.push(p);
+            }
+        }
+        kept
+    }
+}
+
+/// Whether a peer was learnt from a certificate (it has no `[[peer]]` block).
+pub(super) fn is_certified(spec: &PeerSpec) -> bool {
+    matches!(
+        spec.keying,
+        Keying::Session {
+            pin: Pin::Certified(_),
+            ..
+        }
+    )
+}
+
+fn mac_name(m: &Mac) -> String {
+    format!(
+        "{:02x}:{:02x}:{:02x}:{:02x}:{:02x}:{:02x}",
+        m[0], m[1], m[2], m[3], m[4], m[5]
+    )
+}

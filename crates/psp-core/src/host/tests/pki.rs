@@ -1,0 +1,249 @@
+//! Membership by certificate (`[pki]`): two hosts with no peer configured at all reach each
+//! other on their certificates alone; a certificate from another CA, revoked, expired, for
+//! another MAC or another key gets no session; a certified peer sends only from its
+//! addresses; a reload keeps certified peers; a restart of either side starts again.
+
+use alloc::vec;
+
+use super::*;
+use crate::pki::{CertFields, Certificate, Kind, RevocationList};
+
+const CA_SEED: [u8; 32] = [0xca; 32];
+/// The wall clock at the hosts' Instant::ZERO (Opts' `host` uses the same).
+const WALL: u64 = 1_800_000_000;
+
+fn ca() -> SigningKey {
+    SigningKey::from_seed(&CA_SEED).unwrap()
+}
+
+/// Host `me`'s certificate: its MAC and address, its identity, valid for a day around WALL.
+fn cert(me: u8, serial: u64, signer: &SigningKey) -> Certificate {
+    let mac = if me == 1 { MAC_A } else { MAC_B };
+    let mut f = CertFields::new(
+        Kind::Host,
+        serial,
+        identity(me).public_key(),
+        &alloc::format!("vm{me}"),
+    );
+    f.not_before = WALL - 3600;
+    f.not_after = WALL + 86_400;
+    f.push_mac(mac);
+    f.push_addr(ip(me), 24);
+    Certificate::sign(&f, signer).unwrap()
+}
+
+/// Host `me` with only `[pki]`: no peer configured.
+fn pki_host(me: u8, cert: Certificate, revoked: RevocationList) -> Host {
+    let mut h = host(me, Opts::default());
+    let mut cfg = h.config().clone();
+    cfg.pki = Some(Pki {
+        ca: ca().public_key(),
+        certificate: cert,
+        revoked,
+        skew_secs: Pki::SKEW_SECS,
+        max_certified: 8,
+    });
+    let signer = identity(me).signing_key().ok();
+    h = Host::new(
+        Instant::ZERO,
+        cfg,
+        group_spec(),
+        signer,
+        vec![],
+        Resume::default(),
+    )
+    .unwrap();
+    h
+}
+
+fn pair() -> Net {
+    Net::with_hosts([
+        pki_host(1, cert(1, 1, &ca()), RevocationList::empty()),
+        pki_host(2, cert(2, 2, &ca()), RevocationList::empty()),
+    ])
+}
+
+#[test]
+fn two_hosts_with_no_peer_block_reach_each_other_on_their_certificates() {
+    let mut n = pair();
+    assert_eq!(n.send(0, &ping(1, 1)), TapResult::Queued);
+    n.settle();
+    assert_eq!(n.delivered[1], vec![ping(1, 1)]);
+    assert!(matches!(n.send(1, &ping(2, 1)), TapResult::Sealed { .. }));
+    n.settle();
+    assert_eq!(n.delivered[0], vec![ping(2, 1)]);
+    for i in 0..2 {
+        assert_eq!(n.hosts[i].certified_peers(), 1);
+        assert!(n.status(i).up, "host {i}");
+        assert_eq!(n.counters(i).sessions, 1);
+    }
+    // The responder named its peer after the certificate; both pinned its key.
+    let (_, spec) = n.hosts[1].peers().next().unwrap();
+    assert_eq!(spec.name, "vm1");
+    assert_eq!(
+        n.hosts[0].peer(PeerId(0)).unwrap().pin(),
+        Some(identity(2).public_key())
+    );
+    assert_eq!(
+        n.hosts[1].peer(PeerId(0)).unwrap().pin(),
+        Some(identity(1).public_key())
+    );
+}
+
+/// Host 1 presents `c1`; host 2 must refuse it: no session, nothing delivered, counted.
+fn refused(c1: Certificate, crl2: RevocationList) -> Net {
+    let mut n = Net::with_hosts([
+        pki_host(1, c1, RevocationList::empty()),
+        pki_host(2, cert(2, 2, &ca()), crl2),
+    ]);
+    let _ = n.send(0, &ping(1, 1));
+    n.settle();
+    n.advance(2_000);
+    assert!(n.delivered[1].is_empty());
+    assert_eq!(n.hosts[1].certified_peers(), 0);
+    assert!(n.hosts[1].counters().cert_refused >= 1);
+    assert!(!n.status(0).up);
+    n
+}
+
+#[test]
+fn a_certificate_from_another_ca_gets_no_session() {
+    let other = SigningKey::from_seed(&[0xcb; 32]).unwrap();
+    refused(cert(1, 1, &other), RevocationList::empty());
+}
+
+#[test]
+fn a_revoked_certificate_gets_no_session() {
+    let crl = RevocationList::sign(1, WALL, &[1], &ca()).unwrap();
+    refused(cert(1, 1, &ca()), crl);
+}
+
+#[test]
+fn an_expired_certificate_gets_no_session_beyond_the_skew_allowance() {
+    let mut f = *cert(1, 1, &ca()).fields();
+    f.not_before = WALL - 86_400;
+    f.not_after = WALL - Pki::SKEW_SECS - 1;
+    refused(
+        Certificate::sign(&f, &ca()).unwrap(),
+        RevocationList::empty(),
+    );
+    // Within the allowance it is taken.
+    f.not_after = WALL - Pki::SKEW_SECS + 100;
+    let mut n = Net::with_hosts([
+        pki_host(
+            1,
+            Certificate::sign(&f, &ca()).unwrap(),
+            RevocationList::empty(),
+        ),
+        pki_host(2, cert(2, 2, &ca()), RevocationList::empty()),
+    ]);
+    let _ = n.send(0, &ping(1, 1));
+    n.settle();
+    assert_eq!(n.delivered[1], vec![ping(1, 1)]);
+}
+
+#[test]
+fn a_certificate_for_another_mac_or_key_gets_no_session() {
+    // Host 2's certificate presented by host 1: its MAC and key are not host 1's.
+    refused(cert(2, 1, &ca()), RevocationList::empty());
+    // Host 1's MAC and address, with another host's key.
+    let mut f = *cert(1, 1, &ca()).fields();
+    f.public_key = identity(3).public_key();
+    refused(
+        Certificate::sign(&f, &ca()).unwrap(),
+        RevocationList::empty(),
+    );
+}
+
+#[test]
+fn an_accept_without_a_valid_certificate_is_ignored_and_counted() {
+    // Host 2 presents a certificate for host 1's MAC: host 1, the initiator, ignores its
+    // Accept, so no session comes up.
+    let mut n = Net::with_hosts([
+        pki_host(1, cert(1, 1, &ca()), RevocationList::empty()),
+        pki_host(
+            2,
+            cert(2, 2, &SigningKey::from_seed(&[7; 32]).unwrap()),
+            RevocationList::empty(),
+        ),
+    ]);
+    let _ = n.send(0, &ping(1, 1));
+    n.settle();
+    n.advance(1_000);
+    assert!(n.delivered[1].is_empty());
+    assert!(!n.status(0).up);
+    let bad = FAIL_REASONS
+        .iter()
+        .position(|r| *r == "bad_certificate")
+        .unwrap();
+    assert!(n.counters(0).handshake_failures[bad] >= 1);
+}
+
+#[test]
+fn a_certified_peer_sends_only_from_its_addresses() {
+    let mut n = pair();
+    let _ = n.send(0, &ping(1, 1));
+    n.settle();
+    assert_eq!(n.delivered[1].len(), 1);
+    // Host 1 claims host 9's address.
+    let mut spoof = ping(1, 2);
+    spoof[26..30].copy_from_slice(&[10, 77, 0, 9]);
+    assert!(matches!(n.send(0, &spoof), TapResult::Sealed { .. }));
+    n.settle();
+    assert_eq!(n.delivered[1].len(), 1);
+    assert_eq!(n.counters(1).spoofed_addr, 1);
+    assert_eq!(n.counters(1).drops_total(), 1);
+}
+
+#[test]
+fn a_reload_keeps_certified_peers_and_their_sessions() {
+    let mut n = pair();
+    let _ = n.send(0, &ping(1, 1));
+    n.settle();
+    n.hosts[1].reconfigure(n.now, group_spec(), vec![]).unwrap();
+    assert_eq!(n.hosts[1].certified_peers(), 1);
+    assert!(matches!(n.send(0, &ping(1, 2)), TapResult::Sealed { .. }));
+    n.settle();
+    assert_eq!(n.delivered[1], vec![ping(1, 1), ping(1, 2)]);
+    assert_eq!(n.counters(1).sessions, 1);
+}
+
+#[test]
+fn a_restart_of_either_side_starts_again_on_the_certificates() {
+    for restarted in 0..2 {
+        let mut n = pair();
+        let _ = n.send(0, &ping(1, 1));
+        n.settle();
+        let me = restarted as u8 + 1;
+        n.hosts[restarted] = pki_host(me, cert(me, u64::from(me), &ca()), RevocationList::empty());
+        n.drain(restarted);
+        n.advance(40_000);
+        let _ = n.send(0, &ping(1, 2));
+        let _ = n.send(1, &ping(2, 2));
+        n.settle();
+        n.advance(1_000);
+        assert!(
+            n.delivered[1].contains(&ping(1, 2)),
+            "restarted {restarted}"
+        );
+        assert!(
+            n.delivered[0].contains(&ping(2, 2)),
+            "restarted {restarted}"
+        );
+    }
+}
+
+#[test]
+fn the_table_of_certified_peers_is_bounded() {
+    let mut n = pair();
+    let h = &mut n.hosts[0];
+    for i in 0..20u8 {
+        let mut f = ping(1, 1);
+        f[..6].copy_from_slice(&[2, 0, 0, 0, 1, i]);
+        let mut out = vec![0u8; 2048];
+        let mut jobs = [TapJob::new(&f, &mut out)];
+        h.handle_tap(n.now, &mut jobs, &mut n.rng);
+    }
+    assert_eq!(h.certified_peers(), 8);
+    assert_eq!(h.counters().certified_full, 12);
+}
