@@ -994,3 +994,85 @@ fn integrity_only_suites_only_where_the_file_names_them() {
         assert!(c.session.as_ref().unwrap().suites.contains(&id));
     }
 }
+
+/// `[pki]`: a host with a CA certificate, its own certificate and its identity needs no
+/// `[[peer]]` block; every binding of the certificate to this host is checked at load.
+#[test]
+fn pki_needs_no_peer_block_and_checks_the_certificate_against_this_host() {
+    use psp_core::handshake::Identity;
+    use psp_core::pki::{CertFields, Certificate, Kind, RevocationList};
+    let dir = base_dir();
+    let ca = psp_core::SigningKey::from_seed(&[0xca; 32]).unwrap();
+    let mut caf = CertFields::new(Kind::Ca, 0, *ca.public_key().as_bytes(), "net-ca");
+    caf.not_after = 4_000_000_000;
+    let write = |name: &str, bytes: &[u8]| {
+        std::fs::write(dir.path(name), format!("{}\n", hex::encode(bytes))).unwrap();
+    };
+    write("ca.crt", Certificate::sign(&caf, &ca).unwrap().as_bytes());
+    let id = Identity::generate(|s| s.fill(0x21)).unwrap();
+    let path = dir.path("id.key");
+    std::fs::write(&path, format!("{}\n", hex::encode(id.seed()))).unwrap();
+    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o600)).unwrap();
+    let host_cert = |key: [u8; 32], mac: [u8; 6], serial: u64| {
+        let mut f = CertFields::new(Kind::Host, serial, key, "vm1");
+        f.not_after = 4_000_000_000;
+        f.push_mac(mac);
+        f.push_addr("10.0.0.1".parse().unwrap(), 24);
+        Certificate::sign(&f, &ca).unwrap()
+    };
+    let me = [2, 0, 0, 0, 0, 1];
+    write("vm1.crt", host_cert(id.public_key(), me, 1).as_bytes());
+    let text = format!(
+        "{TWO_PATHS}[session]\nidentity_file = \"id.key\"\n\
+         [pki]\nca = \"ca.crt\"\ncertificate = \"vm1.crt\"\n"
+    );
+    let c = dir.load(&text).unwrap();
+    assert!(c.peers.is_empty());
+    let p = c.pki.as_ref().expect("[pki]");
+    assert_eq!(p.certificate.fields().serial, 1);
+    assert_eq!((p.skew_secs, p.max_peers), (3600, 4096));
+    // Another key, another MAC: refused, naming the key.
+    write("vm1.crt", host_cert([9; 32], me, 1).as_bytes());
+    assert!(
+        dir.error(&text)
+            .starts_with("pki.certificate: names another key")
+    );
+    write(
+        "vm1.crt",
+        host_cert(id.public_key(), [2, 0, 0, 0, 0, 7], 1).as_bytes(),
+    );
+    assert_eq!(
+        dir.error(&text),
+        "pki.certificate: does not name interface.mac"
+    );
+    // Its own serial revoked: refused at load.
+    write("vm1.crt", host_cert(id.public_key(), me, 1).as_bytes());
+    write(
+        "crl",
+        RevocationList::sign(1, 0, &[1], &ca).unwrap().as_bytes(),
+    );
+    assert_eq!(
+        dir.error(&format!("{text}revocation_list = \"crl\"\n")),
+        "pki.certificate: serial 1 is revoked by list 1"
+    );
+    // Signed by another CA; no [session]; out-of-range knobs.
+    let other = psp_core::SigningKey::from_seed(&[0xcb; 32]).unwrap();
+    let mut f = *host_cert(id.public_key(), me, 1).fields();
+    f.serial = 2;
+    write("vm1.crt", Certificate::sign(&f, &other).unwrap().as_bytes());
+    assert!(
+        dir.error(&text)
+            .contains("the CA's signature does not verify")
+    );
+    write("vm1.crt", host_cert(id.public_key(), me, 1).as_bytes());
+    assert!(
+        dir.error(&format!(
+            "{RAW_HEAD}[pki]\nca = \"ca.crt\"\ncertificate = \"vm1.crt\"\n"
+        ))
+        .starts_with("pki: needs a [session] section")
+    );
+    assert_eq!(
+        dir.error(&format!("{text}skew_s = -1\n")),
+        "pki.skew_s: -1 is outside 0..=86400"
+    );
+}

@@ -20,12 +20,14 @@ use zeroize::Zeroizing;
 
 mod keyfile;
 mod normalize;
+mod pki;
 mod raw;
 mod session;
 mod validate;
 
 pub(crate) use keyfile::{allow_owner as allow_key_owner, read as read_key_file, run_as};
 pub use normalize::NormalizeConfig;
+pub use pki::PkiConfig;
 pub(crate) use session::parse_prefix;
 pub use session::{IdentityFile, SessionConfig};
 
@@ -51,6 +53,9 @@ pub struct Config {
     pub metrics: Option<MetricsConfig>,
     /// Sessions (`[session]`) for peers without `key_file`; `None`: static keys only.
     pub session: Option<SessionConfig>,
+    /// Membership by certificate (`[pki]`): hosts with a certificate from the CA are peers
+    /// without a `[[peer]]` block.
+    pub pki: Option<PkiConfig>,
 }
 
 /// `[interface]`.

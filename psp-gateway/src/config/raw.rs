@@ -13,6 +13,7 @@ use toml::de::{DeTable, DeValue};
 
 use super::ConfigError;
 use super::normalize::RawNormalize;
+use super::pki::RawPki;
 use super::session::RawSession;
 
 /// The whole file.
@@ -33,6 +34,7 @@ pub(super) struct RawConfig {
     pub(super) normalize: RawNormalize,
     pub(super) metrics: Option<RawMetrics>,
     pub(super) session: Option<RawSession>,
+    pub(super) pki: Option<RawPki>,
 }
 
 /// `[interface]`.
@@ -237,7 +239,8 @@ fn brackets(key: String, problem: String) -> (String, String) {
     }
     // serde reads `[[interface]]` as a struct written as a sequence: its first element, a map,
     // is refused as the struct's first field (`interface[0]: invalid type: map, ...`).
-    const SINGLE: [&str; 7] = [
+    const SINGLE: [&str; 8] = [
+        "pki",
         "interface",
         "daemon",
         "defaults",

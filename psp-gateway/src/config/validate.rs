@@ -90,6 +90,35 @@ pub(super) fn build(file: &Path, raw: RawConfig) -> Result<Config, ConfigError> 
         ));
     }
 
+    let pki = match raw.pki {
+        None => None,
+        Some(r) => {
+            let Some(s) = session.as_ref() else {
+                return Err(ctx.err(
+                    "pki",
+                    "needs a [session] section (certificates are checked in handshakes)",
+                ));
+            };
+            let raw_uplinks = [Some(&uplink), uplink2.as_ref()]
+                .into_iter()
+                .flatten()
+                .all(|u| matches!(u, UplinkConfig::Raw { .. }));
+            let now = std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map_or(0, |d| d.as_secs());
+            let resolve = |p: &str| ctx.resolve(p);
+            let host = super::pki::Host {
+                identity: s.identity.as_ref().map(|i| i.public_key),
+                mac: interface.mac,
+                address: Some(s.address.0),
+                raw_uplinks,
+                now,
+                resolve: &resolve,
+            };
+            Some(super::pki::build(file, r, &host)?)
+        }
+    };
+
     let mut defaults = Settings::builtin();
     defaults.apply(&ctx, "defaults", &raw.defaults)?;
     let mut norm_defaults = NormSettings::builtin();
@@ -170,6 +199,7 @@ pub(super) fn build(file: &Path, raw: RawConfig) -> Result<Config, ConfigError> 
         peers,
         metrics,
         session,
+        pki,
     })
 }
 

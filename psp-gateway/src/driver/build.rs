@@ -92,7 +92,16 @@ pub(crate) fn host_config(
         session,
         wall_origin,
         group_copies: config.session.as_ref().is_some_and(|s| s.group_copies),
-        pki: None,
+        pki: config.pki.as_ref().map(|p| host::Pki {
+            ca: p.ca,
+            certificate: p.certificate,
+            revoked: p
+                .revoked
+                .clone()
+                .unwrap_or_else(psp_core::pki::RevocationList::empty),
+            skew_secs: p.skew_secs,
+            max_certified: p.max_peers,
+        }),
     }
 }
 
