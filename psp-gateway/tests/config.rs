@@ -332,7 +332,7 @@ fn error_unknown_key() {
     assert_eq!(
         dir.error(&format!("{RAW_HEAD}[deamon]\nuser = \"nobody\"\n")),
         "deamon: unknown key `deamon` (valid keys: interface, uplink, daemon, defaults, group, \
-         peer, normalize, metrics, session)"
+         peer, normalize, metrics, session, pki)"
     );
 }
 
