@@ -179,9 +179,19 @@ impl CertFields {
         {
             return Err(PkiError::Field);
         }
-        for (a, p) in self.addrs() {
+        let macs = self.macs();
+        for (i, m) in macs.iter().enumerate() {
+            // A host sends from a unicast MAC; each names it once.
+            if m[0] & 1 != 0 || *m == [0; 6] || macs[..i].contains(m) {
+                return Err(PkiError::Field);
+            }
+        }
+        let addrs = self.addrs();
+        for (i, (a, p)) in addrs.iter().enumerate() {
             let max = if a.is_ipv4() { 32 } else { 128 };
-            if *p > max {
+            // An IPv4-mapped IPv6 address would not match the IPv4 source it stands for.
+            let mapped = matches!(a, IpAddr::V6(v6) if v6.to_ipv4_mapped().is_some());
+            if *p > max || mapped || addrs[..i].iter().any(|(b, _)| b == a) {
                 return Err(PkiError::Field);
             }
         }
@@ -472,6 +482,17 @@ mod tests {
         let mut nomac = host_fields();
         nomac.mac_count = 0;
         assert_eq!(Certificate::sign(&nomac, &ca()), Err(PkiError::Field));
+        // Group, zero and repeated MACs; repeated and IPv4-mapped addresses.
+        for mac in [[0xff; 6], [1, 0, 0, 0, 0, 1], [0; 6], [0x02, 0, 0, 0, 0, 0x01]] {
+            let mut f = host_fields();
+            f.push_mac(mac);
+            assert_eq!(Certificate::sign(&f, &ca()), Err(PkiError::Field), "{mac:02x?}");
+        }
+        for addr in ["10.0.0.1", "::ffff:10.0.0.9"] {
+            let mut f = host_fields();
+            f.push_addr(addr.parse().unwrap(), 24);
+            assert_eq!(Certificate::sign(&f, &ca()), Err(PkiError::Field), "{addr}");
+        }
     }
 
     #[test]
