@@ -483,10 +483,19 @@ mod tests {
         nomac.mac_count = 0;
         assert_eq!(Certificate::sign(&nomac, &ca()), Err(PkiError::Field));
         // Group, zero and repeated MACs; repeated and IPv4-mapped addresses.
-        for mac in [[0xff; 6], [1, 0, 0, 0, 0, 1], [0; 6], [0x02, 0, 0, 0, 0, 0x01]] {
+        for mac in [
+            [0xff; 6],
+            [1, 0, 0, 0, 0, 1],
+            [0; 6],
+            [0x02, 0, 0, 0, 0, 0x01],
+        ] {
             let mut f = host_fields();
             f.push_mac(mac);
-            assert_eq!(Certificate::sign(&f, &ca()), Err(PkiError::Field), "{mac:02x?}");
+            assert_eq!(
+                Certificate::sign(&f, &ca()),
+                Err(PkiError::Field),
+                "{mac:02x?}"
+            );
         }
         for addr in ["10.0.0.1", "::ffff:10.0.0.9"] {
             let mut f = host_fields();
