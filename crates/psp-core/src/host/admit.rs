@@ -10,7 +10,9 @@ use alloc::vec::Vec;
 
 use super::membership::check;
 use super::{Host, Keying, Mac, Peer, PeerId, PeerSpec, Pin};
-use crate::handshake::messages::{Body, Repr};
+use crate::handshake::messages::{Body, CertBytes, Repr};
+use crate::pki::Certificate;
+use crate::pki::message::Message;
 use crate::time::Instant;
 use crate::wire::Protocol;
 
@@ -20,8 +22,8 @@ impl Host {
         self.peers.iter().filter(|p| is_certified(&p.spec)).count()
     }
 
-    /// A frame on path 1 from `src`, which is no peer: if it is a Request under the group key
-    /// with a certificate this host takes, the host becomes a peer. `None`: not admitted
+    /// A frame on path 1 from `src`, which is no peer: if it is a Request or an announcement
+    /// under the group key with a certificate this host takes, the host becomes a peer. `None`: not admitted
     /// (counted when a certificate was refused or the table is full).
     pub(super) fn admit(&mut self, now: Instant, src: Mac, frame: &[u8]) -> Option<PeerId> {
         let pki = self.shared.cfg.pki.as_ref()?;
@@ -50,29 +52,53 @@ impl Host {
         self.scratch.clear();
         self.scratch.extend_from_slice(frame);
         let opened = opener.open(now, &mut self.scratch).ok()?;
-        if opened.protocol() != Protocol::SessionEstablishment {
-            return None;
-        }
-        let repr = Repr::parse_bytes(opened.payload()).ok()?;
-        let Body::Request(req) = repr.body else {
-            return None;
+        // A Request, or an announcement: the certificate, the key it must name, the address
+        // the sender claims.
+        let (cert, key, addr) = match opened.protocol() {
+            Protocol::SessionEstablishment => {
+                let repr = Repr::parse_bytes(opened.payload()).ok()?;
+                let Body::Request(req) = repr.body else {
+                    return None;
+                };
+                let key = req.static_key.filter(|_| req.initiator_mac == src);
+                (req.cert, key, Some(req.initiator_addr))
+            }
+            Protocol::Membership => {
+                let Ok(Message::Announce { cert, .. }) = Message::parse(opened.payload()) else {
+                    return None;
+                };
+                let key = Certificate::parse(cert).ok().and_then(|c| c.x25519());
+                (CertBytes::new(cert), key, None)
+            }
+            _ => return None,
         };
         let unix = self.shared.wall(now).to_unix().0;
-        let checked = if req.initiator_mac == src {
-            check(
-                pki,
-                &self.shared.revoked,
-                unix,
-                req.cert.as_ref().map(|c| c.as_bytes()),
-                &src,
-                req.static_key,
-                Some(req.initiator_addr),
-            )
-            .ok()
-        } else {
-            None
-        };
-        let Some(cert) = checked else {
+        let checked = check(
+            pki,
+            &self.shared.revoked,
+            unix,
+            cert.as_ref().map(CertBytes::as_bytes),
+            &src,
+            key,
+            addr,
+        );
+        // The frame must be signed by the key the certificate names (else anyone with the
+        // group key could make a peer of a certificate it copied): opened again, verified.
+        let signed = checked.ok().filter(|c| {
+            let Some(opener) = self.admission.as_mut() else {
+                return false;
+            };
+            opener.restart_replay_window(0);
+            opener.set_verifier(Some(crate::VerifyingKey::from_bytes(c.fields().public_key)));
+            self.scratch.clear();
+            self.scratch.extend_from_slice(frame);
+            let ok = opener
+                .open(now, &mut self.scratch)
+                .is_ok_and(|o| o.signed());
+            opener.set_verifier(None);
+            ok
+        });
+        let Some(cert) = signed else {
             self.shared.counters.cert_refused += 1;
             return None;
         };
@@ -95,12 +121,17 @@ impl Host {
             macs: f.macs().to_vec(),
             keying: Keying::Session {
                 pin: Pin::Certified(Some(f.public_key)),
-                address: Some(req.initiator_addr),
+                address: addr.or_else(|| f.addrs().first().map(|(a, _)| *a)),
             },
             paths: self.shared.cfg.paths,
             normalize: None,
         };
-        self.add_peer(now, spec)
+        let id = self.add_peer(now, spec)?;
+        if let Some(s) = self.peers[id.0].session.as_deref_mut() {
+            // Its frames' sources are checked against it from the first one on.
+            s.cert = Some(cert);
+        }
+        Some(id)
     }
 
     /// A unicast frame from the protected side to `dst`, which is no peer: with `[pki]`, `dst`

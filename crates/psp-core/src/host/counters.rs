@@ -133,6 +133,8 @@ declare! {
         pub tx_unreserved: u64,
         /// Frames from a certified peer whose source address its certificate does not name (dropped).
         pub spoofed_addr: u64,
+        /// Frames from a peer whose certificate is revoked (dropped).
+        pub revoked: u64,
         ["Frames from the peer dropped, by reason."]
         pub drops: [u64; DROP_LABELS],
         ["Handshakes with the peer that failed, by reason."]
@@ -156,7 +158,7 @@ impl PeerCounters {
 
     /// All dropped frames.
     pub fn drops_total(&self) -> u64 {
-        self.drops.iter().sum::<u64>() + self.spoofed_addr
+        self.drops.iter().sum::<u64>() + self.spoofed_addr + self.revoked
     }
 }
 
@@ -191,6 +193,12 @@ declare! {
         pub cert_refused: u64,
         /// Hosts with a valid certificate not taken: `max_certified` peers learnt already.
         pub certified_full: u64,
+        /// Announcements of this host's certificate sent (broadcast, or to one host that asked).
+        pub announces: u64,
+        /// Newer revocation lists put in force.
+        pub revocations_adopted: u64,
+        /// Revocation lists refused: not signed by the CA (an older or equal one is ignored, not counted).
+        pub revocations_refused: u64,
     }
 }
 
@@ -206,6 +214,7 @@ impl HostCounters {
             + self.path2_drops
             + self.cert_refused
             + self.certified_full
+            + self.revocations_refused
     }
 }
 
@@ -241,7 +250,7 @@ mod tests {
         c.tx_frames = 3;
         let mut seen = Vec::new();
         c.visit(&mut |k| seen.push(k));
-        assert_eq!(seen.len(), 15 + DROP_LABELS.len() + FAIL_REASONS.len());
+        assert_eq!(seen.len(), 16 + DROP_LABELS.len() + FAIL_REASONS.len());
         assert!(seen.iter().all(|k| !k.help.is_empty()));
         assert!(seen.contains(&Counter {
             name: "drops",
@@ -257,6 +266,6 @@ mod tests {
         assert!(seen.iter().any(|k| k.name == "tx_frames" && k.value == 3));
         let mut h = Vec::new();
         HostCounters::default().visit(&mut |k| h.push(k.name));
-        assert_eq!(h.len(), 14);
+        assert_eq!(h.len(), 17);
     }
 }

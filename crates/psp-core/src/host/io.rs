@@ -131,6 +131,8 @@ pub enum RxDrop {
     /// From a peer learnt from a certificate, with a source address the certificate does not
     /// name (`[pki]`).
     SpoofedAddr(PeerId),
+    /// From a peer whose certificate is revoked.
+    Revoked(PeerId),
     /// A session peer's data under the group key that is not a genuine group payload.
     GroupUnicast(PeerId),
     /// Over the peer's handshake message budget.
@@ -155,6 +157,7 @@ impl RxDrop {
             Self::StaleRequest(_) => "stale_requests",
             Self::Path2Ignored(_) => "path2_ignored",
             Self::SpoofedAddr(_) => "spoofed_addr",
+            Self::Revoked(_) => "revoked",
         }
     }
 }
@@ -262,6 +265,21 @@ pub enum Event {
         peer: PeerId,
         /// How long nothing came from it.
         silent: Duration,
+    },
+    /// A newer revocation list is in force (`[pki]`: handed to
+    /// [`Host::handle_revocation_list`](super::Host::handle_revocation_list) or received from
+    /// a peer): the caller persists it ([`Host::revocation_list`](super::Host::revocation_list))
+    /// so that a restart keeps it.
+    RevocationList {
+        /// Its number.
+        number: u64,
+    },
+    /// A peer's certificate was revoked: its sessions ended and none starts again.
+    Revoked {
+        /// The peer.
+        peer: PeerId,
+        /// Its certificate's serial.
+        serial: u64,
     },
     /// A peer's frame failed its signature check (the first in a while: a wrong `identity`?).
     BadSignature(PeerId),

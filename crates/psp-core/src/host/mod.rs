@@ -57,6 +57,7 @@ mod floors;
 mod group;
 mod io;
 mod keys;
+mod members;
 mod membership;
 pub mod peer;
 mod shared;
@@ -79,6 +80,7 @@ pub use io::{
     Dest, Event, Mac, PeerId, Received, RxDrop, SlotKind, TapDrop, TapJob, TapResult, Transmit,
 };
 pub use keys::{Claim, Fingerprint, KeySpec, session_overhead};
+pub use members::ANNOUNCE_EVERY;
 pub use membership::{Pki, Refusal, source_allowed};
 pub use peer::{
     Down, NormCounters, NormSpec, Peer, SessionInfo, Status as SessionStatus, addr_from_frame,
@@ -152,6 +154,7 @@ impl Host {
                     .pki
                     .as_ref()
                     .map_or_else(crate::pki::RevocationList::empty, |p| p.revoked.clone()),
+                member: members::Owed::new(now, cfg.pki.is_some()),
                 cfg,
             },
             peers: Vec::new(),
@@ -403,7 +406,7 @@ impl Host {
         }
         let known = self.by_mac.get(&src).copied();
         let admitted = match known {
-            None if path == PathId::FIRST && !group => self.admit(now, src, frame),
+            None if path == PathId::FIRST => self.admit(now, src, frame),
             _ => None,
         };
         let Some(pid) = known.or(admitted) else {
@@ -413,6 +416,7 @@ impl Host {
         };
         let r = self.peers[pid.0].handle_uplink(now, &mut self.shared, path, frame, rng);
         self.touch(pid, now);
+        self.take_offered(now, rng);
         r
     }
 
@@ -477,10 +481,15 @@ impl Host {
     /// floors to save).
     pub fn poll_timeout(&self) -> Option<Instant> {
         let peers = self.peers.iter().filter_map(Peer::poll_timeout).min();
-        [peers, self.retry_at, Some(self.floors.at)]
-            .into_iter()
-            .flatten()
-            .min()
+        [
+            peers,
+            self.retry_at,
+            Some(self.floors.at),
+            self.shared.member.announce_at,
+        ]
+        .into_iter()
+        .flatten()
+        .min()
     }
 
     /// Handles the timers due at `now`: every peer's (handshake retransmissions and deadlines,
@@ -504,6 +513,7 @@ impl Host {
         if self.floors.at <= now {
             self.floors_due(now);
         }
+        self.announce_due(now);
         self.shared.take_clock_event();
     }
 
@@ -517,6 +527,9 @@ impl Host {
         rng: &mut dyn CryptoRngCore,
     ) -> Option<Transmit> {
         if let Some(t) = self.poll_copy(now, out, rng) {
+            return Some(t);
+        }
+        if let Some(t) = self.poll_announce(now, out) {
             return Some(t);
         }
         while let Some(&pid) = self.ready.front() {

@@ -27,6 +27,8 @@ pub struct Shared {
     pub(crate) events: VecDeque<Event>,
     /// The revocation list in force (`[pki]`; empty otherwise).
     pub(crate) revoked: crate::pki::RevocationList,
+    /// Membership messages the host owes (`[pki]`).
+    pub(crate) member: super::members::Owed,
 }
 
 impl Shared {

@@ -29,6 +29,7 @@
 //! ```
 
 mod cert;
+pub mod message;
 mod revocation;
 
 pub use cert::{

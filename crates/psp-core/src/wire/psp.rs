@@ -200,6 +200,9 @@ pub enum Protocol {
     /// key (its session key), whose data is the inner frame's destination MAC (6 bytes), its
     /// EtherType (2) and its payload (the source MAC is the PSP frame's).
     GroupCopy,
+    /// 0x0007: a membership message (docs/MEMBERSHIP.md): a certificate announced under the
+    /// group key, a revocation list or a member's state under a session key.
+    Membership,
     /// Another value below 0x0600.
     UnknownSub(u16),
 }
@@ -223,6 +226,7 @@ impl From<u16> for Protocol {
             0x0004 => Self::KeyExchange,
             0x0005 => Self::Normalized,
             0x0006 => Self::GroupCopy,
+            0x0007 => Self::Membership,
             v if v >= Self::MIN_ETHERTYPE => Self::EtherType(v),
             v => Self::UnknownSub(v),
         }
@@ -239,6 +243,7 @@ impl From<Protocol> for u16 {
             Protocol::KeyExchange => 0x0004,
             Protocol::Normalized => 0x0005,
             Protocol::GroupCopy => 0x0006,
+            Protocol::Membership => 0x0007,
         }
     }
 }
@@ -1048,6 +1053,8 @@ mod tests {
         assert_eq!(Protocol::from(0x0806), Protocol::EtherType(0x0806));
         assert_eq!(Protocol::from(0x0005), Protocol::Normalized);
         assert_eq!(Protocol::from(0x0006), Protocol::GroupCopy);
+        assert_eq!(Protocol::from(0x0007), Protocol::Membership);
+        assert_eq!(u16::from(Protocol::Membership), 0x0007);
         assert_eq!(Protocol::from(0x0007), Protocol::UnknownSub(7));
         assert!(Protocol::Dummy.is_sub_protocol());
         for v in 0..8u8 {

@@ -26,7 +26,7 @@ use alloc::collections::VecDeque;
 
 use rand_core::CryptoRngCore;
 
-pub(crate) use self::session::{Cx, KEEPALIVE, Session};
+pub(crate) use self::session::{Cx, KEEPALIVE, OWE_LIST, Session};
 pub use self::session::{Down, SessionInfo, Status, addr_from_frame};
 pub(crate) use self::stream::Stream;
 pub use self::stream::{NormCounters, NormSpec};
@@ -354,7 +354,7 @@ impl Peer {
         }
         if let Some(s) = self.session.as_deref()
             && (s.keepalive_due
-                || (s.seals(now) && !s.pending.is_empty())
+                || (s.seals(now) && (!s.pending.is_empty() || s.member_due != 0))
                 || s.has_handshake_output())
         {
             return true;

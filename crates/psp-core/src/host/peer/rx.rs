@@ -48,6 +48,8 @@ enum Kind {
     Handshake(Range<usize>),
     /// A control or other sub-protocol message: consumed.
     Sub,
+    /// A membership message (`[pki]`), and whether it came under the group key.
+    Member(Range<usize>, bool),
     /// A broadcast under the group key from a peer whose broadcasts come in its stream.
     GroupIgnored,
     /// Not allowed under this key (a session peer's data under the group key, a group copy or
@@ -75,6 +77,7 @@ fn classify(
     match under {
         Under::Session | Under::Own => match protocol {
             Protocol::Control => Kind::Sub,
+            Protocol::Membership if session => Kind::Member(payload, false),
             Protocol::Normalized if normalized => Kind::Stream(payload),
             Protocol::GroupCopy => Kind::GroupCopy(range, trusted),
             p if p.is_sub_protocol() => Kind::Sub,
@@ -97,6 +100,7 @@ fn classify(
                     Kind::Stream(payload)
                 }
                 Protocol::Normalized | Protocol::GroupCopy => Kind::Refused,
+                Protocol::Membership if session => Kind::Member(payload, true),
                 p if p.is_sub_protocol() => Kind::Sub,
                 _ if session && !(group_dst && genuine) => Kind::Refused,
                 _ => Kind::Data(range, trusted),
@@ -118,6 +122,10 @@ impl Peer {
         rng: &mut dyn CryptoRngCore,
     ) -> Received {
         let id = self.id;
+        if self.session.as_deref().is_some_and(|s| s.revoked) {
+            self.counters.revoked += 1;
+            return Received::Dropped(RxDrop::Revoked(id));
+        }
         if path != PathId::FIRST {
             return self.receive_path2(now, shared, frame, rng);
         }
@@ -224,6 +232,23 @@ impl Peer {
             Kind::Sub => {
                 self.counters.rx_sub += 1;
                 Received::Consumed
+            }
+            Kind::Member(range, under_group) => {
+                let session = self.session.as_deref_mut();
+                if super::super::members::handle(
+                    shared,
+                    session,
+                    id,
+                    now,
+                    &frame[range],
+                    under_group,
+                ) {
+                    self.counters.rx_sub += 1;
+                    Received::Consumed
+                } else {
+                    self.counters.drop_frame(DropReason::Malformed);
+                    Received::Dropped(RxDrop::Open(id, DropReason::Malformed))
+                }
             }
             Kind::GroupIgnored => {
                 if let Some(st) = self.stream.as_mut() {

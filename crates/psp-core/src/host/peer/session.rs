@@ -168,7 +168,16 @@ pub(crate) struct Session {
     pub(crate) cert: Option<crate::pki::Certificate>,
     /// The certificate the running handshake's peer presented, taken when its keys are.
     cert_offer: Option<crate::pki::Certificate>,
+    /// Membership messages owed to the peer under the session ([`OWE_STATE`], [`OWE_LIST`]).
+    pub(crate) member_due: u8,
+    /// Its certificate was revoked: no session with it any more, nothing from it is taken.
+    pub(crate) revoked: bool,
 }
+
+/// The peer is owed this host's state (a membership message) under the session.
+pub(crate) const OWE_STATE: u8 = 1;
+/// The peer is owed the revocation list in force.
+pub(crate) const OWE_LIST: u8 = 2;
 
 impl Session {
     pub(crate) fn new(
@@ -207,7 +216,34 @@ impl Session {
             peer_restarted: false,
             cert: None,
             cert_offer: None,
+            member_due: 0,
+            revoked: false,
         }
+    }
+
+    /// Ends everything with a peer whose certificate was revoked: its keys, its handshake,
+    /// the frames waiting for it; none starts again.
+    pub(crate) fn revoke(&mut self, cx: &mut Cx<'_>, serial: u64) {
+        self.revoked = true;
+        self.ring.clear();
+        self.hs = None;
+        self.member_due = 0;
+        self.keepalive_due = false;
+        let dropped = self.pending.len();
+        self.pending.clear();
+        cx.counters.no_session += dropped as u64;
+        for t in Timer::ALL {
+            cx.timers.stop(t);
+        }
+        cx.events.push_back(Event::Revoked {
+            peer: cx.id,
+            serial,
+        });
+    }
+
+    /// The serial of the certificate of its current session, if any.
+    pub(crate) fn cert_serial(&self) -> Option<u64> {
+        self.cert.as_ref().map(|c| c.fields().serial)
     }
 
     /// Takes the Request freshness of `old` (the same peer before a reload changed it).
@@ -477,6 +513,9 @@ impl Session {
 
     /// Starts a handshake if the peer needs one and may have one.
     fn consider(&mut self, cx: &mut Cx<'_>) {
+        if self.revoked {
+            return;
+        }
         let now = cx.now;
         let Some(why) = self.need(now) else {
             return;
@@ -797,6 +836,10 @@ impl Session {
             rekey,
             rekeys: self.chain,
         };
+        if cx.shared.cfg.pki.is_some() {
+            // What this host holds (its list's number), so a peer behind catches up.
+            self.member_due |= OWE_STATE;
+        }
         self.established = Some((now, keys.role()));
         self.last = Some((now, info));
         self.fails = 0;

@@ -187,6 +187,25 @@ impl Peer {
                 .seal_sub(now, dst, src, Protocol::Control, &KEEPALIVE, out)
                 .map(<[u8]>::len)
                 .ok()
+        } else if s.member_due != 0 {
+            // The list first (a peer behind needs it), then this host's state.
+            let mut buf = [0u8; crate::pki::message::MAX_MESSAGE_LEN];
+            let msg = if s.member_due & super::OWE_LIST != 0 && shared.revoked.number() > 0 {
+                s.member_due &= !super::OWE_LIST;
+                crate::pki::message::Message::Revocation(shared.revoked.as_bytes())
+            } else {
+                s.member_due = 0;
+                crate::pki::message::Message::State(super::super::members::holding(shared))
+            };
+            let n = msg.emit(&mut buf);
+            if streams {
+                let _ = self.push_message(now, src, Protocol::Membership, &buf[..n]);
+                return Some(None);
+            }
+            s.ring()
+                .seal_sub(now, dst, src, Protocol::Membership, &buf[..n], out)
+                .map(<[u8]>::len)
+                .ok()
         } else {
             let mut frame = s.pending.pop_front()?;
             if streams {

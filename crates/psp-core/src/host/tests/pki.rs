@@ -4,6 +4,7 @@
 //! addresses; a reload keeps certified peers; a restart of either side starts again.
 
 use alloc::vec;
+use alloc::vec::Vec;
 
 use super::*;
 use crate::pki::{CertFields, Certificate, Kind, RevocationList};
@@ -246,4 +247,126 @@ fn the_table_of_certified_peers_is_bounded() {
     }
     assert_eq!(h.certified_peers(), 8);
     assert_eq!(h.counters().certified_full, 12);
+}
+
+/// An ARP request from host `from` (sender address `sender`) to the other's address.
+fn arp(from: u8, sender: [u8; 4]) -> Vec<u8> {
+    let src = if from == 1 { MAC_A } else { MAC_B };
+    let mut f = vec![0xff; 6];
+    f.extend_from_slice(&src);
+    f.extend_from_slice(&[0x08, 0x06, 0, 1, 0x08, 0x00, 6, 4, 0, 1]);
+    f.extend_from_slice(&src);
+    f.extend_from_slice(&sender);
+    f.extend_from_slice(&[0; 6]);
+    f.extend_from_slice(&[10, 77, 0, 3 - from]);
+    f
+}
+
+#[test]
+fn hosts_learn_each_other_from_announcements_and_take_their_arp() {
+    let mut n = pair();
+    n.advance(10);
+    // Each announced itself at start and asked for answers: both know the other, no session.
+    for i in 0..2 {
+        assert_eq!(n.hosts[i].certified_peers(), 1, "host {i}");
+        assert!(n.hosts[i].counters().announces >= 1);
+        assert!(!n.status(i).up);
+    }
+    // ARP under the group key is taken from the address the certificate names only.
+    let _ = n.send(0, &arp(1, [10, 77, 0, 1]));
+    n.settle();
+    assert_eq!(n.delivered[1], vec![arp(1, [10, 77, 0, 1])]);
+    let _ = n.send(0, &arp(1, [10, 77, 0, 2]));
+    n.settle();
+    assert_eq!(n.delivered[1].len(), 1);
+    assert_eq!(n.counters(1).spoofed_addr, 1);
+    // Announcements go on every ANNOUNCE_EVERY.
+    let before = n.hosts[0].counters().announces;
+    n.advance(ANNOUNCE_EVERY.total_millis());
+    assert_eq!(n.hosts[0].counters().announces, before + 1);
+}
+
+/// Hosts 1 and 2 with a session.
+fn connected() -> Net {
+    let mut n = pair();
+    let _ = n.send(0, &ping(1, 1));
+    n.settle();
+    assert!(n.status(0).up && n.status(1).up);
+    n
+}
+
+#[test]
+fn a_newer_list_given_to_one_host_reaches_its_peer_over_the_session() {
+    let mut n = connected();
+    let list = RevocationList::sign(4, WALL, &[77], &ca()).unwrap();
+    assert_eq!(
+        n.hosts[0].handle_revocation_list(n.now, list.clone(), &mut n.rng),
+        Ok(true)
+    );
+    n.drain(0);
+    n.settle();
+    assert_eq!(n.hosts[1].revocation_list().number(), 4);
+    assert!(n.events[1].contains(&Event::RevocationList { number: 4 }));
+    // Not newer: ignored; another CA's: refused and counted.
+    assert_eq!(
+        n.hosts[1].handle_revocation_list(n.now, list, &mut n.rng),
+        Ok(false)
+    );
+    let forged =
+        RevocationList::sign(9, WALL, &[1], &SigningKey::from_seed(&[5; 32]).unwrap()).unwrap();
+    assert_eq!(
+        n.hosts[1].handle_revocation_list(n.now, forged, &mut n.rng),
+        Err(crate::pki::PkiError::Signature)
+    );
+    assert_eq!(n.hosts[1].counters().revocations_refused, 1);
+    assert_eq!(n.hosts[1].revocation_list().number(), 4);
+}
+
+#[test]
+fn revoking_a_peer_ends_its_session_at_once_and_none_starts_again() {
+    let mut n = connected();
+    let list = RevocationList::sign(1, WALL, &[2], &ca()).unwrap();
+    n.hosts[0]
+        .handle_revocation_list(n.now, list, &mut n.rng)
+        .unwrap();
+    n.drain(0);
+    assert!(
+        n.events[0]
+            .iter()
+            .any(|e| matches!(e, Event::Revoked { serial: 2, .. }))
+    );
+    assert!(!n.status(0).up);
+    // Host 2, keeping everything it had, sends under its old session, starts handshakes, and
+    // announces: nothing reaches host 1's protected side, and no session comes up.
+    let delivered = n.delivered[0].len();
+    let _ = n.send(1, &ping(2, 5));
+    let _ = n.send(1, &arp(2, [10, 77, 0, 2]));
+    n.settle();
+    n.advance(60_000);
+    let _ = n.send(1, &ping(2, 6));
+    n.settle();
+    n.advance(5_000);
+    assert_eq!(n.delivered[0].len(), delivered);
+    assert!(!n.status(0).up);
+    assert!(n.counters(0).revoked >= 2);
+    assert_eq!(n.counters(0).sessions, 1);
+}
+
+#[test]
+fn a_restarted_host_with_an_older_list_catches_up_at_its_next_session() {
+    let mut n = connected();
+    let list = RevocationList::sign(3, WALL, &[77], &ca()).unwrap();
+    n.hosts[0]
+        .handle_revocation_list(n.now, list, &mut n.rng)
+        .unwrap();
+    n.drain(0);
+    n.settle();
+    assert_eq!(n.hosts[1].revocation_list().number(), 3);
+    // Host 2 restarts with the list it was configured with (none).
+    n.hosts[1] = pki_host(2, cert(2, 2, &ca()), RevocationList::empty());
+    n.drain(1);
+    let _ = n.send(1, &ping(2, 1));
+    n.settle();
+    n.advance(2_000);
+    assert_eq!(n.hosts[1].revocation_list().number(), 3);
 }
