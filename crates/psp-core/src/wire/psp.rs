@@ -1055,7 +1055,7 @@ mod tests {
         assert_eq!(Protocol::from(0x0006), Protocol::GroupCopy);
         assert_eq!(Protocol::from(0x0007), Protocol::Membership);
         assert_eq!(u16::from(Protocol::Membership), 0x0007);
-        assert_eq!(Protocol::from(0x0007), Protocol::UnknownSub(7));
+        assert_eq!(Protocol::from(0x0008), Protocol::UnknownSub(8));
         assert!(Protocol::Dummy.is_sub_protocol());
         for v in 0..8u8 {
             assert_eq!(u8::from(Version::from(v)), v);
