@@ -191,6 +191,7 @@ fn families(snap: &Snapshot) -> Vec<Family> {
                 Some(k.name),
             ),
             Section::Group => (format!("psp_group_{}", k.name), k.help, None),
+            Section::Membership => (format!("psp_membership_{}", k.name), k.help, None),
         };
         let labels = label
             .map(|r| vec![("reason", r.to_string())])
@@ -208,6 +209,33 @@ fn families(snap: &Snapshot) -> Vec<Family> {
             "psp_peer_",
             &p.counters,
             &[("peer", p.name.clone())],
+        );
+    }
+    if let Some(p) = snap.pki {
+        let now = crate::cli::cert::now();
+        out.push(
+            Family::new(
+                "psp_certificate_expiry_seconds",
+                Gauge,
+                "Seconds until this host's certificate expires ([pki]).",
+            )
+            .with(Vec::new(), int(p.not_after.saturating_sub(now))),
+        );
+        out.push(
+            Family::new(
+                "psp_revocation_list_number",
+                Gauge,
+                "The number of the revocation list in force (0: none).",
+            )
+            .with(Vec::new(), int(p.list)),
+        );
+        out.push(
+            Family::new(
+                "psp_certified_peers",
+                Gauge,
+                "Peers learnt from certificates ([pki]).",
+            )
+            .with(Vec::new(), int(p.certified as u64)),
         );
     }
     out.extend(sessions(snap));

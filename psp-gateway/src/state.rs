@@ -376,6 +376,9 @@ pub(crate) fn seq_file(key: Fingerprint) -> String {
 }
 
 /// Sequence numbers one reservation of the group key covers: broadcasts and handshakes are few.
+/// The revocation list in force when it is newer than the configured one (`[pki]`; hex).
+pub(crate) const REVOCATION_FILE: &str = "revocation-list";
+
 pub(crate) const GROUP_BLOCK: u32 = 1 << 16;
 /// Sequence numbers one reservation of a `key_file` peer's key covers: one write per half a
 /// million frames; each restart skips at most this many numbers, so a key survives at least

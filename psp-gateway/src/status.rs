@@ -130,6 +130,8 @@ pub(crate) enum Section {
     Ignored,
     /// Traffic under the group key.
     Group,
+    /// Membership messages (`[pki]`).
+    Membership,
 }
 
 /// Every counter of the host and the driver not tied to a peer, with where it is shown and its
@@ -142,6 +144,7 @@ pub(crate) fn host_counters(snap: &Snapshot, f: &mut dyn FnMut(Section, Counter)
                 Section::Group
             }
             "not_for_us" => Section::Ignored,
+            "announces" | "revocations_adopted" => Section::Membership,
             "path2_ignored" => {
                 k.name = "path2_not_handshake";
                 Section::Ignored
@@ -325,7 +328,7 @@ pub(crate) fn document(info: &Info, snap: &Snapshot) -> Value {
         let m = match section {
             Section::Drops => &mut drops,
             Section::Ignored => &mut ignored,
-            Section::Group => return,
+            Section::Group | Section::Membership => return,
         };
         m.insert(k.name.into(), k.value.into());
     });
@@ -352,6 +355,19 @@ pub(crate) fn document(info: &Info, snap: &Snapshot) -> Value {
     });
     if let Some(rt) = snap.pacer_realtime {
         doc["pacer_realtime"] = rt.into();
+    }
+    if let Some(p) = snap.pki {
+        let now = crate::cli::cert::now();
+        doc["membership"] = json!({
+            "serial": p.serial,
+            "not_after": p.not_after,
+            "not_after_utc": crate::cli::cert::utc(p.not_after),
+            "expires_in_s": p.not_after.saturating_sub(now),
+            "revocation_list": p.list,
+            "certified_peers": p.certified,
+            "announces": h.announces,
+            "revocations_adopted": h.revocations_adopted,
+        });
     }
     doc
 }
@@ -427,6 +443,18 @@ pub(crate) fn render(doc: &Value) -> String {
     );
     if let Some(pk) = doc["public_key"].as_str() {
         let _ = writeln!(s, "public key {pk}");
+    }
+    let m = &doc["membership"];
+    if m.is_object() {
+        let _ = writeln!(
+            s,
+            "certificate serial {} valid until {} ({} d left)  revocation list {}  {} peers from certificates",
+            u(&m["serial"]),
+            m["not_after_utc"].as_str().unwrap_or("?"),
+            u(&m["expires_in_s"]) / 86_400,
+            u(&m["revocation_list"]),
+            u(&m["certified_peers"])
+        );
     }
     if let Some(paths) = doc["paths"].as_array().filter(|p| !p.is_empty()) {
         let shown: Vec<String> = paths

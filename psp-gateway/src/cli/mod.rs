@@ -11,7 +11,7 @@ use clap::{Parser, Subcommand};
 use zeroize::Zeroizing;
 
 mod ca;
-mod cert;
+pub(crate) mod cert;
 pub mod generate;
 mod inspect;
 mod keygen;

@@ -10,7 +10,7 @@ use psp_core::wire::Seq;
 use super::Driver;
 use crate::config::format_mac;
 use crate::io::{TapIo, UplinkIo};
-use crate::state::{GROUP_BLOCK, UNICAST_BLOCK, seq_file};
+use crate::state::{GROUP_BLOCK, REVOCATION_FILE, UNICAST_BLOCK, seq_file};
 
 impl<T: TapIo, U: UplinkIo> Driver<T, U> {
     /// Handles every event the host has; `true` if there was one.
@@ -96,6 +96,18 @@ impl<T: TapIo, U: UplinkIo> Driver<T, U> {
                     );
                 }
                 Event::ReplayFloors(floors) => self.save_floors(&floors),
+                Event::RevocationList { number } => {
+                    let text = format!("{}\n", hex::encode(self.host.revocation_list().as_bytes()));
+                    let saved = self.state.as_ref().map(|s| s.write(REVOCATION_FILE, &text));
+                    if let Some(Err(e)) = saved {
+                        tracing::warn!(error = %e, "revocation list not saved: a restart goes back to the configured one until a peer hands it on again");
+                    }
+                    tracing::info!(number, "revocation list in force (handed on to every peer)");
+                }
+                Event::Revoked { peer, serial } => {
+                    let name = self.name(peer.0);
+                    tracing::warn!(peer = %name, serial, "certificate revoked: its sessions ended, its frames are dropped, no session starts again");
+                }
                 Event::BadSignature(peer) => {
                     let name = self.name(peer.0);
                     tracing::warn!(
@@ -157,6 +169,11 @@ impl<T: TapIo, U: UplinkIo> Driver<T, U> {
     }
 
     fn name(&self, i: usize) -> String {
-        self.names.get(i).cloned().unwrap_or_default()
+        // A peer learnt from a certificate came after the names were taken.
+        self.names
+            .get(i)
+            .cloned()
+            .or_else(|| self.host.peers().nth(i).map(|(_, s)| s.name.clone()))
+            .unwrap_or_default()
     }
 }

@@ -38,7 +38,7 @@ use tokio::sync::{mpsc, oneshot};
 use self::build::Endpoints;
 use self::pacer::{Departure, Pacer};
 use crate::io::{BATCH, Batch, TapIo, UplinkIo};
-use crate::state::StateDir;
+use crate::state::{REVOCATION_FILE, StateDir};
 use crate::tofu::Tofu;
 
 /// The driver's clock: core time is microseconds since `origin` (tokio's clock, so a test's
@@ -168,7 +168,7 @@ impl<T: TapIo, U: UplinkIo> Driver<T, U> {
     pub(crate) fn new(p: Parts<T, U>) -> io::Result<Self> {
         let departures = departures_for(&p.host, p.pacer_thread, &p.uplinks[0], p.clock)?;
         let udp = p.uplinks[0].is_addressed();
-        Ok(Self {
+        let mut d = Self {
             host: p.host,
             tap: p.tap,
             uplinks: p.uplinks,
@@ -184,7 +184,40 @@ impl<T: TapIo, U: UplinkIo> Driver<T, U> {
             io: IoCounters::default(),
             max_frame: p.max_frame,
             udp,
-        })
+        };
+        d.resume_revocation_list();
+        Ok(d)
+    }
+
+    /// `[pki]`: a revocation list newer than the configured one, kept in the state directory by
+    /// the run before (one a peer handed on), is put in force again.
+    fn resume_revocation_list(&mut self) {
+        if self.host.config().pki.is_none() {
+            return;
+        }
+        let Some(text) = self
+            .state
+            .as_ref()
+            .and_then(|s| s.read(REVOCATION_FILE).ok().flatten())
+        else {
+            return;
+        };
+        let list = hex::decode(text.trim())
+            .ok()
+            .and_then(|b| psp_core::pki::RevocationList::parse(&b).ok());
+        let now = self.clock.now();
+        match list.map(|l| self.host.handle_revocation_list(now, l, &mut *self.rng)) {
+            Some(Ok(true)) => tracing::info!(
+                number = self.host.revocation_list().number(),
+                "revocation list from the state directory in force"
+            ),
+            Some(Ok(false)) => {}
+            _ => tracing::warn!(
+                file = REVOCATION_FILE,
+                "the state directory's revocation list is not one the CA signed: ignored"
+            ),
+        }
+        self.events(now);
     }
 
     /// Whether the pacer thread runs at real-time priority (`None`: no pacer thread).
@@ -275,6 +308,10 @@ impl<T: TapIo, U: UplinkIo> Driver<T, U> {
         self.host
             .reconfigure(now, group, specs)
             .map_err(|e| e.to_string())?;
+        if let Some(list) = config.pki.as_ref().and_then(|p| p.revoked.clone()) {
+            // A newer list from the file: in force, and handed on to every peer.
+            let _ = self.host.handle_revocation_list(now, list, &mut *self.rng);
+        }
         if self.departures.is_none() {
             // The first normalized peer came with this reload: its stream needs a pacer.
             self.departures =

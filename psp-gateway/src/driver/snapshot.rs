@@ -41,6 +41,21 @@ pub(crate) struct Snapshot {
     pub(crate) peers: Vec<PeerSnap>,
     /// Whether the pacer thread runs at real-time priority (`None`: no normalized peer).
     pub(crate) pacer_realtime: Option<bool>,
+    /// `[pki]`: this host's certificate and the membership it knows.
+    pub(crate) pki: Option<PkiSnap>,
+}
+
+/// What `status` shows of `[pki]`.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct PkiSnap {
+    /// This host's certificate's serial.
+    pub(crate) serial: u64,
+    /// When it expires (Unix seconds).
+    pub(crate) not_after: u64,
+    /// The revocation list in force (0: none).
+    pub(crate) list: u64,
+    /// Peers learnt from certificates.
+    pub(crate) certified: usize,
 }
 
 impl Counters for IoCounters {
@@ -117,6 +132,12 @@ impl<T: TapIo, U: UplinkIo> Driver<T, U> {
             group_suite: self.host.group_suite(),
             peers,
             pacer_realtime: self.pacer_realtime(),
+            pki: self.host.config().pki.as_ref().map(|p| PkiSnap {
+                serial: p.certificate.fields().serial,
+                not_after: p.certificate.fields().not_after,
+                list: self.host.revocation_list().number(),
+                certified: self.host.certified_peers(),
+            }),
         }
     }
 }
