@@ -19,6 +19,7 @@ pub(super) struct RawPki {
     revocation_list: Option<String>,
     skew_s: Option<i64>,
     max_peers: Option<i64>,
+    rotate_s: Option<i64>,
 }
 
 /// `[pki]`, validated.
@@ -38,6 +39,8 @@ pub struct PkiConfig {
     pub skew_secs: u64,
     /// At most this many peers learnt from certificates (`max_peers`, 1..=65536, default 4096).
     pub max_peers: usize,
+    /// As key server, a new broadcast key this often (`rotate_s`, 5..=86400, default 600).
+    pub rotate_every: psp_core::time::Duration,
 }
 
 fn err(file: &Path, key: &str, problem: impl core::fmt::Display) -> ConfigError {
@@ -94,6 +97,17 @@ pub(super) fn build(file: &Path, raw: RawPki, host: &Host<'_>) -> Result<PkiConf
                 file,
                 "max_peers",
                 format_args!("{n} is outside 1..=65536"),
+            ));
+        }
+    };
+    let rotate_every = match raw.rotate_s {
+        None => psp_core::host::Pki::ROTATE_EVERY,
+        Some(s @ 5..=86_400) => psp_core::time::Duration::from_secs(s as u64),
+        Some(s) => {
+            return Err(err(
+                file,
+                "rotate_s",
+                format_args!("{s} is outside 5..=86400"),
             ));
         }
     };
@@ -227,5 +241,6 @@ pub(super) fn build(file: &Path, raw: RawPki, host: &Host<'_>) -> Result<PkiConf
         revoked,
         skew_secs,
         max_peers,
+        rotate_every,
     })
 }

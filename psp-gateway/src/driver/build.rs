@@ -101,6 +101,7 @@ pub(crate) fn host_config(
                 .unwrap_or_else(psp_core::pki::RevocationList::empty),
             skew_secs: p.skew_secs,
             max_certified: p.max_peers,
+            rotate_every: p.rotate_every,
         }),
     }
 }

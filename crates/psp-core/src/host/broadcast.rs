@@ -139,6 +139,17 @@ impl Host {
 
     /// Seals a broadcast or multicast frame under the group key.
     fn seal_group(&mut self, now: Instant, job: &mut TapJob<'_>) -> TapResult {
+        if self.shared.cfg.pki.is_some()
+            && let Some(len) = self.seal_bkey(now, job.input, job.out)
+        {
+            let s = &mut self.shared;
+            s.counters.group_tx_frames += 1;
+            s.counters.group_tx_bytes += job.input.len() as u64;
+            return TapResult::Sealed {
+                len,
+                dest: Dest::Group,
+            };
+        }
         let s = &mut self.shared;
         let r = s
             .group

@@ -199,6 +199,12 @@ declare! {
         pub revocations_adopted: u64,
         /// Revocation lists refused: not signed by the CA (an older or equal one is ignored, not counted).
         pub revocations_refused: u64,
+        /// Broadcast keys this host made as key server.
+        pub rotations: u64,
+        /// Broadcast keys taken from peers.
+        pub keys_taken: u64,
+        /// Broadcast keys refused: not signed by a key server this host knows, or not for the group's suite.
+        pub keys_refused: u64,
     }
 }
 
@@ -215,6 +221,7 @@ impl HostCounters {
             + self.cert_refused
             + self.certified_full
             + self.revocations_refused
+            + self.keys_refused
     }
 }
 
@@ -266,6 +273,6 @@ mod tests {
         assert!(seen.iter().any(|k| k.name == "tx_frames" && k.value == 3));
         let mut h = Vec::new();
         HostCounters::default().visit(&mut |k| h.push(k.name));
-        assert_eq!(h.len(), 17);
+        assert_eq!(h.len(), 20);
     }
 }

@@ -274,6 +274,13 @@ pub enum Event {
         /// Its number.
         number: u64,
     },
+    /// A broadcast key from a key server was taken (`[pki]`).
+    BroadcastKey {
+        /// The key server's MAC.
+        server: Mac,
+        /// The key's epoch.
+        epoch: u32,
+    },
     /// A peer's certificate was revoked: its sessions ended and none starts again.
     Revoked {
         /// The peer.

@@ -130,6 +130,38 @@ impl Reserved {
         self.asked = false;
     }
 
+    /// A sealer for one slot of sequence numbers named `fingerprint` rather than by its key:
+    /// the broadcast keys' (their numbers go on from key to key, so a host never repeats one
+    /// under any of them).
+    pub(crate) fn slot(spec: &KeySpec, fingerprint: Fingerprint) -> Result<Self, SpecError> {
+        let sealer = spec.sealer("broadcast key")?;
+        Ok(Self {
+            fingerprint,
+            spec: spec.clone(),
+            sealer,
+            claim_len: 0,
+            asked: true,
+        })
+    }
+
+    /// The same slot under a new key: its numbers, limit and signer go on.
+    pub(crate) fn rekey(&mut self, spec: &KeySpec) -> Result<(), SpecError> {
+        let mut s = spec.sealer("broadcast key")?;
+        if let Some(n) = self.sealer.next_seq() {
+            s.skip_to(n);
+        }
+        s.set_seq_limit(self.sealer.seq_limit());
+        s.set_signer(self.sealer.take_signer());
+        self.sealer = s;
+        self.spec = spec.clone();
+        Ok(())
+    }
+
+    /// A reservation for this slot was made durable.
+    pub(crate) fn claimed(&mut self, claim: Claim) {
+        self.reserved(claim);
+    }
+
     /// After sealing: asks for the next block when less than half of the last is left.
     pub(crate) fn due(&mut self, group: bool) -> Option<Event> {
         if self.asked {

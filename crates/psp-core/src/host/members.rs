@@ -7,7 +7,7 @@ use alloc::collections::VecDeque;
 
 use rand_core::CryptoRngCore;
 
-use super::peer::OWE_LIST;
+use super::peer::{OWE_KEY, OWE_LIST};
 use super::{Dest, Event, Host, PeerId, Transmit};
 use crate::handshake::PathId;
 use crate::pki::message::{Holding, Message};
@@ -106,6 +106,8 @@ impl Host {
             }
             self.touch(PeerId(i), now);
         }
+        // The members that remain get a key the revoked ones never had.
+        self.rotate_if_server(now, rng);
         Ok(true)
     }
 
@@ -164,10 +166,11 @@ impl Host {
 
 /// What `shared` holds, as its membership messages say.
 pub(crate) fn holding(shared: &super::Shared) -> Holding {
+    let newest = shared.bkeys.newest();
     Holding {
         list: shared.revoked.number(),
-        key_server: [0; 6],
-        key_epoch: 0,
+        key_server: newest.map_or([0; 6], |k| k.server),
+        key_epoch: newest.map_or(0, |k| k.epoch),
     }
 }
 
@@ -203,6 +206,12 @@ pub(crate) fn handle(
             owe(shared, session, now, h);
             true
         }
+        (Message::BroadcastKey(k), false) => {
+            if shared.bkeys.offered.len() < 4 {
+                shared.bkeys.offered.push(super::bkeys::Offered::of(&k));
+            }
+            true
+        }
         (Message::Revocation(b), false) => {
             if let Ok(l) = RevocationList::parse(b)
                 && l.number() > shared.revoked.number()
@@ -222,10 +231,17 @@ fn owe(
     now: Instant,
     h: Holding,
 ) {
-    if let Some(s) = session
-        && s.seals(now)
-        && h.list < shared.revoked.number()
-    {
+    let Some(s) = session.filter(|s| s.seals(now)) else {
+        return;
+    };
+    if h.list < shared.revoked.number() {
         s.member_due |= OWE_LIST;
+    }
+    // A peer that holds another key server's key, or an older one of ours: ours (it keeps
+    // the better one).
+    if let Some(k) = shared.bkeys.newest()
+        && (h.key_server != k.server || h.key_epoch < k.epoch)
+    {
+        s.member_due |= OWE_KEY;
     }
 }

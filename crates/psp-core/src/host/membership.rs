@@ -25,6 +25,8 @@ pub struct Pki {
     /// At most this many peers learnt from certificates (beyond, a new host is refused and
     /// counted `certified_full`).
     pub max_certified: usize,
+    /// As key server: a new broadcast key this often.
+    pub rotate_every: crate::time::Duration,
 }
 
 impl Pki {
@@ -33,6 +35,8 @@ impl Pki {
     pub const SKEW_SECS: u64 = 3600;
     /// The default bound on peers learnt from certificates.
     pub const MAX_CERTIFIED: usize = 4096;
+    /// The default broadcast key lifetime at the key server: 10 minutes.
+    pub const ROTATE_EVERY: crate::time::Duration = crate::time::Duration::from_secs(600);
 }
 
 /// Why a certificate in a handshake was refused (the `bad_certificate` counter's detail).
@@ -164,6 +168,7 @@ mod tests {
             revoked: RevocationList::empty(),
             skew_secs: 10,
             max_certified: 4,
+            rotate_every: Pki::ROTATE_EVERY,
         };
         (pki, cert, id)
     }

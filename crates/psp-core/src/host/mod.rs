@@ -49,6 +49,7 @@
 //! [`Event`]s name), or wait for a normalized frame's slot (the caller's pacer does).
 
 mod admit;
+mod bkeys;
 mod broadcast;
 mod budget;
 mod config;
@@ -69,6 +70,7 @@ use alloc::vec::Vec;
 
 use rand_core::CryptoRngCore;
 
+pub use bkeys::{BKEY_SLOT, ELECT_AFTER, KEEP_OLD, SWITCH_AFTER};
 pub use budget::MessageBudget;
 pub use config::{
     Config, GROUP_COPY_EXTRA, Keying, PeerSpec, Pin, SessionSettings, SpecError, tap_overhead,
@@ -155,6 +157,7 @@ impl Host {
                     .as_ref()
                     .map_or_else(crate::pki::RevocationList::empty, |p| p.revoked.clone()),
                 member: members::Owed::new(now, cfg.pki.is_some()),
+                bkeys: bkeys::BKeys::new(now, cfg.pki.is_some()),
                 cfg,
             },
             peers: Vec::new(),
@@ -417,6 +420,7 @@ impl Host {
         let r = self.peers[pid.0].handle_uplink(now, &mut self.shared, path, frame, rng);
         self.touch(pid, now);
         self.take_offered(now, rng);
+        self.take_offered_keys(now);
         r
     }
 
@@ -486,6 +490,7 @@ impl Host {
             self.retry_at,
             Some(self.floors.at),
             self.shared.member.announce_at,
+            self.shared.bkeys.poll_timeout(),
         ]
         .into_iter()
         .flatten()
@@ -514,6 +519,7 @@ impl Host {
             self.floors_due(now);
         }
         self.announce_due(now);
+        self.bkeys_due(now, rng);
         self.shared.take_clock_event();
     }
 
@@ -580,6 +586,8 @@ impl Host {
         self.refused.retain(|r| r.0 != key);
         if self.shared.group.fingerprint() == key {
             self.shared.group.reserved(claim);
+        } else if key == BKEY_SLOT {
+            self.bkey_reserved(claim);
         } else {
             self.shared.statics.reserved(key, claim);
         }

@@ -29,6 +29,8 @@ pub struct Shared {
     pub(crate) revoked: crate::pki::RevocationList,
     /// Membership messages the host owes (`[pki]`).
     pub(crate) member: super::members::Owed,
+    /// Broadcast keys (`[pki]`).
+    pub(crate) bkeys: super::bkeys::BKeys,
 }
 
 impl Shared {

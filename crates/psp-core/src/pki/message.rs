@@ -6,7 +6,13 @@
 //!                                        | key server MAC(6) | key epoch(4) | length(2) | certificate
 //! 0x02 revocation   (session key)        the revocation list's bytes
 //! 0x03 state        (session key)        list number(8) | key server MAC(6) | key epoch(4)
+//! 0x04 broadcast key (session key)       key server MAC(6) | priority(1) | epoch(4) | key id(3)
+//!                                        | suite(1) | use in ms(4) | length(1) | key | signature(64)
 //! ```
+//!
+//! A broadcast key's signature is the key server's (its certificate's key) over
+//! SHA-256("psp-bkey-v1" || every byte of the body before `use in ms` || the key): any member
+//! may hand it on, none can forge it.
 //!
 //! [`Message::parse`] never panics and checks every length; [`Message::emit`] writes exactly
 //! [`Message::buffer_len`] bytes.
@@ -19,6 +25,9 @@ pub const MAX_MESSAGE_LEN: usize = 1 + 1 + 8 + 6 + 4 + 2 + MAX_CERT_LEN;
 const ANNOUNCE: u8 = 1;
 const REVOCATION: u8 = 2;
 const STATE: u8 = 3;
+const BROADCAST_KEY: u8 = 4;
+/// The longest broadcast key.
+pub const MAX_KEY_LEN: usize = 32;
 const ANSWER: u8 = 0x01;
 
 /// What a member holds: its revocation list's number and its broadcast key (the key server's
@@ -49,6 +58,45 @@ pub enum Message<'a> {
     Revocation(&'a [u8]),
     /// What the sender holds, over a session (sent when one is established).
     State(Holding),
+    /// A broadcast key from the key server, over a session.
+    BroadcastKey(KeyMessage<'a>),
+}
+
+/// A broadcast key as the key server made it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct KeyMessage<'a> {
+    /// The key server's MAC.
+    pub server: [u8; 6],
+    /// Its key-server priority (its certificate's).
+    pub priority: u8,
+    /// The key's epoch (the server's clock, in seconds, when it made it; increasing).
+    pub epoch: u32,
+    /// The key id its frames carry in the security-number field (24 bits, non-zero).
+    pub key_id: u32,
+    /// The suite's wire code.
+    pub suite: u8,
+    /// Members start sealing under it this long after they received it.
+    pub use_in_ms: u32,
+    /// The key.
+    pub key: &'a [u8],
+    /// The key server's signature.
+    pub sig: [u8; 64],
+}
+
+impl KeyMessage<'_> {
+    /// What the key server signs.
+    pub fn signed_digest(&self) -> [u8; 32] {
+        use sha2::Digest as _;
+        let mut h = sha2::Sha256::new();
+        h.update(b"psp-bkey-v1");
+        h.update(self.server);
+        h.update([self.priority]);
+        h.update(self.epoch.to_be_bytes());
+        h.update(&self.key_id.to_be_bytes()[1..]);
+        h.update([self.suite]);
+        h.update(self.key);
+        h.finalize().into()
+    }
 }
 
 impl<'a> Message<'a> {
@@ -92,6 +140,33 @@ impl<'a> Message<'a> {
                 }
                 Ok(Self::State(holding(body)))
             }
+            BROADCAST_KEY => {
+                if body.len() < 20 {
+                    return Err(PkiError::Length);
+                }
+                let n = usize::from(body[19]);
+                if n == 0 || n > MAX_KEY_LEN || body.len() != 20 + n + 64 {
+                    return Err(PkiError::Length);
+                }
+                let key_id = u32::from_be_bytes([0, body[11], body[12], body[13]]);
+                if key_id == 0 {
+                    return Err(PkiError::Field);
+                }
+                let mut server = [0u8; 6];
+                server.copy_from_slice(&body[..6]);
+                let mut sig = [0u8; 64];
+                sig.copy_from_slice(&body[20 + n..]);
+                Ok(Self::BroadcastKey(KeyMessage {
+                    server,
+                    priority: body[6],
+                    epoch: u32::from_be_bytes([body[7], body[8], body[9], body[10]]),
+                    key_id,
+                    suite: body[14],
+                    use_in_ms: u32::from_be_bytes([body[15], body[16], body[17], body[18]]),
+                    key: &body[20..20 + n],
+                    sig,
+                }))
+            }
             _ => Err(PkiError::Kind),
         }
     }
@@ -102,6 +177,7 @@ impl<'a> Message<'a> {
             Self::Announce { cert, .. } => 21 + cert.len(),
             Self::Revocation(l) => l.len(),
             Self::State(_) => 18,
+            Self::BroadcastKey(k) => 20 + k.key.len() + 64,
         }
     }
 
@@ -131,6 +207,19 @@ impl<'a> Message<'a> {
             Self::State(h) => {
                 out[0] = STATE;
                 put_holding(&mut out[1..], h);
+            }
+            Self::BroadcastKey(k) => {
+                out[0] = BROADCAST_KEY;
+                out[1..7].copy_from_slice(&k.server);
+                out[7] = k.priority;
+                out[8..12].copy_from_slice(&k.epoch.to_be_bytes());
+                out[12..15].copy_from_slice(&k.key_id.to_be_bytes()[1..]);
+                out[15] = k.suite;
+                out[16..20].copy_from_slice(&k.use_in_ms.to_be_bytes());
+                out[20] = k.key.len() as u8;
+                let n = k.key.len();
+                out[21..21 + n].copy_from_slice(k.key);
+                out[21 + n..].copy_from_slice(&k.sig);
             }
         }
         n
@@ -169,7 +258,18 @@ mod tests {
     #[test]
     fn known_answers_and_round_trips() {
         let cert = [0xc0, 0xc1, 0xc2];
-        let cases: [(Message<'_>, &str); 3] = [
+        let key = [0x11u8; 16];
+        let bk = KeyMessage {
+            server: [2, 0, 0, 0, 0, 1],
+            priority: 7,
+            epoch: 0x6b49_d200,
+            key_id: 0x0a_0b0c,
+            suite: 3,
+            use_in_ms: 2000,
+            key: &key,
+            sig: [0x5a; 64],
+        };
+        let cases: [(Message<'_>, &str); 4] = [
             (
                 Message::Announce {
                     answer_wanted: true,
@@ -180,11 +280,19 @@ mod tests {
             ),
             (Message::Revocation(&[7, 8]), "020708"),
             (Message::State(H), "030102030405060708020000000009 0a0b0c0d"),
+            (
+                Message::BroadcastKey(bk),
+                "04020000000001076b49d2000a0b0c03000007d010 11111111111111111111111111111111 SIG",
+            ),
         ];
         for (m, hex_text) in cases {
             let mut buf = [0u8; MAX_MESSAGE_LEN];
             let n = m.emit(&mut buf);
-            assert_eq!(hex::encode(&buf[..n]), hex_text.replace(' ', ""));
+            let sig = hex::encode([0x5a; 64]);
+            assert_eq!(
+                hex::encode(&buf[..n]),
+                hex_text.replace(' ', "").replace("SIG", &sig)
+            );
             assert_eq!(Message::parse(&buf[..n]), Ok(m));
             // Every cut is refused (a list's length is its message's: only the empty one is).
             let cuts = if matches!(m, Message::Revocation(_)) {

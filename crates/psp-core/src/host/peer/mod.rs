@@ -23,10 +23,11 @@ pub(crate) mod tx;
 
 use alloc::boxed::Box;
 use alloc::collections::VecDeque;
+use alloc::vec::Vec;
 
 use rand_core::CryptoRngCore;
 
-pub(crate) use self::session::{Cx, KEEPALIVE, OWE_LIST, Session};
+pub(crate) use self::session::{Cx, KEEPALIVE, OWE_KEY, OWE_LIST, OWE_STATE, Session};
 pub use self::session::{Down, SessionInfo, Status, addr_from_frame};
 pub(crate) use self::stream::Stream;
 pub use self::stream::{NormCounters, NormSpec};
@@ -64,6 +65,8 @@ pub struct Peer {
     pub(crate) bad_signature_reported: Option<Instant>,
     /// In the host's list of peers with something to send or say.
     pub(crate) ready: bool,
+    /// Opens its broadcasts under the broadcast keys (`[pki]`), by key id.
+    pub(crate) bkeys: Vec<(u32, GroupOpener)>,
 }
 
 impl Peer {
@@ -153,6 +156,7 @@ impl Peer {
             events: VecDeque::new(),
             bad_signature_reported: None,
             ready: false,
+            bkeys: Vec::new(),
         };
         p.arm_departure();
         Ok(p)

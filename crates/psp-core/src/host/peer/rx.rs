@@ -14,7 +14,9 @@ use core::ops::Range;
 
 use rand_core::CryptoRngCore;
 
-use super::super::{Keying, Received, RxDrop, Shared, is_group, is_group_payload, mac_at};
+use super::super::{
+    GroupOpener, Keying, Received, RxDrop, Shared, is_group, is_group_payload, mac_at,
+};
 use super::stream::Delivered;
 use super::{Peer, Session};
 use crate::handshake::messages::Repr;
@@ -163,12 +165,37 @@ impl Peer {
             }
         } else {
             let pin = self.pin();
-            let (opener, under) = match (&self.spec.keying, self.unicast.as_mut()) {
-                (Keying::Static(_), Some(u)) if !group_dst => (u, Under::Own),
-                _ => match self.group[0].as_mut() {
-                    Some(g) => (g.opener(pin.as_ref()), Under::Group),
-                    None => return Received::Dropped(RxDrop::NotForUs),
-                },
+            // A broadcast under a broadcast key (`[pki]`): its key id names it.
+            let bkey = key_id
+                .filter(|k| group_dst && shared.cfg.pki.is_some() && Some(*k) != shared.group_sn());
+            let (opener, under) = if let Some(k) = bkey {
+                let known = self.bkeys.iter().position(|(id, _)| *id == k.get());
+                let made = known.or_else(|| {
+                    let spec = shared.bkeys.spec_of(k)?;
+                    let o = spec.opener(&self.spec.name, shared.cfg.max_frame).ok()?;
+                    // Only the keys the host still holds keep an opener.
+                    self.bkeys
+                        .retain(|(id, _)| shared.bkeys.held.iter().any(|h| h.key_id == *id));
+                    self.bkeys.push((k.get(), GroupOpener::new(o, pin)));
+                    Some(self.bkeys.len() - 1)
+                });
+                let Some(i) = made else {
+                    // A key this host missed: it asks for the peer's state, which brings it.
+                    self.counters.unknown_key += 1;
+                    if let Some(s) = self.session.as_deref_mut() {
+                        s.member_due |= super::OWE_STATE;
+                    }
+                    return Received::Dropped(RxDrop::UnknownKey(id));
+                };
+                (self.bkeys[i].1.opener(pin.as_ref()), Under::Group)
+            } else {
+                match (&self.spec.keying, self.unicast.as_mut()) {
+                    (Keying::Static(_), Some(u)) if !group_dst => (u, Under::Own),
+                    _ => match self.group[0].as_mut() {
+                        Some(g) => (g.opener(pin.as_ref()), Under::Group),
+                        None => return Received::Dropped(RxDrop::NotForUs),
+                    },
+                }
             };
             let trusted = opener.suite().icv_len() > 0;
             match opener.open(now, frame) {

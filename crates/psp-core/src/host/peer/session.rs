@@ -178,6 +178,8 @@ pub(crate) struct Session {
 pub(crate) const OWE_STATE: u8 = 1;
 /// The peer is owed the revocation list in force.
 pub(crate) const OWE_LIST: u8 = 2;
+/// The peer is owed the newest broadcast key.
+pub(crate) const OWE_KEY: u8 = 4;
 
 impl Session {
     pub(crate) fn new(

@@ -190,9 +190,13 @@ impl Peer {
         } else if s.member_due != 0 {
             // The list first (a peer behind needs it), then this host's state.
             let mut buf = [0u8; crate::pki::message::MAX_MESSAGE_LEN];
+            let newest = shared.bkeys.newest();
             let msg = if s.member_due & super::OWE_LIST != 0 && shared.revoked.number() > 0 {
                 s.member_due &= !super::OWE_LIST;
                 crate::pki::message::Message::Revocation(shared.revoked.as_bytes())
+            } else if let (true, Some(k)) = (s.member_due & super::OWE_KEY != 0, newest) {
+                s.member_due &= !super::OWE_KEY;
+                crate::pki::message::Message::BroadcastKey(k.message(now))
             } else {
                 s.member_due = 0;
                 crate::pki::message::Message::State(super::super::members::holding(shared))

@@ -43,6 +43,7 @@ fn pki_host(me: u8, cert: Certificate, revoked: RevocationList) -> Host {
         revoked,
         skew_secs: Pki::SKEW_SECS,
         max_certified: 8,
+        rotate_every: Duration::from_secs(20),
     });
     let signer = identity(me).signing_key().ok();
     h = Host::new(
@@ -369,4 +370,124 @@ fn a_restarted_host_with_an_older_list_catches_up_at_its_next_session() {
     n.settle();
     n.advance(2_000);
     assert_eq!(n.hosts[1].revocation_list().number(), 3);
+}
+
+/// Hosts 1 and 2 with a session, past the election: host 1 (the lower MAC, both priority 128)
+/// is the key server and host 2 holds its key.
+fn keyed() -> Net {
+    let mut n = connected();
+    n.advance(ELECT_AFTER.total_millis() + SWITCH_AFTER.total_millis() + 100);
+    n
+}
+
+/// The key id in the security-number field of the last broadcast host `i` put on the wire.
+fn last_broadcast_key_id(n: &Net, from: u8) -> Option<u32> {
+    n.seen
+        .iter()
+        .rev()
+        .filter(|w| {
+            w.from == from && w.frame[0] == 0xff && w.frame.get(12..14) == Some(&[0x19, 0x82])
+        })
+        .find_map(|w| {
+            crate::wire::Frame::new_checked(&w.frame[..], 0)
+                .ok()
+                .and_then(|f| f.security_number())
+        })
+        .map(|k| k.get())
+}
+
+#[test]
+fn the_key_server_hands_its_broadcast_key_to_members_and_broadcasts_go_under_it() {
+    let mut n = keyed();
+    assert_eq!(n.hosts[0].counters().rotations, 1);
+    assert_eq!(n.hosts[1].counters().keys_taken, 1);
+    let (server, epoch, _) = n.hosts[1].broadcast_key(n.now).expect("host 2 holds a key");
+    assert_eq!(server, MAC_A);
+    assert_eq!(n.hosts[0].broadcast_key(n.now).map(|k| k.1), Some(epoch));
+    for from in [1u8, 2] {
+        let a = arp(from, [10, 77, 0, from]);
+        let _ = n.send(usize::from(from - 1), &a);
+        n.settle();
+        assert_eq!(
+            n.delivered[usize::from(2 - from)].last(),
+            Some(&a),
+            "from {from}"
+        );
+        let id = last_broadcast_key_id(&n, from).expect("a key id");
+        assert_eq!(Some(id), n.hosts[0].shared.bkeys.newest().map(|k| k.key_id));
+    }
+}
+
+#[test]
+fn keys_rotate_on_the_timer_and_no_broadcast_is_lost_in_a_change() {
+    let mut n = keyed();
+    let mut sent = 0;
+    let first = n.hosts[1].broadcast_key(n.now).unwrap().1;
+    // 50 s at one ARP a host every 500 ms: two rotations (every 20 s).
+    for _ in 0..100 {
+        for from in [1u8, 2] {
+            let _ = n.send(usize::from(from - 1), &arp(from, [10, 77, 0, from]));
+            sent += 1;
+        }
+        n.settle();
+        n.advance(500);
+    }
+    let got = n.delivered[0].len() + n.delivered[1].len() - 1; // the first ping
+    assert_eq!(got, sent);
+    assert!(n.hosts[0].counters().rotations >= 3);
+    assert!(n.hosts[1].broadcast_key(n.now).unwrap().1 > first);
+    assert_eq!(n.counters(1).unknown_key + n.counters(0).unknown_key, 0);
+}
+
+#[test]
+fn a_revoked_member_gets_no_new_key_and_cannot_open_what_follows() {
+    let mut n = keyed();
+    let old = n.hosts[1].broadcast_key(n.now).unwrap().1;
+    let list = RevocationList::sign(1, WALL, &[2], &ca()).unwrap();
+    n.hosts[0]
+        .handle_revocation_list(n.now, list, &mut n.rng)
+        .unwrap();
+    n.drain(0);
+    n.settle();
+    // The server made a new key at once; host 2 still holds only the old one.
+    assert_eq!(n.hosts[0].counters().rotations, 2);
+    n.advance(SWITCH_AFTER.total_millis() + 100);
+    assert_eq!(n.hosts[1].broadcast_key(n.now).unwrap().1, old);
+    let before = n.delivered[1].len();
+    let _ = n.send(0, &arp(1, [10, 77, 0, 1]));
+    n.settle();
+    assert_eq!(
+        n.delivered[1].len(),
+        before,
+        "host 2 opened a broadcast under the new key"
+    );
+    let new = n.hosts[0].shared.bkeys.newest().unwrap().key_id;
+    assert_eq!(last_broadcast_key_id(&n, 1), Some(new));
+    assert!(n.hosts[1].shared.bkeys.held.iter().all(|k| k.key_id != new));
+}
+
+#[test]
+fn a_key_not_signed_by_the_server_it_names_is_refused() {
+    let mut n = keyed();
+    let held = n.hosts[1].shared.bkeys.held.len();
+    let key = [9u8; 16];
+    let mut m = crate::pki::message::KeyMessage {
+        server: MAC_A,
+        priority: 128,
+        epoch: u32::MAX,
+        key_id: 0x00_1234,
+        suite: handshake::messages::suite_code(SuiteId::Aes128Gcm),
+        use_in_ms: 0,
+        key: &key,
+        sig: [0; 64],
+    };
+    // Signed by host 2's own identity, not host 1's.
+    identity(2)
+        .signing_key()
+        .unwrap()
+        .sign(&m.signed_digest(), &mut m.sig);
+    n.hosts[1].shared.bkeys.offered.push(bkeys::Offered::of(&m));
+    n.hosts[1].take_offered_keys(n.now);
+    assert_eq!(n.hosts[1].counters().keys_refused, 1);
+    assert_eq!(n.hosts[1].shared.bkeys.held.len(), held);
 }
