@@ -19,8 +19,12 @@
 # Usage: testbed/membership.sh [--quick] [--no-build]
 # Last line: RESULT hosts=6 join_edits_on_others=0 revocation_spread_s=… rotations=…
 #   rotation_ping_loss_pct=… revoked_broadcasts_read=… revoked_sessions=… others_ping_loss_pct=…
-# Broadcast keys do not rotate yet (MEMBERSHIP.md, "Not done yet"): rotations=0,
-# rotation_ping_loss_pct=na, and every broadcast under the group key stays readable to vm3.
+# rotations: broadcast keys vm1 (the key server: priority 128 everywhere, lowest MAC) made while
+# it sent broadcast pings every 100 ms (rotate_s = 5); rotation_ping_loss_pct: the replies
+# missing (each of the five others answers each). revoked_broadcasts_read counts what the keys
+# in vm3's files open (the group key); the broadcast key it held in memory before the
+# revocation opens nothing sent 2 s after the key server put the list in force (psp-core test
+# `a_revoked_member_gets_no_new_key_and_cannot_open_what_follows`).
 set -uo pipefail
 
 QUICK=0
@@ -38,7 +42,8 @@ HERE=$(cd "$(dirname "$0")" && pwd)
 source "$HERE/lib.sh"
 die() { echo "membership: error: $*" >&2; exit 1; }
 
-if ((QUICK)); then ATTACK_S=5; else ATTACK_S=20; fi
+if ((QUICK)); then ATTACK_S=5 ROTATIONS=3; else ATTACK_S=20 ROTATIONS=10; fi
+ROTATE_S=5
 NHOSTS=6
 
 "$HERE/install-deps.sh" >/dev/null || die "installing dependencies failed"
@@ -99,6 +104,7 @@ identity_file = "vm$i.id"
 [pki]
 ca = "ca.crt"
 certificate = "vm$i.crt"
+rotate_s = $ROTATE_S
 
 [daemon]
 status_socket = "$(tb_sock "$i")"
@@ -146,11 +152,38 @@ edits=0
 [[ $before == "$after" ]] || edits=1
 echo "membership: vm6 joined; files of the others changed: $edits"
 
+# --- broadcast keys rotate: broadcast pings from vm1 across ROTATIONS rotations --------------
+for i in $(seq 1 "$NHOSTS"); do
+    tb_x "vm$i" sysctl -qw net.ipv4.icmp_echo_ignore_broadcasts=0 >/dev/null
+done
+jq_m() { tb_status "$1" --json | python3 -c "import json,sys; print(json.load(sys.stdin)['membership'].get('$2', 0))"; }
+rot0=$(jq_m 1 rotations)
+secs=$((ROTATIONS * ROTATE_S + 2))
+tb_x vm1 ping -b -i 0.1 -c $((secs * 10)) -W 1 "10.77.0.255" >"$TB_DIR/bping.log" 2>&1
+rot1=$(jq_m 1 rotations)
+rotations=$((rot1 - rot0))
+rotation_loss=$(python3 - "$TB_DIR/bping.log" "$NHOSTS" <<'EOF'
+import re, sys
+# Each of the other hosts answers each broadcast ping once (vm1's own answer is not counted).
+text = open(sys.argv[1]).read()
+sent = int(re.search(r"(\d+) packets transmitted", text).group(1))
+others = [f"10.77.0.{i}" for i in range(2, int(sys.argv[2]) + 1)]
+got = {o: set() for o in others}
+for m in re.finditer(r"bytes from ([\d.]+): icmp_seq=(\d+)", text):
+    if m.group(1) in got:
+        got[m.group(1)].add(int(m.group(2)))
+want = sent * len(others)
+have = sum(len(v) for v in got.values())
+print(f"{100 * (want - have) / max(want, 1):.2f}")
+EOF
+)
+echo "membership: $rotations rotations; broadcast ping loss ${rotation_loss} %"
+
 # --- vm3 revoked on vm1 only ---------------------------------------------------------------------
 "$TB_BIN" ca revoke --dir "$CA" --cert "$TB_DIR/vm3.crt" --out "$TB_DIR/crl" >/dev/null ||
     die "ca revoke"
 LIST=$("$TB_BIN" cert print "$TB_DIR/crl" | awk '/^number:/ {print $2}')
-printf '[pki]\nca = "ca.crt"\ncertificate = "vm1.crt"\nrevocation_list = "crl"\n' >"$TB_DIR/pki1"
+printf '[pki]\nca = "ca.crt"\ncertificate = "vm1.crt"\nrotate_s = %s\nrevocation_list = "crl"\n' "$ROTATE_S" >"$TB_DIR/pki1"
 python3 - "$TB_DIR/vm1.toml" "$TB_DIR/pki1" <<'EOF'
 import sys
 path, pki = sys.argv[1], open(sys.argv[2]).read()
@@ -175,13 +208,32 @@ for _ in $(seq 1 300); do
     fi
     sleep 0.1
 done
+if [[ $spread != na ]]; then
+    # The spread itself, from the daemons' own log lines (the polling above adds its own delay):
+    # the last host's "revocation list in force" after vm1's.
+    spread=$(python3 - "$TB_DIR" <<'EOF'
+import datetime, re, sys
+def at(n):
+    for line in open(f"{sys.argv[1]}/vm{n}.log"):
+        if "revocation list in force" in line:
+            return datetime.datetime.fromisoformat(line.split()[0].replace("Z", "+00:00"))
+start = at(1)
+print(f"{max((at(n) - start).total_seconds() for n in (2, 4, 5, 6)):.3f}")
+EOF
+)
+fi
 echo "membership: list $LIST reached every other host in ${spread} s"
 if [[ $spread == na ]]; then
     echo "membership: vm1's log:" >&2
     tail -20 "$TB_DIR/vm1.log" >&2
     tb_status 1 >&2
 fi
-marker=$(date +%s.%N)
+# From here on eve's capture holds only frames sent after the revocation.
+kill -INT "$(awk '/ tcpdump/ {print $1}' "$TB_DIR/pids" | head -1)" 2>/dev/null
+tb_tcpdump eve "$TB_DIR/eve2.log" -i up0 -n -U -w "$TB_DIR/after.pcap" ether proto 0x1982 ||
+    die "tcpdump"
+# The others forget their neighbours: what they send next starts with ARP broadcasts.
+for i in 1 2 4 5 6; do tb_x "vm$i" ip neigh flush dev psp0 2>/dev/null; done
 
 # --- vm3 attacks; the others ping each other ---------------------------------------------------
 count=$((ATTACK_S * 10))
@@ -231,21 +283,25 @@ done
 # What vm3's keys open among the broadcasts sent after the revocation (eve's capture: every
 # frame vm3 received on path 1 too).
 tb_gw_stop 3
-kill -INT "$(awk '/ tcpdump/ {print $1}' "$TB_DIR/pids" | head -1)" 2>/dev/null
+kill -INT "$(awk '/ tcpdump/ {print $1}' "$TB_DIR/pids" | tail -1)" 2>/dev/null
 sleep 0.5
-"$TB_BIN" inspect --config "$TB_DIR/vm3.toml" --pcap "$TB_DIR/eve.pcap" >"$TB_DIR/inspect.txt" 2>&1
-read_bcast=$(python3 - "$TB_DIR/inspect.txt" "$marker" "$(tb_mac 3)" <<'EOF'
+"$TB_BIN" inspect --config "$TB_DIR/vm3.toml" --pcap "$TB_DIR/after.pcap" >"$TB_DIR/inspect.txt" 2>&1
+read_bcast=$(python3 - "$TB_DIR/inspect.txt" "$(tb_mac 3)" <<'EOF'
 import sys
-# inspect prints one block per frame; a frame vm3's keys opened names its inner protocol.
-text = open(sys.argv[1]).read().split("\n")
+# One block per frame ("frame N: ..."): a broadcast from another host that vm3's keys open
+# ("verdict    icv ...") and that carries a protected frame (ARP, IPv4), not a sub-protocol.
+blocks = open(sys.argv[1]).read().split("\nframe ")
 n = 0
-for line in text:
-    low = line.lower()
-    if "ff:ff:ff:ff:ff:ff" in low and sys.argv[3] not in low and ("arp" in low or "ipv4" in low) and "open" in low and "not" not in low:
+for b in blocks:
+    eth = [l for l in b.split("\n") if "ethernet" in l]
+    if not eth or "dst ff:ff:ff:ff:ff:ff" not in eth[0] or ("src " + sys.argv[2]) in eth[0]:
+        continue
+    if "verdict    icv" in b and ("protocol 0x0806" in b or "protocol 0x0800" in b):
         n += 1
 print(n)
 EOF
 )
+bcasts=$(grep -c "dst ff:ff:ff:ff:ff:ff" "$TB_DIR/inspect.txt")
 
-echo "RESULT hosts=$NHOSTS join_edits_on_others=$edits revocation_spread_s=$spread rotations=0 rotation_ping_loss_pct=na revoked_broadcasts_read=$read_bcast revoked_sessions=$revoked_sessions others_ping_loss_pct=$loss"
+echo "RESULT hosts=$NHOSTS join_edits_on_others=$edits revocation_spread_s=$spread rotations=$rotations rotation_ping_loss_pct=$rotation_loss revoked_broadcasts_read=$read_bcast broadcasts_after_revocation=$bcasts revoked_sessions=$revoked_sessions others_ping_loss_pct=$loss"
 [[ $edits == 0 && $revoked_sessions == 0 && $spread != na ]] || exit 1

@@ -5,7 +5,8 @@
 //! fuzz/corpus/pki), so a mutated signature never passes. The same bytes go in as a handshake
 //! message, which may carry a certificate after the static key (flag 0x10): whatever parses
 //! emits back to the input in exactly `buffer_len()` bytes, and a carried certificate goes
-//! through the same checks.
+//! through the same checks. And as a membership message (sub-protocol 0x0007: announce,
+//! revocation, state, broadcast key): whatever parses emits back to the input.
 #![no_main]
 
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
@@ -52,6 +53,15 @@ fuzz_target!(|data: &[u8]| {
     }
     if let Ok(l) = RevocationList::parse(data) {
         check_crl(&l, data);
+    }
+    if let Ok(m) = psp_core::pki::message::Message::parse(data) {
+        let len = m.buffer_len();
+        let mut buf = vec![0u8; len];
+        assert_eq!(m.emit(&mut buf), len, "membership emit wrote other than buffer_len");
+        assert_eq!(&buf[..], data, "membership parse/emit is not canonical");
+        if let psp_core::pki::message::Message::BroadcastKey(k) = m {
+            let _ = k.signed_digest();
+        }
     }
     if let Ok(repr) = Repr::parse_bytes(data) {
         let len = repr.buffer_len();

@@ -144,7 +144,9 @@ pub(crate) fn host_counters(snap: &Snapshot, f: &mut dyn FnMut(Section, Counter)
                 Section::Group
             }
             "not_for_us" => Section::Ignored,
-            "announces" | "revocations_adopted" => Section::Membership,
+            "announces" | "revocations_adopted" | "rotations" | "keys_taken" => {
+                Section::Membership
+            }
             "path2_ignored" => {
                 k.name = "path2_not_handshake";
                 Section::Ignored
@@ -367,7 +369,16 @@ pub(crate) fn document(info: &Info, snap: &Snapshot) -> Value {
             "certified_peers": p.certified,
             "announces": h.announces,
             "revocations_adopted": h.revocations_adopted,
+            "rotations": h.rotations,
+            "keys_taken": h.keys_taken,
         });
+        if let Some((server, epoch, age_ms)) = p.key {
+            doc["membership"]["broadcast_key"] = json!({
+                "server": format_mac(server),
+                "epoch": epoch,
+                "age_s": age_ms / 1000,
+            });
+        }
     }
     doc
 }
@@ -455,6 +466,20 @@ pub(crate) fn render(doc: &Value) -> String {
             u(&m["revocation_list"]),
             u(&m["certified_peers"])
         );
+        let k = &m["broadcast_key"];
+        let _ = if k.is_object() {
+            writeln!(
+                s,
+                "broadcast key from {} epoch {} ({} s old), {} made here, {} taken",
+                k["server"].as_str().unwrap_or("?"),
+                u(&k["epoch"]),
+                u(&k["age_s"]),
+                u(&m["rotations"]),
+                u(&m["keys_taken"])
+            )
+        } else {
+            writeln!(s, "broadcast key: none yet (broadcasts go under the group key)")
+        };
     }
     if let Some(paths) = doc["paths"].as_array().filter(|p| !p.is_empty()) {
         let shown: Vec<String> = paths

@@ -56,6 +56,8 @@ pub(crate) struct PkiSnap {
     pub(crate) list: u64,
     /// Peers learnt from certificates.
     pub(crate) certified: usize,
+    /// The broadcast key in use: its key server, epoch and age in ms.
+    pub(crate) key: Option<([u8; 6], u32, u64)>,
 }
 
 impl Counters for IoCounters {
@@ -137,6 +139,10 @@ impl<T: TapIo, U: UplinkIo> Driver<T, U> {
                 not_after: p.certificate.fields().not_after,
                 list: self.host.revocation_list().number(),
                 certified: self.host.certified_peers(),
+                key: self
+                    .host
+                    .broadcast_key(now)
+                    .map(|(s, e, got)| (s, e, now.saturating_since(got).total_millis())),
             }),
         }
     }
