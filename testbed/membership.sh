@@ -174,6 +174,10 @@ for m in re.finditer(r"bytes from ([\d.]+): icmp_seq=(\d+)", text):
         got[m.group(1)].add(int(m.group(2)))
 want = sent * len(others)
 have = sum(len(v) for v in got.values())
+for o in others:
+    missing = sorted(set(range(1, sent + 1)) - got[o])
+    if missing:
+        print(f"membership: no answer from {o} to broadcast pings {missing[:20]}", file=sys.stderr)
 print(f"{100 * (want - have) / max(want, 1):.2f}")
 EOF
 )

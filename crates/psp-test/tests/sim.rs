@@ -86,6 +86,8 @@ planted! {
     finds_a_stream_payload_under_the_group_key: StreamUnderGroupKey,
     finds_answers_in_a_stream_the_peer_cannot_read: AnswerInStream,
     finds_floors_forgotten_at_a_start: ForgetFloors,
+    finds_a_certificate_from_another_ca_taken: AnyCa,
+    finds_a_revocation_list_ignored: IgnoreRevocation,
 }
 
 // The simulator's findings on the host before the fixes of this round, shrunk. Each failed
@@ -128,6 +130,7 @@ fn sim_seed_672() {
             insider: false,
             flood: false,
         },
+        pki: false,
     };
     let actions = [
         Wait(1232),
@@ -198,6 +201,7 @@ fn sim_seed_318() {
             insider: true,
             flood: false,
         },
+        pki: false,
     };
     let actions = [
         Wait(1482),
@@ -249,6 +253,7 @@ fn sim_seed_1221() {
             insider: false,
             flood: false,
         },
+        pki: false,
     };
     let actions = [
         Wait(1278),

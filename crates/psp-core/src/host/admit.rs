@@ -23,16 +23,61 @@ impl Host {
     }
 
     /// A frame on path 1 from `src`, which is no peer: if it is a Request or an announcement
-    /// under the group key with a certificate this host takes, the host becomes a peer. `None`: not admitted
-    /// (counted when a certificate was refused or the table is full).
+    /// under the group key with a certificate this host takes, the host becomes a peer. `None`:
+    /// not admitted (counted when a certificate was refused or the table is full).
     pub(super) fn admit(&mut self, now: Instant, src: Mac, frame: &[u8]) -> Option<PeerId> {
+        let pki = self.shared.cfg.pki.as_ref()?;
+        let max = pki.max_certified;
+        let (cert, addr) = self.certificate_in(now, src, frame)?;
+        let f = cert.fields();
+        let name_taken = self.peers.iter().any(|p| p.spec.name == f.name());
+        if name_taken
+            || f.macs()
+                .iter()
+                .any(|m| self.by_mac.contains_key(m) || *m == self.shared.cfg.mac)
+        {
+            self.shared.counters.cert_refused += 1;
+            return None;
+        }
+        if self.certified_peers() >= max {
+            self.shared.counters.certified_full += 1;
+            return None;
+        }
+        let spec = PeerSpec {
+            name: f.name().into(),
+            macs: f.macs().to_vec(),
+            keying: Keying::Session {
+                pin: Pin::Certified(Some(f.public_key)),
+                address: addr.or_else(|| f.addrs().first().map(|(a, _)| *a)),
+            },
+            paths: self.shared.cfg.paths,
+            normalize: None,
+        };
+        let id = self.add_peer(now, spec)?;
+        if let Some(s) = self.peers[id.0].session.as_deref_mut() {
+            // Its frames' sources are checked against it from the first one on.
+            s.cert = Some(cert);
+        }
+        Some(id)
+    }
+
+    /// The certificate a Request or an announcement from `src` carries, if this host takes it
+    /// (valid, not revoked, naming `src`, the claimed address and the announced key) and the
+    /// frame is signed by its key; and the address a Request claims. Counted `cert_refused`
+    /// when a certificate was refused.
+    fn certificate_in(
+        &mut self,
+        now: Instant,
+        src: Mac,
+        frame: &[u8],
+    ) -> Option<(Certificate, Option<core::net::IpAddr>)> {
         let pki = self.shared.cfg.pki.as_ref()?;
         if self.shared.cfg.session.is_none() || frame.len() > self.shared.cfg.max_frame {
             return None;
         }
         // Opened on a copy, by one opener whose window starts again each time: the frame
-        // itself is opened again by the new peer's own opener, with its window and the
-        // signature checked against the certificate's key.
+        // itself is opened again by the peer's own opener, with its window and the signature
+        // checked against the certificate's key.
         if self.admission.is_none() {
             self.admission = self
                 .shared
@@ -41,8 +86,6 @@ impl Host {
                 .opener("admission", self.shared.cfg.max_frame)
                 .ok()
                 .map(|mut o| {
-                    // The signature is checked when the frame is opened again by the peer's
-                    // opener, against the key of the certificate inside.
                     o.set_accept_unverified(true);
                     o
                 });
@@ -98,40 +141,41 @@ impl Host {
             opener.set_verifier(None);
             ok
         });
-        let Some(cert) = signed else {
-            self.shared.counters.cert_refused += 1;
-            return None;
+        match signed {
+            Some(c) => Some((c, addr)),
+            None => {
+                self.shared.counters.cert_refused += 1;
+                None
+            }
+        }
+    }
+
+    /// A frame from certified peer `pid` failed its signature check: if it carries a newer
+    /// certificate for the peer's MAC (its identity was renewed) that this host takes and that
+    /// key signed the frame, the peer's pin becomes that key. `true`: re-pinned.
+    pub(super) fn recertify(&mut self, now: Instant, pid: PeerId, frame: &[u8]) -> bool {
+        let Some(src) = self
+            .peers
+            .get(pid.0)
+            .and_then(|p| p.spec.macs.first().copied())
+        else {
+            return false;
         };
-        let f = cert.fields();
-        let name_taken = self.peers.iter().any(|p| p.spec.name == f.name());
-        if name_taken
-            || f.macs()
-                .iter()
-                .any(|m| self.by_mac.contains_key(m) || *m == self.shared.cfg.mac)
-        {
-            self.shared.counters.cert_refused += 1;
-            return None;
-        }
-        if self.certified_peers() >= pki.max_certified {
-            self.shared.counters.certified_full += 1;
-            return None;
-        }
-        let spec = PeerSpec {
-            name: f.name().into(),
-            macs: f.macs().to_vec(),
-            keying: Keying::Session {
-                pin: Pin::Certified(Some(f.public_key)),
-                address: addr.or_else(|| f.addrs().first().map(|(a, _)| *a)),
-            },
-            paths: self.shared.cfg.paths,
-            normalize: None,
+        let Some((cert, _)) = self.certificate_in(now, src, frame) else {
+            return false;
         };
-        let id = self.add_peer(now, spec)?;
-        if let Some(s) = self.peers[id.0].session.as_deref_mut() {
-            // Its frames' sources are checked against it from the first one on.
-            s.cert = Some(cert);
+        let macs_same = self.peers[pid.0]
+            .spec
+            .macs
+            .iter()
+            .all(|m| cert.fields().names_mac(m));
+        match self.peers[pid.0].session.as_deref_mut() {
+            Some(s) if macs_same && !s.revoked => {
+                s.recertify(cert);
+                true
+            }
+            _ => false,
         }
-        Some(id)
     }
 
     /// A unicast frame from the protected side to `dst`, which is no peer: with `[pki]`, `dst`

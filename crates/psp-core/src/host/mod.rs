@@ -125,6 +125,8 @@ pub struct Host {
     /// `[pki]`: opens Requests from unknown MACs (on a copy in `scratch`).
     admission: Option<crate::protect::Opener>,
     scratch: Vec<u8>,
+    /// `[pki]`: a certified peer's frame as it came, until its signature is checked.
+    pristine: Vec<u8>,
 }
 
 impl Host {
@@ -171,6 +173,7 @@ impl Host {
             overhead: 0,
             admission: None,
             scratch: Vec::new(),
+            pristine: Vec::new(),
         };
         let e = host.shared.group.reserve_event(None);
         host.shared.events.push_back(e);
@@ -417,7 +420,29 @@ impl Host {
             self.unknown.report(now, src, &mut self.shared.events);
             return Received::Dropped(RxDrop::UnknownPeer(src));
         };
-        let r = self.peers[pid.0].handle_uplink(now, &mut self.shared, path, frame, rng);
+        // A certified peer's frame is kept until its signature is checked: a renewed identity
+        // brings its new certificate in a frame the old pin refuses.
+        let keep = path == PathId::FIRST
+            && self.shared.cfg.pki.is_some()
+            && admit::is_certified(&self.peers[pid.0].spec);
+        if keep {
+            self.pristine.clear();
+            self.pristine.extend_from_slice(frame);
+        }
+        let mut r = self.peers[pid.0].handle_uplink(now, &mut self.shared, path, frame, rng);
+        if keep
+            && matches!(
+                r,
+                Received::Dropped(RxDrop::Open(_, crate::protect::DropReason::BadSignature))
+            )
+        {
+            let copy = core::mem::take(&mut self.pristine);
+            if copy.len() == frame.len() && self.recertify(now, pid, &copy) {
+                frame.copy_from_slice(&copy);
+                r = self.peers[pid.0].handle_uplink(now, &mut self.shared, path, frame, rng);
+            }
+            self.pristine = copy;
+        }
         self.touch(pid, now);
         self.take_offered(now, rng);
         self.take_offered_keys(now);

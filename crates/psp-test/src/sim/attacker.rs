@@ -90,6 +90,11 @@ pub(crate) struct Attacker {
     eve_share: [u8; 32],
     /// Identities of former members it holds (a retired host's): it signs as them.
     pub(crate) identities: BTreeMap<u8, Identity>,
+    /// Certificates of former members it holds (`[pki]`).
+    pub(crate) certs: BTreeMap<u8, psp_core::pki::Certificate>,
+    /// The hosts run `[pki]`: its puppets present certificates (a former member's, or one its
+    /// own CA signed for eve's key).
+    pub(crate) pki: bool,
     outbox: Vec<(u8, Vec<u8>)>,
     hosts: u8,
 }
@@ -119,6 +124,8 @@ impl Attacker {
             eve,
             eve_share: Ephemeral::from_bytes([0xe5; 32]).public_share(),
             identities: BTreeMap::new(),
+            certs: BTreeMap::new(),
+            pki: false,
             outbox: Vec::new(),
             hosts,
         }
@@ -447,11 +454,19 @@ impl Attacker {
         };
         cfg.paths = if two { 2 } else { 1 };
         self.counter += 1;
-        cfg.static_key = self.counter.is_multiple_of(2).then(|| {
+        cfg.static_key = (self.pki || self.counter.is_multiple_of(2)).then(|| {
             self.identities
                 .get(&from)
                 .map_or_else(|| self.eve_static.clone(), Identity::static_key)
         });
+        if self.pki {
+            // A former member's own certificate, or one for eve's key from the attacker's CA.
+            let cert = self.certs.get(&from).copied().unwrap_or_else(|| {
+                let ca = psp_core::SigningKey::from_seed(&[0xee; 32]).expect("a valid seed");
+                Roster::cert_for(from, 0xee, self.eve.public_key(), &ca)
+            });
+            cfg.certificate = handshake::messages::CertBytes::new(cert.as_bytes());
+        }
         let peer = Peer {
             mac: Roster::mac(to),
             addr: Roster::ip(to).into(),
@@ -483,7 +498,7 @@ impl Attacker {
     }
 
     fn drive(&mut self, now: Instant, i: usize) {
-        let mut buf = [0u8; 256];
+        let mut buf = [0u8; handshake::messages::MAX_MESSAGE_LEN];
         loop {
             let p = &mut self.puppets[i];
             if let Some(ev) = p.hs.poll_event() {

@@ -63,6 +63,9 @@ pub enum Kind {
     /// A host shows a session `up` with a peer that has been down past the liveness bound while
     /// it sent traffic to it.
     DeadPeerUp,
+    /// A host holds a session with a former member whose certificate its revocation list
+    /// revokes (`[pki]`).
+    RevokedSession,
 }
 
 /// A broken invariant.
@@ -198,6 +201,12 @@ impl Checker {
         let Some(tag) = app::tag_of(inner) else {
             return Ok(());
         };
+        if claimed == 0xff {
+            return Err((
+                Kind::ForgedDelivered,
+                format!("a frame delivered at host {} from a MAC no host has", r.idx),
+            ));
+        }
         let bcast = app::is_broadcast(inner);
         let resealed = attacker.resealed.contains(&(tag, claimed));
         let forged = tag.origin == ATTACKER || (tag.origin != claimed && resealed);
@@ -267,6 +276,33 @@ impl Checker {
             };
             for (pi, c) in n.peer_hosts.iter().enumerate() {
                 let pid = PeerId(pi);
+                if *c == 0xff {
+                    // A peer with a MAC no host has (`[pki]`): a certificate the CA never made.
+                    if host.key_slots(pid).next().is_some() {
+                        return Err((
+                            Kind::KeyCompromised,
+                            format!("host {} holds a session with a MAC no host has", n.idx),
+                        ));
+                    }
+                    continue;
+                }
+                // A revoked former member: no session once the host holds the list.
+                let revoked = roster.retired[usize::from(*c)]
+                    && (0..=roster.id_gen[usize::from(*c)])
+                        .any(|g| host.revocation_list().revokes(Roster::serial(*c, g)));
+                if revoked
+                    && host
+                        .key_slots(pid)
+                        .any(|(k, _)| k == psp_core::host::SlotKind::Current)
+                {
+                    return Err((
+                        Kind::RevokedSession,
+                        format!(
+                            "host {} holds a session with host {c}, whose certificate its list revokes",
+                            n.idx
+                        ),
+                    ));
+                }
                 let mut count = 0;
                 for (kind, slot) in host.key_slots(pid) {
                     count += 1;
@@ -289,6 +325,11 @@ impl Checker {
                         let genuine = pin.is_some_and(|k| genuine_identity(*c, &k, roster));
                         let paths_ok =
                             !slot.two_path() || (attacker.caps.see[1] && attacker.caps.inject[1]);
+                        if roster.scen.pki {
+                            // Certificates pin every identity: only a former member's keys
+                            // (the attacker holds its identity) may be known.
+                            return roster.retired[usize::from(*c)];
+                        }
                         !configured && !genuine && paths_ok
                     });
                     if attacker.knows(&send) || attacker.knows(&recv) {

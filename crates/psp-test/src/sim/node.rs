@@ -13,6 +13,7 @@ use psp_core::host::{
     self, Claim, Event, Host, KeySpec, Keying, Mac, NormSpec, PeerId, PeerSpec, Pin, Received,
     ReplayFloor, Resume, SessionSettings, TapJob, TapResult,
 };
+use psp_core::pki::{CertFields, Certificate, Kind, RevocationList};
 use psp_core::protect::{OpenerConfig, Sealer, SealerConfig};
 use psp_core::time::{Duration, Instant};
 use psp_core::{SuiteId, wire::Seq};
@@ -196,8 +197,47 @@ impl Roster {
             }),
             wall_origin: wall,
             group_copies: s.group_copies,
-            pki: None,
+            pki: s.pki.then(|| host::Pki {
+                ca: Self::ca().public_key(),
+                certificate: self.cert(i),
+                revoked: RevocationList::empty(),
+                skew_secs: host::Pki::SKEW_SECS,
+                max_certified: 16,
+                rotate_every: Duration::from_secs(30),
+            }),
         }
+    }
+
+    /// The simulation's network CA.
+    pub(crate) fn ca() -> SigningKey {
+        SigningKey::from_seed(&[0xca; 32]).expect("a valid seed")
+    }
+
+    /// Host `i`'s certificate for its current identity (serial: host and generation), valid
+    /// two days either side of the start (the clock jumps a day).
+    pub(crate) fn cert(&self, i: u8) -> Certificate {
+        let generation = self.id_gen[usize::from(i)];
+        Self::cert_for(i, generation, self.public_key(i, generation), &Self::ca())
+    }
+
+    /// A certificate for host `i`'s MAC and address with `key`, signed by `ca`.
+    pub(crate) fn cert_for(i: u8, generation: u8, key: [u8; 32], ca: &SigningKey) -> Certificate {
+        let mut f = CertFields::new(
+            Kind::Host,
+            Self::serial(i, generation),
+            key,
+            &format!("h{i}"),
+        );
+        f.not_before = WALL0 - 2 * 86_400;
+        f.not_after = WALL0 + 365 * 86_400;
+        f.push_mac(Self::mac(i));
+        f.push_addr(IpAddr::V4(Self::ip(i)), 24);
+        Certificate::sign(&f, ca).expect("valid fields")
+    }
+
+    /// The serial of host `i`'s certificate of identity generation `generation`.
+    pub(crate) fn serial(i: u8, generation: u8) -> u64 {
+        u64::from(i) * 1000 + u64::from(generation) + 1
     }
 
     /// Host `i`'s signing key, if hosts have identities.
@@ -219,6 +259,10 @@ impl Roster {
     ) -> (Vec<PeerSpec>, Vec<u8>) {
         let mut specs = Vec::new();
         let mut hosts = Vec::new();
+        if self.scen.pki {
+            // Certificates, not configuration, make the peers.
+            return (specs, hosts);
+        }
         if self.retired[usize::from(i)] {
             // A retired host keeps the configuration it had: every other host.
             return self.peers_of(i, pins, |_| true);
@@ -282,6 +326,8 @@ pub(crate) struct Disk {
     floor: Option<Tai64n>,
     pub(crate) pins: BTreeMap<String, [u8; 32]>,
     floors: Vec<ReplayFloor>,
+    /// The newest revocation list in force (`[pki]`, as psp-gateway keeps it).
+    list: Option<Vec<u8>>,
 }
 
 /// What one call into a node produced.
@@ -387,9 +433,47 @@ impl Node {
         .expect("the roster's configuration is valid");
         self.host = Some(host);
         self.spin = (Instant::ZERO, 0);
+        // As psp-gateway: the newest list the run before kept is in force again.
+        if let (Some(h), Some(b)) = (self.host.as_mut(), self.disk.list.as_ref())
+            && let Ok(l) = RevocationList::parse(b)
+        {
+            let _ = h.handle_revocation_list(Instant::ZERO, l, &mut self.rng);
+        }
         let mut out = Out::default();
         self.after(g, &mut out);
         out
+    }
+
+    /// Hands host a revocation list (the operator: a file and SIGHUP; a host that is down
+    /// finds the file at its start).
+    pub(crate) fn revoke(&mut self, g: Instant, list: RevocationList) -> Out {
+        let mut out = Out::default();
+        let now = self.local(g);
+        self.disk.list = Some(list.as_bytes().to_vec());
+        if let Some(h) = self.host.as_mut() {
+            let _ = h.handle_revocation_list(now, list, &mut self.rng);
+        }
+        self.after(g, &mut out);
+        out
+    }
+
+    /// With `[pki]`, the peers come and go with certificates: each peer's host, from its MAC
+    /// (`0xff`: a MAC no host has, the attacker's).
+    fn refresh_peers(&mut self) {
+        let Some(host) = self.host.as_ref() else {
+            return;
+        };
+        if host.config().pki.is_some() {
+            self.peer_hosts = host
+                .peers()
+                .map(|(_, s)| {
+                    s.macs
+                        .first()
+                        .and_then(Roster::default_host_of)
+                        .unwrap_or(0xff)
+                })
+                .collect();
+        }
     }
 
     /// Stops the host at once: what it did not persist is gone (the replay floors since the
@@ -451,6 +535,7 @@ impl Node {
         let mut buf = vec![0u8; 2048];
         let mut jobs = [TapJob::new(inner, &mut buf)];
         host.handle_tap(now, &mut jobs, &mut self.rng);
+        self.refresh_peers();
         if let TapResult::Sealed { len, .. } = jobs[0].result {
             out.sends.push((0, buf[..len].to_vec(), None));
         }
@@ -467,6 +552,7 @@ impl Node {
         };
         let mut f = frame.to_vec();
         let r = host.handle_uplink(now, handshake::PathId(path), &mut f, &mut self.rng);
+        self.refresh_peers();
         if let Received::Deliver { peer, range, .. } = r
             && let Some(h) = self.peer_hosts.get(peer.0)
         {
@@ -569,6 +655,9 @@ impl Node {
                         self.disk.floor = Some(*f);
                         host.handle_clock_floor_saved(*f, true);
                     }
+                    Event::RevocationList { .. } => {
+                        self.disk.list = Some(host.revocation_list().as_bytes().to_vec());
+                    }
                     Event::PinLearned { peer, key } => {
                         let name =
                             format!("h{}", self.peer_hosts.get(peer.0).copied().unwrap_or(0xff));
@@ -593,8 +682,10 @@ impl Node {
                 }
             }
             if !busy {
+                self.refresh_peers();
                 return;
             }
         }
+        self.refresh_peers();
     }
 }

@@ -114,6 +114,10 @@ pub struct Scenario {
     pub operator: Operator,
     /// Attackers.
     pub attackers: Attackers,
+    /// Membership by certificate (`[pki]`): no host lists another; certificates from the
+    /// simulation's CA, announcements, broadcast keys; a retired host is revoked (on one host,
+    /// and the list spreads) instead of removed from the others' configurations.
+    pub pki: bool,
 }
 
 impl Scenario {
@@ -134,6 +138,7 @@ impl Scenario {
             faults: Faults::default(),
             operator: Operator::default(),
             attackers: Attackers::default(),
+            pki: false,
         }
     }
 
@@ -184,6 +189,24 @@ impl Scenario {
             insider: coin(50),
             flood: coin(20),
         };
+        // `[pki]` for one seed in eight (drawn apart, so the other seeds' scenarios stay as
+        // they were): every host has an identity and runs sessions with every other.
+        let pki = seed % 8 == 3;
+        let (ids, keying) = if pki {
+            (Ids::Configured, KeyingMix::Sessions)
+        } else {
+            (ids, keying)
+        };
+        // With certificates, revocation is what a retirement is, and the insider attacker
+        // tries certificates of its own: both always in.
+        let mut operator = operator;
+        let mut attackers = attackers;
+        if pki {
+            operator.retire = true;
+            operator.restart = true;
+            attackers.insider = true;
+            attackers.path1 = true;
+        }
         Self {
             seed,
             hosts,
@@ -198,6 +221,7 @@ impl Scenario {
             faults,
             operator,
             attackers,
+            pki,
         }
     }
 }

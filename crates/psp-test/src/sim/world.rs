@@ -122,6 +122,7 @@ impl World {
             trace: false,
             scen,
         };
+        w.attacker.pki = scen.pki;
         for i in 0..scen.hosts {
             w.boots.insert((w.now, i), false);
         }
@@ -347,6 +348,26 @@ impl World {
                 self.roster.retired[i] = true;
                 let id = Roster::identity(host, self.roster.id_gen[i]);
                 self.attacker.identities.insert(host, id);
+                if self.scen.pki {
+                    // Revoked on one host; the list spreads from there. The attacker keeps
+                    // the former member's certificate too.
+                    self.attacker.certs.insert(host, self.roster.cert(host));
+                    let serials: Vec<u64> = (0..=self.roster.id_gen[i])
+                        .map(|g| Roster::serial(host, g))
+                        .collect();
+                    let list = psp_core::pki::RevocationList::sign(
+                        1,
+                        super::node::WALL0,
+                        &serials,
+                        &Roster::ca(),
+                    )
+                    .expect("a short list");
+                    if let Some(j) = (0..n).find(|j| *j != host) {
+                        let out = self.nodes[usize::from(j)].revoke(self.now, list);
+                        self.process(j, out);
+                    }
+                    return;
+                }
                 for j in (0..n).filter(|j| *j != host) {
                     let out = self.nodes[usize::from(j)].reload(self.now, &self.roster);
                     self.process(j, out);

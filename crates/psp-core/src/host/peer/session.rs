@@ -276,6 +276,12 @@ impl Session {
         }
     }
 
+    /// A newer certificate for the peer (its identity renewed): its key is the pin from now on.
+    pub(crate) fn recertify(&mut self, cert: crate::pki::Certificate) {
+        self.pin = Pin::Certified(Some(cert.fields().public_key));
+        self.cert = Some(cert);
+    }
+
     /// Whether the peer is known by its certificate (`[pki]`).
     pub(crate) fn certified(&self) -> bool {
         matches!(self.pin, Pin::Certified(_))

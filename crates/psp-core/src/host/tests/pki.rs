@@ -35,6 +35,11 @@ fn cert(me: u8, serial: u64, signer: &SigningKey) -> Certificate {
 
 /// Host `me` with only `[pki]`: no peer configured.
 fn pki_host(me: u8, cert: Certificate, revoked: RevocationList) -> Host {
+    pki_host_with(me, &identity(me), cert, revoked)
+}
+
+/// As [`pki_host`], with identity `id`.
+fn pki_host_with(me: u8, id: &Identity, cert: Certificate, revoked: RevocationList) -> Host {
     let mut h = host(me, Opts::default());
     let mut cfg = h.config().clone();
     cfg.pki = Some(Pki {
@@ -45,7 +50,10 @@ fn pki_host(me: u8, cert: Certificate, revoked: RevocationList) -> Host {
         max_certified: 8,
         rotate_every: Duration::from_secs(20),
     });
-    let signer = identity(me).signing_key().ok();
+    if let Some(sess) = cfg.session.as_mut() {
+        sess.handshake.static_key = Some(id.static_key());
+    }
+    let signer = id.signing_key().ok();
     h = Host::new(
         Instant::ZERO,
         cfg,
@@ -490,4 +498,27 @@ fn a_key_not_signed_by_the_server_it_names_is_refused() {
     n.hosts[1].take_offered_keys(n.now);
     assert_eq!(n.hosts[1].counters().keys_refused, 1);
     assert_eq!(n.hosts[1].shared.bkeys.held.len(), held);
+}
+
+#[test]
+fn a_host_with_a_renewed_identity_and_certificate_is_taken_again_without_a_restart_of_others() {
+    let mut n = connected();
+    // Host 2 gets a new identity and a new certificate (serial 3) and restarts.
+    let new_id = identity(9);
+    let mut f = *cert(2, 3, &ca()).fields();
+    f.public_key = new_id.public_key();
+    let c = Certificate::sign(&f, &ca()).unwrap();
+    n.hosts[1] = pki_host_with(2, &new_id, c, RevocationList::empty());
+    n.drain(1);
+    n.advance(100);
+    let _ = n.send(1, &ping(2, 7));
+    n.settle();
+    n.advance(2_000);
+    let _ = n.send(1, &ping(2, 8));
+    n.settle();
+    assert!(n.delivered[0].contains(&ping(2, 8)));
+    assert_eq!(
+        n.hosts[0].peer(PeerId(0)).unwrap().pin(),
+        Some(new_id.public_key())
+    );
 }
