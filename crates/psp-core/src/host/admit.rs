@@ -28,6 +28,12 @@ impl Host {
     pub(super) fn admit(&mut self, now: Instant, src: Mac, frame: &[u8]) -> Option<PeerId> {
         let pki = self.shared.cfg.pki.as_ref()?;
         let max = pki.max_certified;
+        // A full table refuses before any signature is checked (a flood of announcements
+        // costs no public-key operation).
+        if self.certified_peers() >= max {
+            self.shared.counters.certified_full += 1;
+            return None;
+        }
         let (cert, addr) = self.certificate_in(now, src, frame)?;
         let f = cert.fields();
         let name_taken = self.peers.iter().any(|p| p.spec.name == f.name());
@@ -100,11 +106,15 @@ impl Host {
         let (cert, key, addr) = match opened.protocol() {
             Protocol::SessionEstablishment => {
                 let repr = Repr::parse_bytes(opened.payload()).ok()?;
-                let Body::Request(req) = repr.body else {
-                    return None;
-                };
-                let key = req.static_key.filter(|_| req.initiator_mac == src);
-                (req.cert, key, Some(req.initiator_addr))
+                match repr.body {
+                    Body::Request(req) => {
+                        let key = req.static_key.filter(|_| req.initiator_mac == src);
+                        (req.cert, key, Some(req.initiator_addr))
+                    }
+                    // An Accept to a host that knows the sender only by its MAC so far.
+                    Body::Accept(a) => (a.cert, a.static_key, None),
+                    _ => return None,
+                }
             }
             Protocol::Membership => {
                 let Ok(Message::Announce { cert, .. }) = Message::parse(opened.payload()) else {
@@ -176,6 +186,15 @@ impl Host {
             }
             _ => false,
         }
+    }
+
+    /// A frame from a peer this host made for a MAC it sent to, whose certificate it has not
+    /// seen yet: taken only if it carries one this host takes, signed by its key (a Request,
+    /// an Accept, an announcement), which pins the peer from then on. Anything else could be
+    /// anyone's with the group key (it would move the peer's replay window, or be delivered
+    /// unsigned): dropped. `false`: dropped.
+    pub(super) fn provisional_frame(&mut self, now: Instant, pid: PeerId, frame: &[u8]) -> bool {
+        self.recertify(now, pid, frame)
     }
 
     /// A unicast frame from the protected side to `dst`, which is no peer: with `[pki]`, `dst`

@@ -425,6 +425,13 @@ impl Host {
         let keep = path == PathId::FIRST
             && self.shared.cfg.pki.is_some()
             && admit::is_certified(&self.peers[pid.0].spec);
+        let unpinned = self.shared.cfg.pki.is_some()
+            && admit::is_certified(&self.peers[pid.0].spec)
+            && self.peers[pid.0].pin().is_none();
+        if unpinned && (!keep || !self.provisional_frame(now, pid, frame)) {
+            self.shared.counters.unknown_peer += 1;
+            return Received::Dropped(RxDrop::UnknownPeer(src));
+        }
         if keep {
             self.pristine.clear();
             self.pristine.extend_from_slice(frame);

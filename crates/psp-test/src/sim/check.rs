@@ -456,6 +456,18 @@ fn forgery_permitted(
     let Some(pid) = r.peer_of(claimed) else {
         return false;
     };
+    if roster.scen.pki {
+        // Only a former member's identity signs as it, until the receiver's list revokes it
+        // (after that nothing from it is taken).
+        let revoked = (0..=roster.id_gen[usize::from(claimed)])
+            .any(|g| host.revocation_list().revokes(Roster::serial(claimed, g)));
+        if roster.retired[usize::from(claimed)]
+            && attacker.identities.contains_key(&claimed)
+            && !revoked
+        {
+            return true;
+        }
+    }
     match roster.pair(r.idx, claimed) {
         PairKind::Group => attacker.insider,
         PairKind::Static => attacker.insider && bcast,

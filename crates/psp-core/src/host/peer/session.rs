@@ -809,6 +809,11 @@ impl Session {
             // The certificate must name the key this handshake proved (a later Request may
             // have brought another one meanwhile).
             match self.cert_offer.take() {
+                // Revoked meanwhile (a list came during the handshake): no session.
+                Some(c) if cx.shared.revoked.revokes(c.fields().serial) => {
+                    self.abandon(cx, "bad_certificate");
+                    return;
+                }
                 Some(c) if c.x25519().is_some() && c.x25519() == keys.peer_static() => {
                     self.pin = Pin::Certified(Some(c.fields().public_key));
                     self.cert = Some(c);
