@@ -13,9 +13,9 @@
 //! cargo run --release -p psp-test --bin membership_scale -- [--hosts N]
 //! Last line: RESULT hosts=N rotation_ms=… rotation_frames=… revocation_ms=… revocation_frames=… kib_per_host=…
 
-use std::cmp::Reverse;
+use core::cmp::Reverse;
+use core::net::{IpAddr, Ipv4Addr};
 use std::collections::BinaryHeap;
-use std::net::{IpAddr, Ipv4Addr};
 
 use psp_core::handshake::{self, Identity, KeyRingConfig, SmkexMode, Tai64n};
 use psp_core::host::{
@@ -107,13 +107,16 @@ fn host(i: usize, ca: &SigningKey, know: usize) -> Host {
     .expect("a host")
 }
 
+/// A frame in flight: when it arrives, a tie-break, to which host, its bytes.
+type InFlight = Reverse<(u64, u64, usize, Vec<u8>)>;
+
 /// The segment: every host, frames in flight, timers, counts.
 struct Lan {
     hosts: Vec<Host>,
     rngs: Vec<SimRng>,
     now: u64,
     seq: u64,
-    flight: BinaryHeap<Reverse<(u64, u64, usize, Vec<u8>)>>,
+    flight: BinaryHeap<InFlight>,
     wakes: BinaryHeap<Reverse<(u64, usize)>>,
     sent: u64,
     delivered: u64,
