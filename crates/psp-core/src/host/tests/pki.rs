@@ -546,3 +546,37 @@ fn a_host_with_a_renewed_identity_and_certificate_is_taken_again_without_a_resta
         Some(new_id.public_key())
     );
 }
+
+#[test]
+fn a_peer_block_pins_an_identity_beside_pki() {
+    // Host 1 has [pki] and a [[peer]] block for host 2 pinning an identity; host 2 has [pki].
+    let with_block = |pin: [u8; 32]| {
+        let mut h = pki_host(1, cert(1, 1, &ca()), RevocationList::empty());
+        let spec = PeerSpec {
+            name: "vm2".into(),
+            macs: vec![MAC_B],
+            keying: Keying::Session {
+                pin: Pin::Configured(pin),
+                address: Some(ip(2)),
+            },
+            paths: 2,
+            normalize: None,
+        };
+        h.reconfigure(Instant::ZERO, group_spec(), vec![spec])
+            .unwrap();
+        Net::with_hosts([h, pki_host(2, cert(2, 2, &ca()), RevocationList::empty())])
+    };
+    // The right key: a session, under the block (no peer learnt from a certificate).
+    let mut n = with_block(identity(2).public_key());
+    let _ = n.send(0, &ping(1, 1));
+    n.settle();
+    assert_eq!(n.delivered[1], vec![ping(1, 1)]);
+    assert_eq!(n.hosts[0].certified_peers(), 0);
+    // Another key pinned: host 2's valid certificate does not override the block.
+    let mut n = with_block(identity(3).public_key());
+    let _ = n.send(0, &ping(1, 1));
+    n.settle();
+    n.advance(2_000);
+    assert!(n.delivered[1].is_empty());
+    assert!(!n.status(0).up);
+}
