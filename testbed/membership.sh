@@ -11,8 +11,9 @@
 #   4. vm3 is revoked (`ca revoke`) on vm1 only: vm1's config names the new list, SIGHUP. The
 #      time until every other host's status shows the list is the spread.
 #   5. vm3 keeps every file it had and its gateway running: it pings every host, resolves their
-#      addresses, restarts (new handshakes with its old certificate); meanwhile the others ping
-#      each other every 100 ms. Then: sessions with vm3 up anywhere, broadcasts sent after the
+#      addresses, replays every frame captured on path 1 before its revocation, restarts (new
+#      handshakes and announcements with its old certificate); meanwhile the others ping each
+#      other every 100 ms. Then: sessions with vm3 up anywhere, broadcasts sent after the
 #      revocation that vm3's keys open (`psp-gateway inspect --config vm3.toml` on eve's
 #      capture), the others' ping loss.
 #
@@ -254,6 +255,25 @@ for j in 1 2 4 5 6; do
     tb_x vm3 ping -c 2 -W 1 "$(tb_ip "$j")" >/dev/null 2>&1
     tb_x vm3 arping -c 2 -w 2 -I psp0 "$(tb_ip "$j")" >/dev/null 2>&1 || true
 done
+# vm3 replays everything it captured before its revocation (handshakes, announcements, broadcasts,
+# session frames: eve's capture of path 1 is what vm3's port saw) into the segment.
+replayed=$(tb_x vm3 python3 - "$TB_DIR/eve.pcap" up0 <<'EOF'
+import socket, struct, sys
+data = open(sys.argv[1], "rb").read()
+end = "<" if struct.unpack("<I", data[:4])[0] in (0xA1B2C3D4, 0xA1B23C4D) else ">"
+s = socket.socket(socket.AF_PACKET, socket.SOCK_RAW)
+s.bind((sys.argv[2], 0))
+off, n = 24, 0
+while off + 16 <= len(data):
+    incl = struct.unpack(end + "IIII", data[off:off + 16])[2]
+    off += 16
+    s.send(data[off:off + incl])
+    off += incl
+    n += 1
+print(n)
+EOF
+)
+echo "membership: vm3 replayed ${replayed:-0} frames captured before its revocation"
 # vm3 restarts with every file it had: new Requests with its old certificate, announcements.
 tb_gw_stop 3
 tb_gw_start 3 || die "vm3 restart"
@@ -312,5 +332,5 @@ EOF
 )
 bcasts=$(grep -c "dst ff:ff:ff:ff:ff:ff" "$TB_DIR/inspect.txt")
 
-echo "RESULT hosts=$NHOSTS join_edits_on_others=$edits revocation_spread_s=$spread rotations=$rotations rotation_ping_loss_pct=$rotation_loss revoked_broadcasts_read=$read_bcast broadcasts_after_revocation=$bcasts revoked_sessions=$revoked_sessions others_ping_loss_pct=$loss"
+echo "RESULT hosts=$NHOSTS join_edits_on_others=$edits revocation_spread_s=$spread rotations=$rotations rotation_ping_loss_pct=$rotation_loss revoked_broadcasts_read=$read_bcast broadcasts_after_revocation=$bcasts revoked_sessions=$revoked_sessions others_ping_loss_pct=$loss replayed=${replayed:-0}"
 [[ $edits == 0 && $revoked_sessions == 0 && $spread != na ]] || exit 1
