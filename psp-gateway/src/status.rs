@@ -144,9 +144,7 @@ pub(crate) fn host_counters(snap: &Snapshot, f: &mut dyn FnMut(Section, Counter)
                 Section::Group
             }
             "not_for_us" => Section::Ignored,
-            "announces" | "revocations_adopted" | "rotations" | "keys_taken" => {
-                Section::Membership
-            }
+            "announces" | "revocations_adopted" | "rotations" | "keys_taken" => Section::Membership,
             "path2_ignored" => {
                 k.name = "path2_not_handshake";
                 Section::Ignored
@@ -478,7 +476,10 @@ pub(crate) fn render(doc: &Value) -> String {
                 u(&m["keys_taken"])
             )
         } else {
-            writeln!(s, "broadcast key: none yet (broadcasts go under the group key)")
+            writeln!(
+                s,
+                "broadcast key: none yet (broadcasts go under the group key)"
+            )
         };
     }
     if let Some(paths) = doc["paths"].as_array().filter(|p| !p.is_empty()) {
