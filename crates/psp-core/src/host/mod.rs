@@ -98,7 +98,7 @@ use self::unknown::Unknown;
 use crate::crypto::{SigningKey, SuiteId};
 use crate::handshake::{PathId, RequestLimiter, Slot, Tai64n};
 use crate::time::{Duration, Instant};
-use crate::wire::Seq;
+use crate::wire::{Frame, Seq};
 
 /// How often an unknown source or a peer's bad signature is reported at most.
 pub(crate) const REPORT_EVERY: Duration = Duration::from_secs(60);
@@ -420,9 +420,16 @@ impl Host {
             self.unknown.report(now, src, &mut self.shared.events);
             return Received::Dropped(RxDrop::UnknownPeer(src));
         };
-        // A certified peer's frame is kept until its signature is checked: a renewed identity
-        // brings its new certificate in a frame the old pin refuses.
+        // A certified peer's frame under the group key is kept until its signature is checked:
+        // a renewed identity brings its new certificate in a frame the old pin refuses. (Not a
+        // unicast frame under a session key: no copy on the data path.)
+        let session_keyed = !group
+            && Frame::new_checked(&*frame, 0)
+                .ok()
+                .and_then(|f| f.security_number())
+                .is_some_and(|k| Some(k) != self.shared.group_sn());
         let keep = path == PathId::FIRST
+            && !session_keyed
             && self.shared.cfg.pki.is_some()
             && admit::is_certified(&self.peers[pid.0].spec);
         let unpinned = self.shared.cfg.pki.is_some()
