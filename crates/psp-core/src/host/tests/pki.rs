@@ -421,7 +421,7 @@ fn last_broadcast_key_id(n: &Net, from: u8) -> Option<u32> {
             w.from == from && w.frame[0] == 0xff && w.frame.get(12..14) == Some(&[0x19, 0x82])
         })
         .find_map(|w| {
-            crate::wire::Frame::new_checked(&w.frame[..], 0)
+            Frame::new_checked(&w.frame[..], 0)
                 .ok()
                 .and_then(|f| f.security_number())
         })
