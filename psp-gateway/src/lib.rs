@@ -9,6 +9,7 @@
 //! `pub(crate)`, so the dead-code lints see it.
 
 pub(crate) mod checks;
+pub(crate) mod civil;
 pub mod cli;
 pub mod config;
 pub(crate) mod daemon;

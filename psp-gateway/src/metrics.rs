@@ -212,7 +212,7 @@ fn families(snap: &Snapshot) -> Vec<Family> {
         );
     }
     if let Some(p) = snap.pki {
-        let now = crate::cli::cert::now();
+        let now = crate::civil::now();
         out.push(
             Family::new(
                 "psp_certificate_expiry_seconds",

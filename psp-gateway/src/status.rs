@@ -357,11 +357,11 @@ pub(crate) fn document(info: &Info, snap: &Snapshot) -> Value {
         doc["pacer_realtime"] = rt.into();
     }
     if let Some(p) = snap.pki {
-        let now = crate::cli::cert::now();
+        let now = crate::civil::now();
         doc["membership"] = json!({
             "serial": p.serial,
             "not_after": p.not_after,
-            "not_after_utc": crate::cli::cert::utc(p.not_after),
+            "not_after_utc": crate::civil::utc(p.not_after),
             "expires_in_s": p.not_after.saturating_sub(now),
             "revocation_list": p.list,
             "certified_peers": p.certified,

@@ -21,7 +21,8 @@ use psp_core::pki::{
 use zeroize::Zeroizing;
 
 use super::Failure;
-use super::cert::{load_cert, load_list, now, utc};
+use super::cert::{load_cert, load_list};
+use crate::civil::{now, utc};
 
 /// The CA's signing key (an Ed25519 seed, hex), mode 0600.
 const KEY: &str = "ca.key";

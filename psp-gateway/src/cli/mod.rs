@@ -11,7 +11,7 @@ use clap::{Parser, Subcommand};
 use zeroize::Zeroizing;
 
 mod ca;
-pub(crate) mod cert;
+mod cert;
 pub mod generate;
 mod inspect;
 mod keygen;
