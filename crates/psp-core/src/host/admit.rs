@@ -160,9 +160,10 @@ impl Host {
         }
     }
 
-    /// A frame from certified peer `pid` failed its signature check: if it carries a newer
-    /// certificate for the peer's MAC (its identity was renewed) that this host takes and that
-    /// key signed the frame, the peer's pin becomes that key. `true`: re-pinned.
+    /// A frame from certified peer `pid` that its pin cannot vouch for (it failed its
+    /// signature check, or the peer has no pin yet): if it carries a certificate for the
+    /// peer's MAC that this host takes (a renewed identity's, or the first seen), signed by
+    /// that certificate's key, the peer's pin becomes that key. `true`: (re-)pinned.
     pub(super) fn recertify(&mut self, now: Instant, pid: PeerId, frame: &[u8]) -> bool {
         let Some(src) = self
             .peers
@@ -186,15 +187,6 @@ impl Host {
             }
             _ => false,
         }
-    }
-
-    /// A frame from a peer this host made for a MAC it sent to, whose certificate it has not
-    /// seen yet: taken only if it carries one this host takes, signed by its key (a Request,
-    /// an Accept, an announcement), which pins the peer from then on. Anything else could be
-    /// anyone's with the group key (it would move the peer's replay window, or be delivered
-    /// unsigned): dropped. `false`: dropped.
-    pub(super) fn provisional_frame(&mut self, now: Instant, pid: PeerId, frame: &[u8]) -> bool {
-        self.recertify(now, pid, frame)
     }
 
     /// A unicast frame from the protected side to `dst`, which is no peer: with `[pki]`, `dst`

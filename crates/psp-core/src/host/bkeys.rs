@@ -416,14 +416,14 @@ impl Host {
         input: &[u8],
         out: &mut [u8],
     ) -> Option<usize> {
-        let key = self.shared.bkeys.held.iter().find(|k| k.use_at <= now)?;
-        let (id, spec) = (key.key_id, key.spec.clone());
-        let bk = &mut self.shared.bkeys;
-        match bk.sealer.as_mut() {
-            Some((cur, _)) if *cur == id => {}
+        let BKeys { held, sealer, .. } = &mut self.shared.bkeys;
+        let key = held.iter().find(|k| k.use_at <= now)?;
+        match sealer.as_mut() {
+            Some((cur, _)) if *cur == key.key_id => {}
+            // The key changed: the slot's sealer takes it (once per key, not per frame).
             Some((cur, r)) => {
-                r.rekey(&spec).ok()?;
-                *cur = id;
+                r.rekey(&key.spec).ok()?;
+                *cur = key.key_id;
             }
             None => {
                 self.ensure_sealer();

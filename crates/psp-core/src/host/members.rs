@@ -25,9 +25,9 @@ const ANSWERS: usize = 64;
 pub(crate) struct Owed {
     /// When the next announcement is due (`None`: without `[pki]`).
     pub(crate) announce_at: Option<Instant>,
-    /// An announcement waits for `poll_transmit`; `true` until the first is sent (it asks
-    /// every host for an answer).
+    /// An announcement waits for `poll_transmit`.
     pub(crate) announce: bool,
+    /// No announcement sent yet: the first asks every host for an answer.
     pub(crate) first: bool,
     /// Hosts that asked for this host's announcement.
     pub(crate) answers: VecDeque<PeerId>,

@@ -420,22 +420,26 @@ impl Host {
             self.unknown.report(now, src, &mut self.shared.events);
             return Received::Dropped(RxDrop::UnknownPeer(src));
         };
-        // A certified peer's frame under the group key is kept until its signature is checked:
-        // a renewed identity brings its new certificate in a frame the old pin refuses. (Not a
-        // unicast frame under a session key: no copy on the data path.)
-        let session_keyed = !group
-            && Frame::new_checked(&*frame, 0)
-                .ok()
-                .and_then(|f| f.security_number())
-                .is_some_and(|k| Some(k) != self.shared.group_sn());
-        let keep = path == PathId::FIRST
-            && !session_keyed
-            && self.shared.cfg.pki.is_some()
-            && admit::is_certified(&self.peers[pid.0].spec);
-        let unpinned = self.shared.cfg.pki.is_some()
-            && admit::is_certified(&self.peers[pid.0].spec)
-            && self.peers[pid.0].pin().is_none();
-        if unpinned && (!keep || !self.provisional_frame(now, pid, frame)) {
+        // `[pki]`: a certified peer's frame under the group key is kept until its signature is
+        // checked: a renewed identity brings its new certificate in a frame the old pin
+        // refuses. (Not a unicast frame under a session key: no copy on the data path.)
+        let certified =
+            self.shared.cfg.pki.is_some() && admit::is_certified(&self.peers[pid.0].spec);
+        let keep = certified
+            && path == PathId::FIRST
+            && (group
+                || Frame::new_checked(&*frame, 0)
+                    .ok()
+                    .and_then(|f| f.security_number())
+                    .is_none_or(|k| Some(k) == self.shared.group_sn()));
+        // A peer made for a MAC this host sent to, whose certificate it has not seen yet, takes
+        // only a frame that brings one (signed by its key), which pins it: anything else could
+        // be anyone's with the group key (it would move the peer's replay window, or be
+        // delivered unsigned).
+        if certified
+            && self.peers[pid.0].pin().is_none()
+            && (!keep || !self.recertify(now, pid, frame))
+        {
             self.shared.counters.unknown_peer += 1;
             return Received::Dropped(RxDrop::UnknownPeer(src));
         }
