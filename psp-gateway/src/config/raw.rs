@@ -207,7 +207,14 @@ pub(super) fn parse(file: &Path, text: &str) -> Result<RawConfig, ConfigError> {
         // "duplicate key" alone does not say which: the span is the key.
         let culprit = e.span().and_then(|s| text.get(s)).unwrap_or_default();
         if problem == "duplicate key" && !culprit.is_empty() && culprit.len() <= 64 {
-            problem = format!("duplicate key `{}`", culprit.escape_debug());
+            problem = match repeated_array_header(text, e.span().unwrap_or_default()) {
+                // `[uplink]` twice: the writer wanted two entries of an array of tables.
+                Some(table) => format!(
+                    "[{table}] written twice; for two {table}s write [[{table}]] (double \
+                     brackets) before each"
+                ),
+                None => format!("duplicate key `{}`", culprit.escape_debug()),
+            };
         }
         ConfigError::new(file, key, problem)
     })?;
@@ -221,6 +228,20 @@ pub(super) fn parse(file: &Path, text: &str) -> Result<RawConfig, ConfigError> {
         let (key, problem) = brackets(key, tidy(e.message()));
         ConfigError::new(file, key, problem)
     })
+}
+
+/// The tables a file may repeat as `[[name]]`.
+const ARRAYS: [&str; 2] = ["uplink", "peer"];
+
+/// `Some(name)` when the duplicate key at `span` is the name in a single-bracket header
+/// (`[uplink]`) of a table that may be written as an array of tables (`[[uplink]]`).
+fn repeated_array_header(text: &str, span: Range<usize>) -> Option<&'static str> {
+    let name = text.get(span.clone())?.trim();
+    let table = ARRAYS.into_iter().find(|t| *t == name)?;
+    let before = text.get(..span.start)?.trim_end_matches([' ', '\t']);
+    let after = text.get(span.end..)?.trim_start_matches([' ', '\t']);
+    let single = before.ends_with('[') && !before.ends_with("[[");
+    (single && after.starts_with(']')).then_some(table)
 }
 
 /// Our words for the two bracket mix-ups: `[peer]` where the file needs `[[peer]]` (serde:
@@ -420,6 +441,31 @@ mod tests {
         err_ends(
             "[interface]\nname = \"a\"\n[interface]\n",
             ": duplicate key `interface`",
+        );
+    }
+
+    #[test]
+    fn repeated_single_bracket_table_says_to_double_the_brackets() {
+        let e = err_starts(
+            "[uplink]\nkind = \"raw\"\ninterface = \"eth0\"\n\
+             [uplink]\nkind = \"raw\"\ninterface = \"eth1\"\n",
+            "/x/gw.toml: line 4, column 2: ",
+        );
+        assert!(
+            e.ends_with(
+                ": [uplink] written twice; for two uplinks write [[uplink]] (double brackets) \
+                 before each"
+            ),
+            "{e}"
+        );
+        err_ends(
+            "[peer]\nname = \"a\"\n[peer]\nname = \"b\"\n",
+            ": [peer] written twice; for two peers write [[peer]] (double brackets) before each",
+        );
+        // A key written twice inside a table is still just a duplicate key.
+        err_ends(
+            "[[uplink]]\nkind = \"raw\"\nkind = \"udp\"\n",
+            ": duplicate key `kind`",
         );
     }
 
