@@ -306,14 +306,28 @@ fn read_checked_in(
 
 /// Refuses a path owned by a user other than us, root, or the user a root daemon drops to
 /// (`--user`: the daemon hands it the directory before the switch), or writable by group or
-/// others.
+/// others. The message ends with the command that fixes it (`chown -R USER: DIR` for the
+/// directory, whose files are checked the same way; `chown USER: FILE` for a file).
 fn check_owner_and_mode(path: &Path, uid: u32, mode: u32) -> Result<(), StateError> {
     let me = nix::unistd::geteuid().as_raw();
-    if uid != me && uid != 0 && crate::config::run_as() != Some(uid) {
+    let run_as = crate::config::run_as();
+    if uid != me && uid != 0 && run_as != Some(uid) {
+        // The owner it needs: the user a root daemon drops to, else the one it runs as.
+        let owner = run_as.unwrap_or(me);
+        let recursive = if mode & libc::S_IFMT == libc::S_IFDIR {
+            "-R "
+        } else {
+            ""
+        };
+        let fix = format!(
+            "chown {recursive}{} {}",
+            owner_spec(owner),
+            shell_word(path)
+        );
         return Err(StateError::Unsafe {
             path: path.to_path_buf(),
             problem: format!(
-                "owned by uid {uid}, not by the daemon's user (uid {me}) or root: chown it"
+                "owned by uid {uid}, not by the daemon's user (uid {owner}) or root; fix: {fix}"
             ),
         });
     }
@@ -321,12 +335,33 @@ fn check_owner_and_mode(path: &Path, uid: u32, mode: u32) -> Result<(), StateErr
         return Err(StateError::Unsafe {
             path: path.to_path_buf(),
             problem: format!(
-                "mode {:o} lets group or others write it: chmod go-w",
-                mode & 0o7777
+                "mode {:o} lets group or others write it; fix: chmod go-w {}",
+                mode & 0o7777,
+                shell_word(path)
             ),
         });
     }
     Ok(())
+}
+
+/// `chown`'s owner argument for `uid`: `NAME:` (the user and its login group), or the bare
+/// number for a uid with no account.
+fn owner_spec(uid: u32) -> String {
+    match nix::unistd::User::from_uid(nix::unistd::Uid::from_raw(uid)) {
+        Ok(Some(u)) => format!("{}:", u.name),
+        _ => uid.to_string(),
+    }
+}
+
+/// `path` as one shell word, quoted only when it needs to be (for a command to copy).
+fn shell_word(path: &Path) -> String {
+    let s = path.to_string_lossy();
+    let plain = |c: char| c.is_ascii_alphanumeric() || "/._-+@%=:,".contains(c);
+    if !s.is_empty() && s.chars().all(plain) {
+        s.into_owned()
+    } else {
+        format!("'{}'", s.replace('\'', "'\\''"))
+    }
 }
 
 /// Replaces `path` with `bytes` atomically and durably: a new file beside it with a random name
@@ -508,6 +543,7 @@ pub(crate) fn parse_floors(text: &str) -> Result<Vec<psp_core::host::ReplayFloor
 mod tests {
     use std::collections::HashSet;
 
+    use nix::unistd::{Gid, Uid};
     use psp_core::crypto::{SuiteId, SuiteKey};
     use psp_core::protect::{SealError, Sealer, SealerConfig};
     use psp_core::time::Instant;
@@ -637,6 +673,49 @@ mod tests {
         let e = by_dir.unwrap_err().to_string();
         assert!(e.contains("sub is a directory, not a regular file"), "{e}");
         assert_eq!(owner, nix::unistd::geteuid().as_raw());
+    }
+
+    /// A directory (or a file in it) another user owns is refused with the command that fixes
+    /// it, for the user the daemon runs as (root here).
+    #[test]
+    fn root_state_owned_by_another_user_names_the_fix_command() {
+        let dir = temp_dir("owner");
+        let a = StateDir::open(&dir).unwrap();
+        a.write("x", "1\n").unwrap();
+        drop(a);
+        let nobody = (Some(Uid::from_raw(65534)), Some(Gid::from_raw(65534)));
+        nix::unistd::chown(&dir.join("x"), nobody.0, nobody.1).unwrap();
+        let e = StateDir::open(&dir)
+            .unwrap()
+            .read("x")
+            .unwrap_err()
+            .to_string();
+        let want = format!("fix: chown root: {}", dir.join("x").display());
+        assert!(e.ends_with(&want), "{e}");
+        nix::unistd::chown(&dir, nobody.0, nobody.1).unwrap();
+        let e = StateDir::open(&dir).unwrap_err().to_string();
+        let want = format!("fix: chown -R root: {}", dir.display());
+        assert!(e.ends_with(&want), "{e}");
+        std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o777)).unwrap();
+        nix::unistd::chown(&dir, Some(Uid::from_raw(0)), None).unwrap();
+        let e = StateDir::open(&dir).unwrap_err().to_string();
+        let want = format!("fix: chmod go-w {}", dir.display());
+        assert!(e.ends_with(&want), "{e}");
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn fix_commands_quote_paths_for_the_shell() {
+        assert_eq!(
+            shell_word(Path::new("/var/lib/psp-gateway/psp0@ns")),
+            "/var/lib/psp-gateway/psp0@ns"
+        );
+        assert_eq!(
+            shell_word(Path::new("/tmp/a b/it's")),
+            "'/tmp/a b/it'\\''s'"
+        );
+        assert_eq!(owner_spec(0), "root:");
+        assert_eq!(owner_spec(4_000_000_000), "4000000000");
     }
 
     #[test]
