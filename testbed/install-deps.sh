@@ -52,6 +52,8 @@ declare -A PKG=(
     # which configures it and boringtun (anchors/*.sh install them too, if run on their own).
     [wireguard-go]=wireguard-go
     [wg]=wireguard-tools
+    # testbed/embedded.sh (and .ci/run): psp-core's known-answer program on a Cortex-M4.
+    [qemu-system-arm]=qemu-system-arm
 )
 
 have() {
