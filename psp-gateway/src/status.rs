@@ -332,6 +332,17 @@ pub(crate) fn document(info: &Info, snap: &Snapshot) -> Value {
         };
         m.insert(k.name.into(), k.value.into());
     });
+    let unknown_sources: Vec<Value> = snap
+        .unknown
+        .newest_first()
+        .map(|u| {
+            json!({
+                "mac": format_mac(u.mac),
+                "frames": u.frames,
+                "last_s_ago": snap.now.saturating_since(u.last).total_micros() / 1_000_000,
+            })
+        })
+        .collect();
     let h = &snap.host;
     let mut doc = json!({
         "interface": info.interface,
@@ -350,6 +361,7 @@ pub(crate) fn document(info: &Info, snap: &Snapshot) -> Value {
         },
         "peers": peers,
         "drops": drops,
+        "unknown_sources": unknown_sources,
         "ignored": ignored,
         "drops_total": total,
     });
@@ -588,12 +600,34 @@ pub(crate) fn render(doc: &Value) -> String {
         if d.is_empty() { "" } else { "; other: " },
         d
     );
+    if let Some(line) = unknown_sources(doc) {
+        let _ = writeln!(s, "unknown sources (unknown_peer, newest first): {line}");
+    }
     let _ = writeln!(
         s,
         "ignored (not for us): {}",
         u(&doc["ignored"]["not_for_us"])
     );
     s
+}
+
+/// The last unknown sources, `MAC xFRAMES (N s ago), ...`, or `None` when there are none.
+fn unknown_sources(doc: &Value) -> Option<String> {
+    let list = doc["unknown_sources"]
+        .as_array()
+        .filter(|l| !l.is_empty())?;
+    let shown: Vec<String> = list
+        .iter()
+        .map(|u| {
+            format!(
+                "{} x{} ({} s ago)",
+                u["mac"].as_str().unwrap_or("?"),
+                u["frames"].as_u64().unwrap_or(0),
+                u["last_s_ago"].as_u64().unwrap_or(0)
+            )
+        })
+        .collect();
+    Some(shown.join(", "))
 }
 
 /// The session table: per session peer its state, when its newest handshake completed (the
@@ -761,8 +795,19 @@ pub(crate) fn diagnose(peer: &Value, doc: &Value) -> Option<String> {
             doc["mac"].as_str().unwrap_or("?")
         );
         if unknown > 0 {
+            let macs: Vec<&str> = doc["unknown_sources"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .filter_map(|u| u["mac"].as_str())
+                .collect();
+            let macs = if macs.is_empty() {
+                String::new()
+            } else {
+                format!(": {}", macs.join(", "))
+            };
             why.push_str(&format!(
-                " {unknown} frame(s) came from MACs no [[peer]] here lists (unknown_peer): \
+                " {unknown} frame(s) came from MACs no [[peer]] here lists (unknown_peer{macs}): \
                  check this peer's mac"
             ));
         }

@@ -161,6 +161,14 @@ impl MemGateway {
         status::document(&self.info, &snap)
     }
 
+    /// The status table, as `psp-gateway status` prints it.
+    ///
+    /// # Panics
+    /// If the gateway stopped.
+    pub async fn status_table(&self) -> String {
+        status::render(&self.status().await)
+    }
+
     /// Applies a reloaded configuration (SIGHUP): the number of peers new or changed.
     ///
     /// # Errors

@@ -76,7 +76,7 @@ impl<T: TapIo, U: UplinkIo> Driver<T, U> {
                 Event::UnknownSource(mac) => {
                     tracing::warn!(
                         mac = %format_mac(mac),
-                        "PSP frames from a MAC that is no [[peer]]'s: a peer's `mac =` may be wrong (status: drops.unknown_peer; logged once a minute per MAC)"
+                        "PSP frames from a MAC that is no [[peer]]'s: a peer's `mac =` may be wrong (status: drops.unknown_peer, the last few MACs in unknown_sources; logged once a minute per MAC)"
                     );
                 }
                 Event::UnknownSources { count, last } => {

@@ -19,24 +19,27 @@
 //! | `events.rs` | what the host asks the driver to persist and log |
 //! | `pacer.rs` | the pacer thread (normalized streams' departures) |
 //! | `snapshot.rs` | the counters and states `status` and the metrics render |
+//! | `unknown.rs` | the last few unknown source MACs, for `status` |
 
 pub(crate) mod build;
 mod events;
 pub(crate) mod pacer;
 pub(crate) mod snapshot;
+pub(crate) mod unknown;
 
 use core::net::SocketAddr;
 use std::io;
 use std::sync::Arc;
 
 use psp_core::handshake::PathId;
-use psp_core::host::{Dest, Host, PeerId, Received, TapJob, TapResult};
+use psp_core::host::{Dest, Host, PeerId, Received, RxDrop, TapJob, TapResult};
 use psp_core::time::{Duration, Instant};
 use rand_core::CryptoRngCore;
 use tokio::sync::{mpsc, oneshot};
 
 use self::build::Endpoints;
 use self::pacer::{Departure, Pacer};
+use self::unknown::UnknownSources;
 use crate::io::{BATCH, Batch, TapIo, UplinkIo};
 use crate::state::{REVOCATION_FILE, StateDir};
 use crate::tofu::Tofu;
@@ -129,6 +132,8 @@ pub(crate) struct Driver<T: TapIo, U: UplinkIo> {
     ctl: mpsc::Receiver<Control>,
     rng: Box<dyn CryptoRngCore + Send>,
     io: IoCounters,
+    /// The last unknown sources (`unknown_peer`), by MAC.
+    unknown: UnknownSources,
     max_frame: usize,
     udp: bool,
 }
@@ -182,6 +187,7 @@ impl<T: TapIo, U: UplinkIo> Driver<T, U> {
             ctl: p.ctl,
             rng: p.rng,
             io: IoCounters::default(),
+            unknown: UnknownSources::default(),
             max_frame: p.max_frame,
             udp,
         };
@@ -391,6 +397,7 @@ impl<T: TapIo, U: UplinkIo> Driver<T, U> {
                     spans[k] = (i, range.start, range.end, trusted);
                     k += 1;
                 }
+                Received::Dropped(RxDrop::UnknownPeer(mac)) => self.unknown.note(mac, now),
                 Received::Consumed | Received::Dropped(_) => {}
             }
         }

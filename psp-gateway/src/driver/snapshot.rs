@@ -11,6 +11,7 @@ use psp_core::host::{
 use psp_core::normalize;
 use psp_core::time::Instant;
 
+use super::unknown::UnknownSources;
 use super::{Driver, IoCounters};
 use crate::io::{TapIo, UplinkIo};
 
@@ -37,6 +38,8 @@ pub(crate) struct Snapshot {
     pub(crate) uptime_ms: u64,
     pub(crate) host: HostCounters,
     pub(crate) io: IoCounters,
+    /// The last source MACs of frames counted `unknown_peer`.
+    pub(crate) unknown: UnknownSources,
     pub(crate) group_suite: SuiteId,
     pub(crate) peers: Vec<PeerSnap>,
     /// Whether the pacer thread runs at real-time priority (`None`: no normalized peer).
@@ -131,6 +134,7 @@ impl<T: TapIo, U: UplinkIo> Driver<T, U> {
             uptime_ms: self.clock.uptime_ms(),
             host: self.host.counters().clone(),
             io: self.io.clone(),
+            unknown: self.unknown,
             group_suite: self.host.group_suite(),
             peers,
             pacer_realtime: self.pacer_realtime(),

@@ -10,3 +10,4 @@ mod normalized;
 mod reload;
 mod sessions;
 mod static_keys;
+mod status;
