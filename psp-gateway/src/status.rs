@@ -781,11 +781,31 @@ pub(crate) fn diagnose(peer: &Value, doc: &Value) -> Option<String> {
         && u(&peer["tx_frames"]) == 0
         && u(&x["no_session"]) == 0
     {
-        return Some(
+        // Broadcasts (ARP) go under the group key to every peer, this one included, without a
+        // session: "nothing was sent" is true only if none went out. (The group's bytes are
+        // those of broadcasts only; its frames also count handshake messages to other peers.)
+        let group = u(&doc["group"]["tx_frames"]);
+        let rx = u(&peer["rx_frames"]);
+        return Some(if u(&doc["group"]["tx_bytes"]) == 0 {
             "no session yet: nothing was sent to it so far (the first unicast frame to its MAC \
              starts the handshake)"
-                .to_owned(),
-        );
+                .to_owned()
+        } else if rx == 0 {
+            format!(
+                "no session yet, and nothing heard from it: {group} frame(s) went out under the \
+                 group key (broadcasts such as ARP reach every peer) and it never answered; no \
+                 unicast frame to it so far (the first one starts the handshake): is it running, \
+                 with the same [group] key, and does its config name this host's MAC ({}) as a \
+                 [[peer]] mac?",
+                doc["mac"].as_str().unwrap_or("?")
+            )
+        } else {
+            format!(
+                "no session yet: {rx} frame(s) came from it and {group} went out under the group \
+                 key (broadcasts), but no unicast frame to it so far (the first one starts the \
+                 handshake)"
+            )
+        });
     }
     if u(&peer["rx_frames"]) == 0 && (u(&peer["tx_frames"]) > 0 || x["state"] == "up") {
         let unknown = u(&doc["drops"]["unknown_peer"]);
@@ -930,7 +950,31 @@ mod tests {
         let idle = peer(json!({"tx_frames": 0, "rx_frames": 0, "session": {
             "state": "down", "sessions": 0, "no_session": 0, "handshake_failures": {}
         }}));
-        assert!(diagnose(&idle, &d).unwrap().starts_with("no session yet"));
+        let quiet = doc(&[]);
+        let mut quiet = quiet;
+        quiet["group"]["tx_bytes"] = 0.into();
+        assert!(
+            diagnose(&idle, &quiet)
+                .unwrap()
+                .starts_with("no session yet: nothing was sent to it so far")
+        );
+        // Broadcasts went out under the group key: something was sent, and it never answered.
+        let why = diagnose(&idle, &d).unwrap();
+        assert!(
+            why.starts_with(
+                "no session yet, and nothing heard from it: 1 frame(s) went out under the group \
+                 key"
+            ),
+            "{why}"
+        );
+        let heard = peer(json!({"tx_frames": 0, "rx_frames": 3, "session": {
+            "state": "down", "sessions": 0, "no_session": 0, "handshake_failures": {}
+        }}));
+        let why = diagnose(&heard, &d).unwrap();
+        assert!(
+            why.starts_with("no session yet: 3 frame(s) came from it and 1 went out"),
+            "{why}"
+        );
 
         let gone = peer(json!({"name": "b", "session": {
             "state": "down", "sessions": 1, "down_s": 4, "silent_s": 25,

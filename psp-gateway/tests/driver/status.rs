@@ -1,8 +1,9 @@
-//! What `status` tells the administrator: the unknown sources by MAC.
+//! What `status` tells the administrator: the unknown sources by MAC, and hints that are
+//! true of the counters.
 
 use core::time::Duration;
 
-use crate::harness::{Net, Opts, counter, frame, settle};
+use crate::harness::{Net, Opts, arp_request, counter, frame, settle};
 
 /// A peer whose `mac =` is wrong here: `unknown_peer` counts its frames, and `status` names
 /// the MAC they came from (the JSON's `unknown_sources`, the table, and the peer's hint).
@@ -50,4 +51,43 @@ async fn status_names_the_unknown_source_macs() {
     );
     a.stop().await;
     b.stop().await;
+}
+
+/// A session peer that never started: before anything is sent the hint says nothing was sent;
+/// after 70 ARP broadcasts under the group key it says those went out and it never answered,
+/// not "nothing was sent".
+#[tokio::test(start_paused = true)]
+async fn the_hint_for_a_silent_peer_counts_the_broadcasts_it_was_sent() {
+    let net = Net::new(Opts::sessions());
+    let a = net.start(1);
+    settle(Duration::from_millis(100)).await;
+    let hint = |table: String| {
+        table
+            .lines()
+            .find(|l| l.starts_with("hint vm2:"))
+            .map(ToOwned::to_owned)
+            .unwrap_or_else(|| panic!("no hint for vm2 in\n{table}"))
+    };
+    let before = hint(a.status_table().await);
+    assert!(
+        before.contains("no session yet: nothing was sent to it so far"),
+        "{before}"
+    );
+    for _ in 0..70 {
+        a.tap.inject(&arp_request(1, 2));
+        settle(Duration::from_millis(100)).await;
+    }
+    let s = a.status().await;
+    assert_eq!(counter(&s, "group.tx_frames"), 70, "{s}");
+    assert_eq!(counter(&s, "peer:vm2.tx_frames"), 0, "{s}");
+    let after = hint(a.status_table().await);
+    assert!(!after.contains("nothing was sent"), "{after}");
+    assert!(
+        after.contains(
+            "no session yet, and nothing heard from it: 70 frame(s) went out under the group \
+             key (broadcasts such as ARP reach every peer) and it never answered"
+        ),
+        "{after}"
+    );
+    a.stop().await;
 }
