@@ -134,6 +134,20 @@ pub(crate) enum Section {
     Membership,
 }
 
+/// What the group's `tx_frames` counts. The host counts every frame sealed under the group key
+/// there, the handshake messages to a peer without a session and the `[pki]` announcements
+/// included, but only the broadcasts' inner bytes in `tx_bytes` (those messages carry no inner
+/// frame): so the frames can rise while the bytes stay.
+const GROUP_TX_FRAMES_HELP: &str = "Frames sealed under the group key: broadcasts and \
+    multicasts, and handshake and membership messages (these carry no inner frame, so their \
+    bytes are not in group tx_bytes).";
+
+/// The status table's note on the group row, shown where handshake or membership messages go
+/// under the group key (sessions, `[pki]`).
+const GROUP_ROW_NOTE: &str = "(group) TX-FRAMES counts the handshake and membership messages \
+    sealed under the group key too; TX-BYTES only the inner bytes of broadcast and multicast \
+    frames";
+
 /// Every counter of the host and the driver not tied to a peer, with where it is shown and its
 /// name there (the one placement `status` and the metrics share).
 pub(crate) fn host_counters(snap: &Snapshot, f: &mut dyn FnMut(Section, Counter)) {
@@ -141,6 +155,9 @@ pub(crate) fn host_counters(snap: &Snapshot, f: &mut dyn FnMut(Section, Counter)
         let section = match k.name {
             "group_tx_frames" | "group_tx_bytes" | "group_copies" => {
                 k.name = &k.name["group_".len()..];
+                if k.name == "tx_frames" {
+                    k.help = GROUP_TX_FRAMES_HELP;
+                }
                 Section::Group
             }
             "not_for_us" => Section::Ignored,
@@ -541,6 +558,10 @@ pub(crate) fn render(doc: &Value) -> String {
             u(&p["rx_bytes"]),
             u(&p["drops_total"])
         );
+    }
+    let sessions = peers.iter().any(|p| p["session"]["sessions"].is_u64());
+    if sessions || doc["membership"].is_object() {
+        let _ = writeln!(s, "{GROUP_ROW_NOTE}");
     }
     let nonzero = |obj: &Value| -> String {
         obj.as_object()
@@ -1010,6 +1031,38 @@ mod tests {
             "{table}"
         );
         assert!(!table.contains("hint b:"), "{table}");
+    }
+
+    /// The group's frames count handshake and membership messages, its bytes do not: said in
+    /// the metrics' help and, with sessions, under the table.
+    #[test]
+    fn the_group_row_says_what_its_frames_count() {
+        let snap = Snapshot {
+            now: Instant::ZERO,
+            uptime_ms: 0,
+            host: psp_core::host::HostCounters::default(),
+            io: crate::driver::IoCounters::default(),
+            unknown: crate::driver::unknown::UnknownSources::default(),
+            group_suite: SuiteId::Aes128Gcm,
+            peers: Vec::new(),
+            pacer_realtime: None,
+            pki: None,
+        };
+        let mut help = None;
+        host_counters(&snap, &mut |section, k| {
+            if section == Section::Group && k.name == "tx_frames" {
+                help = Some(k.help);
+            }
+        });
+        assert!(
+            help.is_some_and(|h| h.contains("handshake and membership messages")),
+            "{help:?}"
+        );
+        let static_keys = render(&doc(&[peer(json!({}))]));
+        assert!(!static_keys.contains(GROUP_ROW_NOTE), "{static_keys}");
+        let up = peer(json!({"session": {"state": "up", "sessions": 1}}));
+        let sessions = render(&doc(&[up]));
+        assert!(sessions.contains(GROUP_ROW_NOTE), "{sessions}");
     }
 
     /// `scramble-hmac-sha1` (like `null-hmac-sha1` and `none`) is shown as giving no

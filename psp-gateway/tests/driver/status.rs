@@ -1,5 +1,5 @@
-//! What `status` tells the administrator: the unknown sources by MAC, and hints that are
-//! true of the counters.
+//! What `status` tells the administrator: the unknown sources by MAC, hints that are true of
+//! the counters, and the group row's frames and bytes.
 
 use core::time::Duration;
 
@@ -88,6 +88,39 @@ async fn the_hint_for_a_silent_peer_counts_the_broadcasts_it_was_sent() {
              key (broadcasts such as ARP reach every peer) and it never answered"
         ),
         "{after}"
+    );
+    a.stop().await;
+}
+
+/// The group row's TX-FRAMES counts every frame sealed under the group key, the handshake
+/// messages to a peer without a session included; TX-BYTES only the protected (inner) frames'
+/// bytes. Requests to a peer that does not answer raise the first and not the second, and the
+/// table says why.
+#[tokio::test(start_paused = true)]
+async fn the_group_row_says_that_handshake_messages_have_no_inner_bytes() {
+    let net = Net::new(Opts::sessions());
+    let a = net.start(1);
+    a.tap.inject(&arp_request(1, 2));
+    settle(Duration::from_millis(100)).await;
+    let s = a.status().await;
+    let (frames, bytes) = (
+        counter(&s, "group.tx_frames"),
+        counter(&s, "group.tx_bytes"),
+    );
+    assert_eq!((frames, bytes), (1, 60), "{s}");
+    // A unicast frame to vm2 starts a handshake; vm2 is not running: Requests go out again.
+    a.tap.inject(&frame(1, 2, 0, 100));
+    settle(Duration::from_secs(10)).await;
+    let s = a.status().await;
+    assert!(counter(&s, "group.tx_frames") > frames + 1, "{s}");
+    assert_eq!(counter(&s, "group.tx_bytes"), bytes, "{s}");
+    let table = a.status_table().await;
+    assert!(
+        table.contains(
+            "(group) TX-FRAMES counts the handshake and membership messages sealed under the \
+             group key too; TX-BYTES only the inner bytes of broadcast and multicast frames"
+        ),
+        "{table}"
     );
     a.stop().await;
 }
