@@ -252,7 +252,10 @@ async fn serve(config: Config, opts: &Options) -> Result<(), DaemonError> {
     };
     let info = Info {
         interface: tap.name().to_owned(),
-        uplink: uplink.describe(),
+        uplinks: core::iter::once(&uplink)
+            .chain(uplink2.as_ref())
+            .map(Uplink::describe)
+            .collect(),
         mtu,
         mac,
         paths: core::iter::once(&config.uplink)
@@ -313,7 +316,7 @@ async fn serve(config: Config, opts: &Options) -> Result<(), DaemonError> {
     tracing::info!(
         interface = %info.interface,
         mac = %crate::config::format_mac(mac),
-        uplink = %info.uplink,
+        uplinks = %info.uplinks.join(","),
         mtu,
         peers = config.peers.len(),
         sessions = %config.session.as_ref().map_or("off", |s| match s.smkex {

@@ -24,8 +24,8 @@ use crate::driver::snapshot::Snapshot;
 pub(crate) struct Info {
     /// TAP name.
     pub(crate) interface: String,
-    /// Uplink description (`raw:eth0`, `udp:0.0.0.0:5198`).
-    pub(crate) uplink: String,
+    /// Every uplink's description (`raw:eth0`, `udp:0.0.0.0:5198`), path 1 first.
+    pub(crate) uplinks: Vec<String>,
     /// TAP MTU.
     pub(crate) mtu: usize,
     /// The TAP's MAC.
@@ -364,7 +364,9 @@ pub(crate) fn document(info: &Info, snap: &Snapshot) -> Value {
     let mut doc = json!({
         "interface": info.interface,
         "mac": format_mac(info.mac),
-        "uplink": info.uplink,
+        // Path 1 (as before there were two), and every uplink.
+        "uplink": info.uplinks.first(),
+        "uplinks": info.uplinks,
         "mtu": info.mtu,
         "paths": paths_json(&info.paths),
         "public_key": info.public_key.map(hex::encode),
@@ -470,12 +472,23 @@ fn connect_hint(e: &std::io::Error) -> &'static str {
 pub(crate) fn render(doc: &Value) -> String {
     let mut s = String::new();
     let u = |v: &Value| v.as_u64().unwrap_or(0);
+    // Every uplink (a daemon of before `uplinks` has `uplink` only).
+    let uplinks: Vec<&str> = doc["uplinks"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(Value::as_str)
+        .collect();
+    let uplinks = match uplinks.as_slice() {
+        [] => format!("uplink {}", doc["uplink"].as_str().unwrap_or("?")),
+        [one] => format!("uplink {one}"),
+        all => format!("uplinks {}", all.join(", ")),
+    };
     let _ = writeln!(
         s,
-        "interface {} ({})  uplink {}  mtu {}  up {:.1} s",
+        "interface {} ({})  {uplinks}  mtu {}  up {:.1} s",
         doc["interface"].as_str().unwrap_or("?"),
         doc["mac"].as_str().unwrap_or("?"),
-        doc["uplink"].as_str().unwrap_or("?"),
         u(&doc["mtu"]),
         u(&doc["uptime_ms"]) as f64 / 1000.0
     );
@@ -922,7 +935,8 @@ mod tests {
 
     fn doc(peers: &[Value]) -> Value {
         json!({
-            "interface": "psp0", "mac": "02:00:00:00:00:01", "uplink": "raw:eth1", "mtu": 1465,
+            "interface": "psp0", "mac": "02:00:00:00:00:01", "uplink": "raw:eth1",
+            "uplinks": ["raw:eth1", "raw:eth2"], "mtu": 1465,
             "paths": [{"path": 1, "uplink": "raw:eth1", "link": "up"},
                       {"path": 2, "uplink": "raw:eth2", "link": "down"}],
             "public_key": "ab".repeat(32), "uptime_ms": 1500,
@@ -1024,6 +1038,10 @@ mod tests {
         );
         assert!(
             table.contains("path 1 raw:eth1 (link up), path 2 raw:eth2 (link down)"),
+            "{table}"
+        );
+        assert!(
+            table.starts_with("interface psp0 (02:00:00:00:00:01)  uplinks raw:eth1, raw:eth2  "),
             "{table}"
         );
         assert!(

@@ -130,7 +130,7 @@ impl MemGateway {
         .map_err(|e| e.to_string())?;
         let info = Info {
             interface: config.interface.name.clone(),
-            uplink: "mem".into(),
+            uplinks: vec!["mem".into(); 1 + usize::from(config.uplink2.is_some())],
             mtu: MAX_FRAME - 14,
             mac,
             paths: core::iter::once(&config.uplink)

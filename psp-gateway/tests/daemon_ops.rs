@@ -440,3 +440,31 @@ fn steady_ping(tb: &Testbed, count: u32) -> std::process::Child {
     .spawn()
     .expect("spawn ping")
 }
+
+/// With two uplinks, the `ready` line and the `status` header name both (path 1 first), not
+/// only the first.
+#[test]
+fn root_two_uplinks_are_named_in_the_ready_line_and_the_status_header() {
+    let tb = Testbed::up(TestbedOptions {
+        session: true,
+        paths: 2,
+        ..TestbedOptions::default()
+    });
+    let vm1 = tb.start_with(1, &["--log-format", "json"], &[]);
+    let log = vm1.log();
+    let ready = log
+        .lines()
+        .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+        .find(|v| v["fields"]["message"] == "ready")
+        .unwrap_or_else(|| panic!("no ready line in {log}"));
+    assert_eq!(ready["fields"]["uplinks"], "raw:up0,raw:up1", "{ready}");
+    let status = vm1.status_json();
+    assert_eq!(
+        status["uplinks"],
+        serde_json::json!(["raw:up0", "raw:up1"]),
+        "{status}"
+    );
+    let table = vm1.status_table();
+    let header = table.lines().next().unwrap_or_default();
+    assert!(header.contains("  uplinks raw:up0, raw:up1  "), "{table}");
+}
