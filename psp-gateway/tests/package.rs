@@ -13,6 +13,9 @@
 //!   bounding set, `no_new_privs`: `setpriv`, as `User=`, `AmbientCapabilities=`,
 //!   `CapabilityBoundingSet=` and `NoNewPrivileges=` set them; `/dev/net/tun` mode 0666, as
 //!   udev makes it), sends `READY=1`, forwards a ping and stops cleanly on SIGTERM.
+//! * Docs: every document the man pages cite (by its installed path, /usr/share/doc/psp-gateway/)
+//!   is installed. The same check without root or a package, from the asset list in
+//!   psp-gateway/Cargo.toml: `deb_assets_install_every_doc_the_man_pages_cite`.
 //! * Purge: every path `dpkg -L` listed that was not there before is gone, the user and group
 //!   are gone, and a listing of the directories a package touches is the same as before.
 //!
@@ -243,6 +246,14 @@ fn check_files(files: &[PathBuf]) {
             path.display()
         );
     }
+    // Every document the pages cite is there.
+    for doc in cited_docs(&generated) {
+        assert!(
+            has(&doc),
+            "a man page cites {doc}, which the package does not install; it lists {files:?}"
+        );
+        assert!(Path::new(&doc).is_file(), "{doc} is listed but missing");
+    }
     let _ = fs::remove_dir_all(&fresh);
     // psp-gateway, its eight subcommands, the five below `ca` and `cert` (psp-gateway-ca-init,
     // ...) and psp-gateway.toml(5).
@@ -258,6 +269,115 @@ fn check_files(files: &[PathBuf]) {
         shipped_pages, pages,
         "stale or missing man pages in the package"
     );
+}
+
+/// Where the package installs the documents the man pages cite.
+const DOC_DIR: &str = "/usr/share/doc/psp-gateway/";
+
+/// Every document (`*.md`) the generated man pages among `files` cite, as they cite it.
+fn cited_docs(files: &[PathBuf]) -> BTreeSet<String> {
+    let mut docs = BTreeSet::new();
+    for f in files
+        .iter()
+        .filter(|f| f.extension().is_some_and(|e| e == "1" || e == "5"))
+    {
+        // roff escapes every dash.
+        let page = fs::read_to_string(f)
+            .expect("read a page")
+            .replace("\\-", "-");
+        let mut rest = page.as_str();
+        while let Some(at) = rest.find(".md") {
+            let start = rest[..at]
+                .rfind(|c: char| !(c.is_ascii_alphanumeric() || "_./-".contains(c)))
+                .map_or(0, |i| i + 1);
+            docs.insert(rest[start..at + 3].to_owned());
+            rest = &rest[at + 3..];
+        }
+    }
+    docs
+}
+
+/// The paths (from /) the package installs, from `[package.metadata.deb] assets` in
+/// psp-gateway/Cargo.toml, with each source's file (a `*` in a file name matched here).
+fn asset_targets() -> BTreeSet<String> {
+    let crate_dir = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let text = fs::read_to_string(crate_dir.join("Cargo.toml")).expect("read Cargo.toml");
+    let manifest: toml::Table = text.parse().expect("Cargo.toml parses");
+    let assets = manifest["package"]["metadata"]["deb"]["assets"]
+        .as_array()
+        .expect("[package.metadata.deb] assets");
+    let mut out = BTreeSet::new();
+    for a in assets {
+        let a = a.as_array().expect("an asset is [source, target, mode]");
+        let (src, dst) = (
+            a[0].as_str().expect("source"),
+            a[1].as_str().expect("target"),
+        );
+        // Built files (target/...) are not in the tree yet: their targets as written.
+        if src.starts_with("target/") {
+            out.insert(format!("/{dst}"));
+            continue;
+        }
+        let src = crate_dir.join(src);
+        let pattern = src
+            .file_name()
+            .and_then(|n| n.to_str())
+            .expect("a file name");
+        let sources: Vec<PathBuf> = match pattern.split_once('*') {
+            None => vec![src.clone()],
+            Some((pre, post)) => fs::read_dir(src.parent().expect("a directory"))
+                .expect("the asset's directory")
+                .map(|e| e.expect("an entry").path())
+                .filter(|p| {
+                    p.file_name().and_then(|n| n.to_str()).is_some_and(|n| {
+                        n.len() >= pre.len() + post.len() && n.starts_with(pre) && n.ends_with(post)
+                    })
+                })
+                .collect(),
+        };
+        assert!(
+            !sources.is_empty(),
+            "asset {} matches no file",
+            src.display()
+        );
+        for s in sources {
+            assert!(s.is_file(), "asset {} is missing", s.display());
+            let name = s.file_name().and_then(|n| n.to_str()).expect("a name");
+            match dst.strip_suffix('/') {
+                Some(dir) => out.insert(format!("/{dir}/{name}")),
+                None => out.insert(format!("/{dst}")),
+            };
+        }
+    }
+    out
+}
+
+/// Without root or a package: the man pages cite documents only by their installed path, and
+/// the package's asset list installs each of them (a page may not send a reader to a file
+/// the package lacks, nor to a path in the source tree).
+#[test]
+fn deb_assets_install_every_doc_the_man_pages_cite() {
+    let dir = std::env::temp_dir().join(format!("psp-gen-docs-{}", std::process::id()));
+    let _ = fs::remove_dir_all(&dir);
+    let generated = psp_gateway::cli::generate::write_all(&dir).expect("generate");
+    let cited = cited_docs(&generated);
+    let _ = fs::remove_dir_all(&dir);
+    assert!(
+        cited.contains("/usr/share/doc/psp-gateway/GATEWAY.md"),
+        "psp-gateway.toml(5) cites GATEWAY.md: {cited:?}"
+    );
+    let targets = asset_targets();
+    for doc in &cited {
+        assert!(
+            doc.starts_with(DOC_DIR),
+            "a man page cites {doc}: not where the package installs documents ({DOC_DIR})"
+        );
+        assert!(
+            targets.contains(doc),
+            "a man page cites {doc}, which no [package.metadata.deb] asset installs: \
+             {targets:?}"
+        );
+    }
 }
 
 fn check_unit() {

@@ -5,6 +5,10 @@
 //! (testbed/package.sh runs it right before `cargo deb`), and `tests/package.rs` regenerates
 //! them to check that the installed files are byte for byte what the current definitions give.
 //! Nothing here is written by hand, so the pages cannot drift from `--help` or from CONFIG.md.
+//!
+//! The pages cite other documents by the path the package installs them at ([`DOC_DIR`]: the
+//! `[package.metadata.deb]` assets ship `docs/*.md` and BENCHMARKS.md there), never by a path
+//! in the source tree, which an installed system does not have.
 
 use std::fs;
 use std::io;
@@ -20,6 +24,10 @@ use super::Cli;
 pub fn command() -> clap::Command {
     Cli::command()
 }
+
+/// Where the Debian package installs the documents the pages cite (`docs/*.md`,
+/// BENCHMARKS.md): psp-gateway/Cargo.toml, `[package.metadata.deb] assets`.
+pub const DOC_DIR: &str = "/usr/share/doc/psp-gateway/";
 
 /// docs/CONFIG.md, the source of `psp-gateway.toml(5)`.
 const CONFIG_MD: &str = include_str!("../../../docs/CONFIG.md");
@@ -79,6 +87,7 @@ pub fn config_page() -> String {
 /// their column names). Inline code and bold become bold, links their text. A section named
 /// "Contents" (links within the Markdown file) is left out.
 fn markdown_to_man(md: &str, name: &str, what: &str, see_also: &str) -> String {
+    let md = &installed_docs(md);
     let mut out = String::new();
     out.push_str(&format!(
         ".TH {} 5 \"\" \"psp-gateway {}\" \"File Formats\"\n",
@@ -157,6 +166,32 @@ fn markdown_to_man(md: &str, name: &str, what: &str, see_also: &str) -> String {
         }
     }
     out.push_str(&format!(".SH SEE ALSO\n{}\n", escape(see_also)));
+    out
+}
+
+/// `text` with every document it names (`GATEWAY.md`, `docs/SESSIONS.md`,
+/// `../BENCHMARKS.md#gateway-hot-path`) named by its installed path (`DOC_DIR` + the file name;
+/// an anchor stays).
+fn installed_docs(text: &str) -> String {
+    let is_path = |c: char| c.is_ascii_alphanumeric() || "_./-".contains(c);
+    let mut out = String::with_capacity(text.len());
+    let mut rest = text;
+    while let Some(at) = rest.find(".md") {
+        let end = at + ".md".len();
+        let start = rest[..at].rfind(|c: char| !is_path(c)).map_or(0, |i| i + 1);
+        let file = &rest[start..end];
+        let name = file.rsplit('/').next().unwrap_or(file);
+        let word_ends = !rest[end..].starts_with(|c: char| c.is_ascii_alphanumeric());
+        out.push_str(&rest[..start]);
+        if word_ends && name.len() > ".md".len() && !file.starts_with(DOC_DIR) {
+            out.push_str(DOC_DIR);
+            out.push_str(name);
+        } else {
+            out.push_str(file);
+        }
+        rest = &rest[end..];
+    }
+    out.push_str(rest);
     out
 }
 
@@ -348,7 +383,7 @@ mod tests {
         for line in CONFIG_MD.lines() {
             if let Some(h) = line.strip_prefix("### ") {
                 assert!(
-                    page.contains(&format!(".SS {}", inline(h))),
+                    page.contains(&format!(".SS {}", inline(&installed_docs(h)))),
                     "no .SS for {h}"
                 );
             }
@@ -370,6 +405,22 @@ mod tests {
             );
         }
         assert!(!page.contains("](#"), "a link survived");
+    }
+
+    #[test]
+    fn documents_are_cited_by_their_installed_path() {
+        assert_eq!(
+            installed_docs(
+                "see docs/SESSIONS.md, [GATEWAY.md, MTU](GATEWAY.md#mtu) and \
+                 (../BENCHMARKS.md#hot); x.mdx, .md"
+            ),
+            "see /usr/share/doc/psp-gateway/SESSIONS.md, \
+             [/usr/share/doc/psp-gateway/GATEWAY.md, MTU](/usr/share/doc/psp-gateway/GATEWAY.md#mtu) \
+             and (/usr/share/doc/psp-gateway/BENCHMARKS.md#hot); x.mdx, .md"
+        );
+        let page = config_page();
+        assert!(!page.contains("docs/"), "a source-tree path in the page");
+        assert!(page.contains("/usr/share/doc/psp\\-gateway/GATEWAY.md"));
     }
 
     #[test]

@@ -9,7 +9,7 @@ use crate::daemon::{self, DaemonError, Options};
 /// Arguments of `run`.
 #[derive(Debug, clap::Args)]
 pub(crate) struct Args {
-    /// The configuration file (TOML; see docs/CONFIG.md).
+    /// The configuration file (TOML; see psp-gateway.toml(5)).
     #[arg(long, short)]
     config: PathBuf,
     /// Drop privileges to this user once the TAP and sockets are open.
