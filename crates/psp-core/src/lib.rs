@@ -84,6 +84,8 @@ pub mod protect;
 pub mod replay;
 pub mod scramble;
 pub mod time;
+#[cfg(feature = "alloc")]
+pub mod tunnel;
 pub mod wire;
 
 pub use crypto::{CryptoError, KeyError, SigningKey, SuiteId, SuiteKey, VerifyingKey};

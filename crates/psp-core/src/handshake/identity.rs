@@ -79,6 +79,15 @@ impl Identity {
         Err(last)
     }
 
+    /// A new identity drawn from `rng` (e.g. [`OsRng`](rand_core::OsRng) with the `std`
+    /// feature): [`generate`](Self::generate) with the RNG's bytes.
+    ///
+    /// # Errors
+    /// As [`generate`](Self::generate).
+    pub fn random(rng: &mut dyn rand_core::CryptoRngCore) -> Result<Self, IdentityError> {
+        Self::generate(|seed| rng.fill_bytes(seed))
+    }
+
     /// The seed (for writing the identity file).
     pub fn seed(&self) -> &[u8; 32] {
         &self.seed
