@@ -2,11 +2,16 @@
 //! the thesis' single-path SEP, SMKEX over two paths, and a plain X25519 Diffie-Hellman (both
 //! key pairs and both shared secrets) as the reference. `psp-gateway`'s wall-clock handshake
 //! over real links is in `testbed/sessions.sh`.
+//!
+//! `cargo bench -p psp-benches --bench handshake`. Duration: 4 benchmarks at about 5 s each
+//! (see `criterion()`), about 20 s on the project's 2-vCPU guest, build not included.
 #![allow(missing_docs)]
 
 use core::hint::black_box;
+use core::time::Duration;
 
 use criterion::{Criterion, criterion_group, criterion_main};
+use psp_benches::criterion_config;
 use psp_core::handshake::rand_core::{CryptoRng, Error, RngCore};
 use psp_core::handshake::schedule::Ephemeral;
 use psp_core::handshake::{Config, Event, Handshake, Identity, Peer, Role, SmkexMode};
@@ -154,5 +159,15 @@ fn bench(c: &mut Criterion) {
     g.finish();
 }
 
-criterion_group!(benches, bench);
+/// 1 s warm-up, 3 s measuring, 30 samples: a handshake takes 0.2-0.5 ms, so even the slowest
+/// fits its 465 iterations (1 + 2 + ... + 30) in the measuring time.
+fn criterion() -> Criterion {
+    criterion_config(Duration::from_secs(1), Duration::from_secs(3), 30)
+}
+
+criterion_group! {
+    name = benches;
+    config = criterion();
+    targets = bench
+}
 criterion_main!(benches);

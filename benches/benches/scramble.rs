@@ -2,13 +2,18 @@
 //! and two references in the same groups: `memcpy` (`copy_from_slice`) and ring's
 //! AES-128-GCM seal (the brief's yardsticks).
 //!
-//! `cargo bench --bench scramble` (about 3 minutes); filter with e.g. `-- scramble/1280`.
+//! `cargo bench --bench scramble`; filter with e.g. `-- scramble/1280`. Duration: 8 benchmarks
+//! per size plus 2 per kernel the CPU has beyond AVX2, and the straightforward pair up to
+//! 1500 B: 56 benchmarks with AVX2 (about 1 min 40 s on the project's 2-vCPU guest, build not
+//! included), 68 with AVX-512 (about 2 minutes), at about 1.75 s each (see `config()`).
+//! `benches/run-criterion.sh` runs every bench file and writes BENCHMARKS.md's tables.
 #![allow(missing_docs)]
 
 use core::hint::black_box;
 use core::time::Duration;
 
 use criterion::{BenchmarkId, Criterion, Throughput, criterion_group, criterion_main};
+use psp_benches::criterion_config;
 use psp_core::scramble::{Descrambler, Kernel, Scrambler, Seed, revised, straightforward};
 use ring::aead::{AES_128_GCM, Aad, LessSafeKey, Nonce, UnboundKey};
 
@@ -19,9 +24,6 @@ const SLOW_MAX: usize = 1500;
 fn bench(c: &mut Criterion) {
     let seed = Seed::from_key(b"bench key");
     let mut g = c.benchmark_group("scramble");
-    g.warm_up_time(Duration::from_millis(300))
-        .measurement_time(Duration::from_millis(900))
-        .sample_size(30);
     for &n in &SIZES {
         g.throughput(Throughput::Bytes(n as u64));
         let src: Vec<u8> = (0..n).map(|i| (i * 13 + 7) as u8).collect();
@@ -75,5 +77,14 @@ fn bench(c: &mut Criterion) {
     g.finish();
 }
 
-criterion_group!(benches, bench);
+/// 0.3 s warm-up, 0.9 s measuring, 30 samples: about 1.75 s per benchmark with the analysis.
+fn config() -> Criterion {
+    criterion_config(Duration::from_millis(300), Duration::from_millis(900), 30)
+}
+
+criterion_group! {
+    name = benches;
+    config = config();
+    targets = bench
+}
 criterion_main!(benches);

@@ -6,6 +6,7 @@
 //! - Block-mode helpers ([`ecb_encrypt`], [`cbc_encrypt`], ...) that run a RustCrypto block
 //!   cipher over a `&mut [u8]` without copying, shared by `benches/primitives.rs` and the table.
 //! - Pure formatting helpers (Markdown table, µs, ratios, dates, `/proc/cpuinfo`), unit-tested.
+//! - [`criterion_config`]: the criterion settings every bench file starts from.
 
 use core::hint::black_box;
 use core::time::Duration;
@@ -41,6 +42,37 @@ impl Config {
         batch: Duration::from_micros(300),
         warmup_batches: 0,
     };
+}
+
+/// Bootstrap resamples behind criterion's confidence intervals in this crate's benches.
+///
+/// Criterion's default is 100 000. The workspace builds criterion without its `rayon` feature,
+/// so the bootstrap runs on one thread: about 4 s of analysis per benchmark on the project's
+/// 2-vCPU guest (about 7 s when a saved baseline is compared as well), against 1.3 s of warm-up
+/// and measuring per benchmark in `--bench primitives`. That analysis is what made its 60
+/// benchmarks take 6 minutes. 10 000 resamples take about 0.4 s per benchmark. When one run's
+/// saved samples were analysed again both ways (`--load-baseline`), the 95 % bounds moved by
+/// less than 0.5 %.
+pub const CRITERION_RESAMPLES: usize = 10_000;
+
+/// The criterion settings a bench file of this crate starts from: `warm_up` and `measurement`
+/// per benchmark, `samples` samples, [`CRITERION_RESAMPLES`] bootstrap resamples.
+///
+/// A benchmark then costs about 1.5 × `warm_up` (criterion doubles the warm-up batch until the
+/// time is up) + `measurement` + 0.4 s of analysis, and twice the warm-up and measurement for
+/// `iter_batched` routines (their untimed set-up runs in between). Command-line flags
+/// (`--quick`, `--measurement-time`, `--nresamples`, ...) still override these, because
+/// `criterion_group!` applies them afterwards.
+pub fn criterion_config(
+    warm_up: Duration,
+    measurement: Duration,
+    samples: usize,
+) -> criterion::Criterion {
+    criterion::Criterion::default()
+        .warm_up_time(warm_up)
+        .measurement_time(measurement)
+        .sample_size(samples)
+        .nresamples(CRITERION_RESAMPLES)
 }
 
 /// A handle to a case added to a [`Suite`].
