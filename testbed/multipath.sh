@@ -485,7 +485,7 @@ $C ping -c1 -W2 10.71.3.2 >/dev/null || fail "path loss: untrusted link not back
 
 # --- seed 002 Fig 13: set-up time -------------------------------------------------------------
 say "set-up time: SMKEX over two paths vs X25519 over one ($SETUPS each)"
-$S "$MP_BIN" listen "${SRV_PATHS[@]}" --count "$SETUPS" </dev/null >/dev/null 2>"$RUN_DIR/srv.log" &
+$S "$MP_BIN" listen "${SRV_PATHS[@]}" --count "$SETUPS" --discard </dev/null >/dev/null 2>"$RUN_DIR/srv.log" &
 spid=$!
 wait_port "$NS_S" 7001
 $C "$MP_BIN" connect "${CLI_PATHS[@]}" --setup-only "$SETUPS" >"$RUN_DIR/smkex.prof" || fail "SMKEX set-ups"
@@ -494,7 +494,7 @@ for col in 1 2 3 4; do awk -v c="$col" '{print $c}' "$RUN_DIR/smkex.prof" >"$RUN
 cp "$RUN_DIR/smkex.c1" "$RUN_DIR/smkex.us"
 wait "$spid" || fail "SMKEX set-up server"
 # The thesis' flow (SEP Request/Accept, SMKEX, Confirm/ConfirmAck), kept for comparison.
-$S "$MP_BIN" listen "${SRV_PATHS[@]}" --count "$SETUPS" </dev/null >/dev/null 2>"$RUN_DIR/srv-f.log" &
+$S "$MP_BIN" listen "${SRV_PATHS[@]}" --count "$SETUPS" --discard </dev/null >/dev/null 2>"$RUN_DIR/srv-f.log" &
 spid=$!
 wait_port "$NS_S" 7001
 $C "$MP_BIN" connect "${CLI_PATHS[@]}" --setup-only "$SETUPS" --faithful-handshake \

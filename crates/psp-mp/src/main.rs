@@ -30,13 +30,21 @@ struct Cli {
 
 #[derive(Subcommand)]
 enum Command {
-    /// Wait for a client on two paths; stream to stdout, stdin to the stream.
+    /// Wait for a client on two paths (or --count of them); stream to stdout (or --out-dir),
+    /// stdin to the stream.
     Listen {
         #[command(flatten)]
         common: Common,
-        /// Serve this many clients one after another (set-up benchmarks), then exit.
-        #[arg(long, default_value_t = 1)]
+        /// Serve this many clients one after another, then exit. Above 1 each client's stream
+        /// goes to its own file (--out-dir) or nowhere (--discard), and stdin is not read: each
+        /// client gets an empty stream (or --send-bytes); without either, refused (exit 2).
+        #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..))]
         count: u32,
+        /// Write client k's stream (k = 1, 2, ... in accept order) to DIR/k instead of stdout:
+        /// received into DIR/k.part, renamed to DIR/k once the stream ended cleanly. DIR is
+        /// created if missing; existing DIR/k or DIR/k.part files are refused (exit 2).
+        #[arg(long, value_name = "DIR", conflicts_with = "discard")]
+        out_dir: Option<std::path::PathBuf>,
     },
     /// Connect on two paths; stdin to the stream, stream to stdout.
     Connect {
@@ -309,8 +317,58 @@ impl Common {
     }
 }
 
+/// `listen`'s usage rules, checked before anything is bound (a refusal exits 2): several
+/// streams never share stdout, and `--out-dir` never overwrites a file.
+fn check_listen(
+    count: u32,
+    out_dir: Option<&std::path::Path>,
+    discard: bool,
+) -> Result<(), String> {
+    if count > 1 && out_dir.is_none() && !discard {
+        return Err(format!(
+            "listen --count {count} would write {count} streams into one stdout; give --out-dir \
+             DIR (one file per client: DIR/1, DIR/2, ...) or --discard"
+        ));
+    }
+    let Some(dir) = out_dir else {
+        return Ok(());
+    };
+    let entries = match std::fs::read_dir(dir) {
+        Ok(e) => e,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
+        Err(e) => return Err(format!("--out-dir: {}: {e}", dir.display())),
+    };
+    let mut taken: Vec<(u32, String)> = entries
+        .filter_map(|e| {
+            let name = e.ok()?.file_name().into_string().ok()?;
+            let stem = name.strip_suffix(".part").unwrap_or(&name);
+            // Only the names this listener writes (`01` is not one).
+            let k = stem.parse::<u32>().ok()?;
+            ((1..=count).contains(&k) && k.to_string() == stem).then_some((k, name))
+        })
+        .collect();
+    taken.sort_unstable();
+    match taken.first() {
+        Some((_, name)) => Err(format!(
+            "--out-dir: {} exists; give a directory without the files 1..{count}",
+            dir.join(name).display()
+        )),
+        None => Ok(()),
+    }
+}
+
 fn main() -> ExitCode {
     let cli = Cli::parse();
+    if let Command::Listen {
+        common,
+        count,
+        out_dir,
+    } = &cli.command
+        && let Err(e) = check_listen(*count, out_dir.as_deref(), common.discard)
+    {
+        eprintln!("psp-mp: {e}");
+        return ExitCode::from(2);
+    }
     // One thread: every step of a set-up is a wake-up, and cross-thread wake-ups make set-ups
     // slower (docs/MULTIPATH.md, "Implementation notes").
     let rt = match tokio::runtime::Builder::new_current_thread()
@@ -334,28 +392,55 @@ fn main() -> ExitCode {
 
 async fn run(cli: Cli) -> Result<(), String> {
     match cli.command {
-        Command::Listen { common, count } => {
+        Command::Listen {
+            common,
+            count,
+            out_dir,
+        } => {
             let paths = common.paths(true)?;
+            if let Some(dir) = &out_dir {
+                std::fs::create_dir_all(dir)
+                    .map_err(|e| format!("--out-dir: {}: {e}", dir.display()))?;
+            }
             let mut l = match common.mode {
                 ModeArg::Dispersal => Listener::bind(&paths).await,
                 ModeArg::KernelMptcp => Listener::bind_kernel_mptcp(&paths).await,
             }
             .map_err(|e| e.to_string())?;
-            for _ in 0..count.saturating_sub(1) {
-                let mut s = l
+            // One client after another; each stream goes whole to its own place.
+            for k in 1..=count {
+                let s = l
                     .accept(&common.options()?)
                     .await
                     .map_err(|e| e.to_string())?;
-                // Set-up benchmark clients send nothing: wait for their end of stream.
-                let mut sink = Vec::new();
-                s.read_to_end(&mut sink).await.map_err(|e| e.to_string())?;
-                let _ = s.shutdown().await;
+                // Stdin is one stream: only a single client gets it.
+                let input = if count == 1 {
+                    Input::Stdin
+                } else {
+                    Input::Nothing
+                };
+                let Some(dir) = &out_dir else {
+                    let out = if common.discard {
+                        Output::Discard
+                    } else {
+                        Output::Stdout
+                    };
+                    pump(s, &common, input, out).await?;
+                    continue;
+                };
+                let (part, done) = (dir.join(format!("{k}.part")), dir.join(k.to_string()));
+                let file = tokio::fs::OpenOptions::new()
+                    .write(true)
+                    .create_new(true)
+                    .open(&part)
+                    .await
+                    .map_err(|e| format!("{}: {e}", part.display()))?;
+                pump(s, &common, input, Output::File(file, part.clone())).await?;
+                // Complete: the stream ended cleanly and every byte is in the file.
+                std::fs::rename(&part, &done)
+                    .map_err(|e| format!("{} -> {}: {e}", part.display(), done.display()))?;
             }
-            let s = l
-                .accept(&common.options()?)
-                .await
-                .map_err(|e| e.to_string())?;
-            pump(s, &common).await
+            Ok(())
         }
         Command::Connect { common, setup_only } => {
             let paths = common.paths(false)?;
@@ -386,7 +471,12 @@ async fn run(cli: Cli) -> Result<(), String> {
             let s = psp_multipath::connect(&paths, &options)
                 .await
                 .map_err(|e| e.to_string())?;
-            pump(s, &common).await
+            let out = if common.discard {
+                Output::Discard
+            } else {
+                Output::Stdout
+            };
+            pump(s, &common, Input::Stdin, out).await
         }
         Command::Keygen => {
             let mut secret = zeroize::Zeroizing::new([0u8; 32]);
@@ -511,9 +601,29 @@ fn cpu_time() -> Option<Duration> {
     Some(Duration::from_nanos(ns))
 }
 
-/// stdin → stream and stream → stdout until both ends close.
-async fn pump(s: MultipathStream, common: &Common) -> Result<(), String> {
-    let (verbose, send_bytes, discard) = (common.verbose, common.send_bytes, common.discard);
+/// What `pump` sends (`--send-bytes` replaces either).
+enum Input {
+    Stdin,
+    /// An empty stream: the fins only.
+    Nothing,
+}
+
+/// Where `pump` writes what arrives.
+enum Output {
+    Stdout,
+    Discard,
+    /// A file, and its name for errors.
+    File(tokio::fs::File, std::path::PathBuf),
+}
+
+/// Input → stream and stream → output until both ends close.
+async fn pump(
+    s: MultipathStream,
+    common: &Common,
+    input: Input,
+    output: Output,
+) -> Result<(), String> {
+    let (verbose, send_bytes) = (common.verbose, common.send_bytes);
     let cpu_start = cpu_time();
     if verbose {
         eprintln!(
@@ -537,7 +647,7 @@ async fn pump(s: MultipathStream, common: &Common) -> Result<(), String> {
                 w.write_all(&buf[..n]).await.map_err(|e| e.to_string())?;
                 left -= n as u64;
             }
-        } else {
+        } else if matches!(input, Input::Stdin) {
             let mut stdin = tokio::io::stdin();
             let mut buf = vec![0u8; 64 * 1024];
             loop {
@@ -555,7 +665,12 @@ async fn pump(s: MultipathStream, common: &Common) -> Result<(), String> {
         Ok::<_, String>(w)
     };
     let down = async move {
-        let mut stdout = tokio::io::stdout();
+        let (mut out, name): (Option<Box<dyn tokio::io::AsyncWrite + Unpin>>, String) = match output
+        {
+            Output::Stdout => (Some(Box::new(tokio::io::stdout())), "stdout".into()),
+            Output::Discard => (None, String::new()),
+            Output::File(f, p) => (Some(Box::new(f)), p.display().to_string()),
+        };
         let mut buf = vec![0u8; 64 * 1024];
         let start = Instant::now();
         let (mut total, mut last, mut last_t) = (0u64, 0u64, Instant::now());
@@ -564,11 +679,10 @@ async fn pump(s: MultipathStream, common: &Common) -> Result<(), String> {
             if n == 0 {
                 break;
             }
-            if !discard {
-                stdout
-                    .write_all(&buf[..n])
+            if let Some(out) = &mut out {
+                out.write_all(&buf[..n])
                     .await
-                    .map_err(|e| format!("stdout: {e}"))?;
+                    .map_err(|e| format!("{name}: {e}"))?;
             }
             total += n as u64;
             if verbose && last_t.elapsed() >= Duration::from_secs(1) {
@@ -580,7 +694,9 @@ async fn pump(s: MultipathStream, common: &Common) -> Result<(), String> {
                 (last, last_t) = (total, Instant::now());
             }
         }
-        stdout.flush().await.map_err(|e| format!("stdout: {e}"))?;
+        if let Some(out) = &mut out {
+            out.flush().await.map_err(|e| format!("{name}: {e}"))?;
+        }
         if verbose && total > 0 {
             let secs = start.elapsed().as_secs_f64();
             eprintln!(
