@@ -60,7 +60,7 @@ fn peer(mac: [u8; 6], n: u8) -> Peer {
     Peer {
         mac,
         addr: format!("10.0.0.{n}").parse().unwrap(),
-        pinned_static: None,
+        pinned_x25519: None,
     }
 }
 

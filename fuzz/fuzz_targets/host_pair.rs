@@ -15,7 +15,7 @@ use std::net::{IpAddr, Ipv4Addr};
 use libfuzzer_sys::fuzz_target;
 use psp_core::handshake::{Identity, KeyRingConfig, PathId, SmkexMode, Tai64n};
 use psp_core::host::{
-    Claim, Config, Event, Host, KeySpec, Keying, NormSpec, PeerId, PeerSpec, Pin, Received, Resume,
+    Claim, HostConfig, HostEvent, Host, KeySpec, Keying, NormSpec, PeerId, PeerSpec, Pin, Received, Resume,
     SessionSettings, TapJob, TapResult,
 };
 use psp_core::protect::{OpenerConfig, SealerConfig};
@@ -72,7 +72,7 @@ fn host(i: usize, f: Flags, resume: Resume) -> Host {
         SmkexMode::Off
     };
     hs.static_key = f.ids.then(|| identity(i).static_key());
-    let cfg = Config {
+    let cfg = HostConfig {
         mac: MAC[i],
         subnets: vec![(ip(i), 24)],
         paths: 2,
@@ -115,8 +115,8 @@ fn host(i: usize, f: Flags, resume: Resume) -> Host {
 }
 
 /// A slow stream: a time step then costs a few frames, not thousands.
-fn slow_stream() -> psp_core::normalize::Config {
-    let mut c = psp_core::normalize::Config::default();
+fn slow_stream() -> psp_core::normalize::NormConfig {
+    let mut c = psp_core::normalize::NormConfig::default();
     c.s_goal = psp_core::normalize::Rate::from_kbps(200);
     c.s_min = psp_core::normalize::Rate::from_kbps(40);
     c.s_step = psp_core::normalize::Rate::from_kbps(40);
@@ -144,7 +144,7 @@ impl Pair {
             while let Some(e) = self.h[i].poll_event() {
                 busy = true;
                 match e {
-                    Event::Reserve { key, next, .. } => {
+                    HostEvent::Reserve { key, next, .. } => {
                         let from = next.map_or(self.marks[i], |n| n.0);
                         let limit = from.max(self.marks[i]) + (1 << 16);
                         self.marks[i] = limit;
@@ -156,8 +156,8 @@ impl Pair {
                             },
                         );
                     }
-                    Event::ClockFloor(f) => self.h[i].handle_clock_floor_saved(f, true),
-                    Event::PinLearned { peer, .. } => {
+                    HostEvent::ClockFloor(f) => self.h[i].handle_clock_floor_saved(f, true),
+                    HostEvent::PinLearned { peer, .. } => {
                         self.h[i].handle_pin_saved(self.now, peer, true, &mut self.rng)
                     }
                     _ => {}

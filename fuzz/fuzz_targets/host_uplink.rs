@@ -8,7 +8,7 @@ use std::sync::Mutex;
 
 use libfuzzer_sys::fuzz_target;
 use psp_core::handshake::{PathId, Tai64n};
-use psp_core::host::{Config, Host, KeySpec, Keying, PeerSpec, Received};
+use psp_core::host::{HostConfig, Host, KeySpec, Keying, PeerSpec, Received};
 use psp_core::protect::{OpenerConfig, SealerConfig};
 use psp_core::{Instant, Protocol, Sealer, Seq, SuiteId, SuiteKey};
 use zeroize::Zeroizing;
@@ -27,7 +27,7 @@ fn key_spec(key: &[u8]) -> KeySpec {
 }
 
 fn host() -> Host {
-    let cfg = Config {
+    let cfg = HostConfig {
         mac: US,
         subnets: Vec::new(),
         paths: 1,

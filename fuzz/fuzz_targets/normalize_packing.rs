@@ -6,7 +6,7 @@
 use libfuzzer_sys::fuzz_target;
 use psp_core::normalize::feedback::{Frame, HEADER_LEN, Repr};
 use psp_core::normalize::packing::{Segment, Segments};
-use psp_core::normalize::{Config, Endpoint, Event, Packing, Rate};
+use psp_core::normalize::{NormConfig, Endpoint, NormEvent, Packing, Rate};
 use psp_core::time::Instant;
 
 fuzz_target!(|input: &[u8]| {
@@ -24,7 +24,7 @@ fuzz_target!(|input: &[u8]| {
         }
     }
 
-    let mut cfg = Config::default();
+    let mut cfg = NormConfig::default();
     cfg.frame_len = 64 + usize::from(sel >> 2) * 23;
     cfg.wire_len = 0;
     cfg.packing = if sel & 1 == 0 {
@@ -62,7 +62,7 @@ fuzz_target!(|input: &[u8]| {
         }
         payload.extend_from_slice(chunk);
         let _ = b.handle_payload(Instant::from_micros(seq), &payload);
-        while let Some(Event::Inner(f)) = b.poll_event() {
+        while let Some(NormEvent::Inner(f)) = b.poll_event() {
             assert!(!f.is_empty() && f.len() <= cfg.max_inner_len);
         }
     }
@@ -91,7 +91,7 @@ fuzz_target!(|input: &[u8]| {
             idle += 1;
         }
         b.handle_payload(now, &out).expect("own payload parses");
-        while let Some(Event::Inner(f)) = b.poll_event() {
+        while let Some(NormEvent::Inner(f)) = b.poll_event() {
             got.push(f.to_vec());
         }
     }

@@ -579,7 +579,7 @@ fn normalized_frames(tb: &Testbed, seq: u32, inner: &[Vec<u8>]) -> Vec<Vec<u8>> 
 
     let key = SuiteKey::new(SUITE, &tb.key("vm1-vm2")).expect("the pair key");
     let mut sealer = Sealer::new(key, Seq(seq), SealerConfig::default()).expect("sealer");
-    let mut c = normalize::Config::default();
+    let mut c = normalize::NormConfig::default();
     c.frame_len = 1000;
     c.max_inner_len = 2048;
     c.rx_queue_bytes = 32 * 1024;

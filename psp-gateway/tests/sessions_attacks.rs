@@ -332,7 +332,7 @@ fn relay(
                                 Peer {
                                     mac: mac(src),
                                     addr: format!("10.77.0.{src}").parse().expect("ip"),
-                                    pinned_static: None,
+                                    pinned_x25519: None,
                                 },
                                 PathId::FIRST,
                                 &payload,
@@ -347,7 +347,7 @@ fn relay(
                                     Peer {
                                         mac: mac(dst),
                                         addr: format!("10.77.0.{dst}").parse().expect("ip"),
-                                        pinned_static: None,
+                                        pinned_x25519: None,
                                     },
                                     Tai64n::from_system_time(std::time::SystemTime::now()),
                                     &mut rand_core_os(),
@@ -634,7 +634,7 @@ fn minted_request(from: u8, to: u8, paths: u8, smkex: SmkexMode) -> Vec<u8> {
         Peer {
             mac: mac(to),
             addr: format!("10.77.0.{to}").parse().expect("ip"),
-            pinned_static: None,
+            pinned_x25519: None,
         },
         Tai64n::from_system_time(std::time::SystemTime::now()),
         &mut rand_core_os(),

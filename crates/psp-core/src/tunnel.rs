@@ -49,7 +49,7 @@
 //! restarts too (about half of the time; tested). A pair that restarts together gets a new
 //! session at once. Nothing is ever delivered twice or under a lost session. A program that
 //! must survive a restart of one side the way `psp-gateway` does (reservations and replay floors
-//! on disk) drives [`Host`] itself and persists what its [`Event`]s name. No normalization, static keys,
+//! on disk) drives [`Host`] itself and persists what its [`HostEvent`]s name. No normalization, static keys,
 //! certificates or group copies either: [`TunnelConfig::host_config`] gives the [`Host`]
 //! settings to start from.
 
@@ -65,7 +65,7 @@ use zeroize::Zeroizing;
 use crate::crypto::SuiteId;
 use crate::handshake::{self, Identity, KeyRingConfig, PathId, Tai64n};
 use crate::host::{
-    Claim, Config, Dest, Event, Host, KeySpec, Keying, PeerSpec, Pin, Received, Resume,
+    Claim, Dest, Host, HostConfig, HostEvent, KeySpec, Keying, PeerSpec, Pin, Received, Resume,
     SessionSettings, SpecError, TapJob, TapResult,
 };
 use crate::protect::{OpenerConfig, Sealer, SealerConfig};
@@ -203,7 +203,7 @@ impl TunnelConfig {
         &self,
     ) -> Result<
         (
-            Config,
+            HostConfig,
             KeySpec,
             Option<crate::crypto::SigningKey>,
             Vec<PeerSpec>,
@@ -221,7 +221,7 @@ impl TunnelConfig {
         let (addr, prefix) = self.address;
         let mut hs = handshake::Config::new(self.mac, addr, prefix);
         hs.static_key = identity.as_ref().map(Identity::static_key);
-        let cfg = Config {
+        let cfg = HostConfig {
             mac: self.mac,
             subnets: vec![self.address],
             paths: self.paths,
@@ -308,7 +308,7 @@ pub struct Sealed {
 pub struct Tunnel<R> {
     host: Host,
     rng: R,
-    events: VecDeque<Event>,
+    events: VecDeque<HostEvent>,
 }
 
 impl<R: CryptoRngCore> Tunnel<R> {
@@ -395,7 +395,7 @@ impl<R: CryptoRngCore> Tunnel<R> {
 
     /// What happened that a program may log: sessions up and down, handshakes started and
     /// failed, unknown sources.
-    pub fn poll_event(&mut self) -> Option<Event> {
+    pub fn poll_event(&mut self) -> Option<HostEvent> {
         self.events.pop_front()
     }
 
@@ -409,7 +409,7 @@ impl<R: CryptoRngCore> Tunnel<R> {
     fn duties(&mut self, now: Instant) {
         while let Some(e) = self.host.poll_event() {
             match e {
-                Event::Reserve { key, next, .. } => {
+                HostEvent::Reserve { key, next, .. } => {
                     let from = next.unwrap_or_else(|| {
                         let mut r = [0u8; 4];
                         self.rng.fill_bytes(&mut r);
@@ -418,11 +418,11 @@ impl<R: CryptoRngCore> Tunnel<R> {
                     let limit = Seq(from.0.saturating_add(BLOCK));
                     self.host.handle_reserved(key, Claim { from, limit });
                 }
-                Event::ClockFloor(floor) => self.host.handle_clock_floor_saved(floor, true),
-                Event::PinLearned { peer, .. } => {
+                HostEvent::ClockFloor(floor) => self.host.handle_clock_floor_saved(floor, true),
+                HostEvent::PinLearned { peer, .. } => {
                     self.host.handle_pin_saved(now, peer, true, &mut self.rng);
                 }
-                Event::ReplayFloors(_) => {}
+                HostEvent::ReplayFloors(_) => {}
                 other => {
                     if self.events.len() == 64 {
                         self.events.pop_front();
@@ -539,7 +539,7 @@ mod tests {
         assert_eq!(send(now, &mut t, 0, b"ping")[1], [frame(0, b"ping")]);
         assert_eq!(send(now, &mut t, 1, b"pong")[0], [frame(1, b"pong")]);
         let up = core::iter::from_fn(|| t[0].poll_event())
-            .filter(|e| matches!(e, Event::SessionUp { .. }))
+            .filter(|e| matches!(e, HostEvent::SessionUp { .. }))
             .count();
         assert_eq!(up, 1);
         // SMKEX ran over both paths: the second path carried the nonces.

@@ -8,11 +8,11 @@ use std::collections::{BTreeMap, BTreeSet};
 use proptest::prelude::*;
 use psp_core::normalize::feedback::{Frame, HEADER_LEN, Repr};
 use psp_core::normalize::packing::{Segment, Segments};
-use psp_core::normalize::{Algorithm, Config, Endpoint, Event, Packing, Rate};
+use psp_core::normalize::{Algorithm, Endpoint, NormConfig, NormEvent, Packing, Rate};
 use psp_core::time::{Duration, Instant};
 
-fn config(packing: Packing, frame_len: usize) -> Config {
-    let mut c = Config::default();
+fn config(packing: Packing, frame_len: usize) -> NormConfig {
+    let mut c = NormConfig::default();
     c.packing = packing;
     c.frame_len = frame_len;
     c.wire_len = 0;
@@ -38,7 +38,7 @@ fn frames(sizes: &[usize]) -> Vec<Vec<u8>> {
 }
 
 /// Sends `frames` through A and returns every payload until the queue is empty (plus two).
-fn send_all(cfg: Config, frames: &[Vec<u8>]) -> (Vec<Vec<u8>>, Vec<bool>) {
+fn send_all(cfg: NormConfig, frames: &[Vec<u8>]) -> (Vec<Vec<u8>>, Vec<bool>) {
     let mut a = Endpoint::new(Instant::ZERO, cfg, vec![0; cfg.storage_len()]).unwrap();
     let accepted: Vec<bool> = frames
         .iter()
@@ -89,13 +89,13 @@ fn carriers(payloads: &[Vec<u8>]) -> BTreeMap<u16, BTreeSet<usize>> {
     map
 }
 
-fn receive(cfg: Config, payloads: &[(usize, Vec<u8>)]) -> Vec<Vec<u8>> {
+fn receive(cfg: NormConfig, payloads: &[(usize, Vec<u8>)]) -> Vec<Vec<u8>> {
     let mut b = Endpoint::new(Instant::ZERO, cfg, vec![0; cfg.storage_len()]).unwrap();
     let mut got = Vec::new();
     for (k, (_, p)) in payloads.iter().enumerate() {
         b.handle_payload(Instant::ZERO + Duration::from_micros(k as u64), p)
             .unwrap();
-        while let Some(Event::Inner(f)) = b.poll_event() {
+        while let Some(NormEvent::Inner(f)) = b.poll_event() {
             got.push(f.to_vec());
         }
     }

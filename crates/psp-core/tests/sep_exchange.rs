@@ -263,7 +263,7 @@ fn peer_of(h: &Host) -> Peer {
     Peer {
         mac: arr(&h.mac),
         addr: addr(h).0,
-        pinned_static: identity(h).map(|id| id.static_key().public_key()),
+        pinned_x25519: identity(h).map(|id| id.static_key().public_key()),
     }
 }
 

@@ -57,7 +57,7 @@ fn peer(mac: [u8; 6], host: u8) -> Peer {
     Peer {
         mac,
         addr: ip(host),
-        pinned_static: None,
+        pinned_x25519: None,
     }
 }
 
@@ -297,7 +297,7 @@ fn a_compact_initiator_checks_the_pin() {
         ca.smkex = SmkexMode::Required;
         ca.compact = true;
         let mut to_b = peer(MAC_B, 2);
-        to_b.pinned_static = Some(pin);
+        to_b.pinned_x25519 = Some(pin);
         let mut a = Handshake::initiate(t0, ca, to_b, Tai64n::from_unix(1, 0), &mut rng);
         let flight = drain(&mut a, t0);
         let mut cb = cfg(MAC_B, 2);

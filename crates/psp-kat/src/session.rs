@@ -130,7 +130,7 @@ impl Host {
         Peer {
             mac: self.mac,
             addr: self.addr,
-            pinned_static: Some(self.identity.static_key().public_key()),
+            pinned_x25519: Some(self.identity.static_key().public_key()),
         }
     }
 

@@ -10,7 +10,7 @@
 //! harness, never read from a clock). It does no I/O and uses `std` freely.
 //!
 //! ```
-//! use psp_core::normalize::Config;
+//! use psp_core::normalize::NormConfig;
 //! use psp_core::time::{Duration, Instant};
 //! use psp_test::{LinkConfig, Pair, Silent};
 //!

@@ -7,7 +7,7 @@
 //! sent exactly at its pacer slot.
 
 use psp_core::normalize::feedback::HEADER_LEN;
-use psp_core::normalize::{Config, Endpoint, Event, Stats};
+use psp_core::normalize::{Endpoint, NormConfig, NormEvent, Stats};
 use psp_core::time::{Duration, Instant};
 
 use crate::link::{Link, LinkConfig};
@@ -67,7 +67,7 @@ impl core::fmt::Debug for Side {
 }
 
 impl Side {
-    fn new(cfg: Config) -> Self {
+    fn new(cfg: NormConfig) -> Self {
         let ep = Endpoint::new(Instant::ZERO, cfg, vec![0; cfg.storage_len()])
             .unwrap_or_else(|e| panic!("bad test config: {e}"));
         Self {
@@ -108,7 +108,7 @@ pub struct Pair {
 
 impl Pair {
     /// A pair at time zero; links seeded from `seed`.
-    pub fn new(a: Config, b: Config, ab: LinkConfig, ba: LinkConfig, seed: u64) -> Self {
+    pub fn new(a: NormConfig, b: NormConfig, ab: LinkConfig, ba: LinkConfig, seed: u64) -> Self {
         let out_len = a.frame_len.max(b.frame_len);
         Self {
             now: Instant::ZERO,
@@ -206,7 +206,7 @@ impl Pair {
 fn deliver(side: &mut Side, now: Instant, payload: &[u8]) {
     // Malformed payloads cannot happen here; errors are counted by the endpoint.
     let _ = side.ep.handle_payload(now, payload);
-    while let Some(Event::Inner(f)) = side.ep.poll_event() {
+    while let Some(NormEvent::Inner(f)) = side.ep.poll_event() {
         side.delivered_frames += 1;
         side.delivered_bytes += f.len() as u64;
         if side.keep_delivered {

@@ -79,7 +79,7 @@ impl Sim {
         let a_peer = Peer {
             mac: MAC_B,
             addr: addr(2),
-            pinned_static: None,
+            pinned_x25519: None,
         };
         let a = Handshake::initiate(start, a_cfg, a_peer, Tai64n::from_unix(1, 0), &mut rng);
         Self {
@@ -100,7 +100,7 @@ impl Sim {
             b_peer: Peer {
                 mac: MAC_A,
                 addr: addr(1),
-                pinned_static: None,
+                pinned_x25519: None,
             },
             a_events: Vec::new(),
             b_events: Vec::new(),
@@ -634,7 +634,7 @@ fn pinned_long_term_keys_fig15() {
         let peer = Peer {
             mac: MAC_B,
             addr: addr(2),
-            pinned_static: Some(pin),
+            pinned_x25519: Some(pin),
         };
         let mut sim = Sim::new(cfg(MAC_A, 1, 2), b_cfg.clone(), lan(), seed);
         sim.a = Handshake::initiate(
@@ -696,7 +696,7 @@ fn request_flood_is_rate_limited_and_bounded() {
     let peer = Peer {
         mac: MAC_B,
         addr: addr(2),
-        pinned_static: None,
+        pinned_x25519: None,
     };
     let mut buf = [0u8; 256];
     let mut created = 0;
@@ -717,7 +717,7 @@ fn request_flood_is_rate_limited_and_bounded() {
         let b_peer = Peer {
             mac: MAC_A,
             addr: addr(1),
-            pinned_static: None,
+            pinned_x25519: None,
         };
         if Handshake::respond(
             now,

@@ -29,7 +29,7 @@ fn handshake(now: Instant, from: [u8; 6], to: [u8; 6], seed: u64) -> (SessionKey
     let peer = |mac| Peer {
         mac,
         addr: addr(mac),
-        pinned_static: None,
+        pinned_x25519: None,
     };
     let cfg = |mac| {
         let mut c = Config::new(mac, addr(mac), 24);

@@ -2,14 +2,14 @@
 //! outer schedule's independence from inner traffic, and intact delivery under loss and
 //! reordering.
 
-use psp_core::normalize::{Algorithm, Config, Packing, Rate};
+use psp_core::normalize::{Algorithm, NormConfig, Packing, Rate};
 use psp_core::time::{Duration, Instant};
 use psp_test::{Bursts, InnerSource, LinkConfig, OnOff, Pair, Periodic, Silent, TxRecord};
 
 const BOTTLENECK_BPS: u64 = 10_000_000;
 
-fn config(algorithm: Algorithm, goal_kbps: u32) -> Config {
-    let mut c = Config::default();
+fn config(algorithm: Algorithm, goal_kbps: u32) -> NormConfig {
+    let mut c = NormConfig::default();
     c.algorithm = algorithm;
     c.s_goal = Rate::from_kbps(goal_kbps);
     c

@@ -7,7 +7,7 @@
 
 use core::fmt::Write as _;
 
-use psp_core::normalize::{Algorithm, Config, Rate};
+use psp_core::normalize::{Algorithm, NormConfig, Rate};
 use psp_core::time::{Duration, Instant};
 use psp_test::{LinkConfig, Pair};
 
@@ -27,7 +27,7 @@ struct Cell {
 }
 
 fn run(algorithm: Algorithm, loss_ppm: u32, rtt_ms: u64) -> Cell {
-    let mut c = Config::default();
+    let mut c = NormConfig::default();
     c.algorithm = algorithm;
     c.s_goal = Rate::from_kbps(16_000);
     let link =

@@ -11,7 +11,7 @@
 use std::collections::VecDeque;
 
 use psp_core::crypto::{SuiteId, SuiteKey};
-use psp_core::normalize::{Config, Endpoint, Event};
+use psp_core::normalize::{Endpoint, NormConfig, NormEvent};
 use psp_core::protect::{Opener, OpenerConfig, Sealer, SealerConfig};
 use psp_core::time::{Duration, Instant};
 use psp_core::wire::{Protocol, Seq};
@@ -32,7 +32,7 @@ struct Side {
     delivered: usize,
 }
 
-fn side(cfg: Config) -> Side {
+fn side(cfg: NormConfig) -> Side {
     let key = [0x42u8; 16]; // a pair key; a gateway uses the peer's session keys
     let suite_key = || SuiteKey::new(SuiteId::Aes128Gcm, &key).expect("16 bytes");
     Side {
@@ -48,7 +48,7 @@ fn side(cfg: Config) -> Side {
 }
 
 fn main() {
-    let mut cfg = Config::default();
+    let mut cfg = NormConfig::default();
     cfg.frame_len = 600; // every payload: 600 bytes
     let mut sides = [side(cfg), side(cfg)];
     let (mut now, end) = (Instant::ZERO, Instant::from_secs(2));
@@ -90,7 +90,7 @@ fn main() {
                 peer.ep
                     .handle_payload(now, opened.payload())
                     .expect("well formed");
-                while let Some(Event::Inner(_)) = peer.ep.poll_event() {
+                while let Some(NormEvent::Inner(_)) = peer.ep.poll_event() {
                     peer.delivered += 1;
                 }
             }

@@ -45,7 +45,7 @@ pub(crate) fn host_config(
     mac: [u8; 6],
     max_frame: usize,
     wall_origin: Tai64n,
-) -> host::Config {
+) -> host::HostConfig {
     let session = config.session.as_ref().map(|s| {
         let (addr, prefix) = s.address;
         let mut hs = handshake::Config::new(mac, addr, prefix);
@@ -79,7 +79,7 @@ pub(crate) fn host_config(
             dead_after: SessionSettings::DEAD_AFTER,
         }
     });
-    host::Config {
+    host::HostConfig {
         mac,
         subnets: config
             .interface
@@ -177,7 +177,7 @@ fn norm_spec(n: &NormalizeConfig, max_frame: usize, endpoint: Option<SocketAddr>
         Some(SocketAddr::V6(_)) => 40 + 8 + crate::io::ETHERNET_HEADER_LEN,
         Some(SocketAddr::V4(_)) => 20 + 8 + crate::io::ETHERNET_HEADER_LEN,
     };
-    let mut c = normalize::Config::default();
+    let mut c = normalize::NormConfig::default();
     c.packing = n.packing;
     c.algorithm = n.algorithm;
     c.s_goal = n.s_goal;

@@ -3,7 +3,7 @@
 //! `known_peers`, sessions and failures and runtime mismatches to the log (the mismatches at
 //! most once a minute per source, by the host).
 
-use psp_core::host::{Claim, Event, Fingerprint, ReplayFloor};
+use psp_core::host::{Claim, Fingerprint, HostEvent, ReplayFloor};
 use psp_core::time::Instant;
 use psp_core::wire::Seq;
 
@@ -19,8 +19,8 @@ impl<T: TapIo, U: UplinkIo> Driver<T, U> {
         while let Some(e) = self.host.poll_event() {
             any = true;
             match e {
-                Event::Reserve { key, group, next } => self.reserve(key, group, next),
-                Event::ClockFloor(floor) => {
+                HostEvent::Reserve { key, group, next } => self.reserve(key, group, next),
+                HostEvent::ClockFloor(floor) => {
                     let saved = match &self.state {
                         Some(s) => s
                             .write("request-clock", &format!("{}\n", hex::encode(floor.0)))
@@ -32,7 +32,7 @@ impl<T: TapIo, U: UplinkIo> Driver<T, U> {
                     };
                     self.host.handle_clock_floor_saved(floor, saved);
                 }
-                Event::PinLearned { peer, key } => {
+                HostEvent::PinLearned { peer, key } => {
                     let name = self.name(peer.0);
                     let saved = match self.tofu.as_mut() {
                         Some(t) => t.pin(&name, key).map_err(|e| {
@@ -46,7 +46,7 @@ impl<T: TapIo, U: UplinkIo> Driver<T, U> {
                     self.host
                         .handle_pin_saved(now, peer, saved.is_ok(), &mut *self.rng);
                 }
-                Event::SessionUp { peer, info } => {
+                HostEvent::SessionUp { peer, info } => {
                     let name = self.name(peer.0);
                     let paths = if info.two_path {
                         "two-path"
@@ -60,11 +60,11 @@ impl<T: TapIo, U: UplinkIo> Driver<T, U> {
                         tracing::info!(peer = %name, suite = info.suite.name(), paths, role = ?info.role, handshake_ms = ms, "session established");
                     }
                 }
-                Event::HandshakeStarted { peer, why } => {
+                HostEvent::HandshakeStarted { peer, why } => {
                     let name = self.name(peer.0);
                     tracing::debug!(peer = %name, why, "session handshake started");
                 }
-                Event::HandshakeFailed {
+                HostEvent::HandshakeFailed {
                     peer,
                     reason,
                     retry_in,
@@ -73,20 +73,20 @@ impl<T: TapIo, U: UplinkIo> Driver<T, U> {
                     let name = self.name(peer.0);
                     tracing::warn!(peer = %name, reason, retry_in_ms = retry_in.total_micros() / 1000, dropped, "session handshake failed");
                 }
-                Event::UnknownSource(mac) => {
+                HostEvent::UnknownSource(mac) => {
                     tracing::warn!(
                         mac = %format_mac(mac),
                         "PSP frames from a MAC that is no [[peer]]'s: a peer's `mac =` may be wrong (status: drops.unknown_peer, the last few MACs in unknown_sources; logged once a minute per MAC)"
                     );
                 }
-                Event::UnknownSources { count, last } => {
+                HostEvent::UnknownSources { count, last } => {
                     tracing::warn!(
                         count,
                         last = %format_mac(last),
                         "PSP frames from more unknown MACs than are logged one by one (64 a minute): a flood of forged sources, or a misconfigured segment (status: drops.unknown_peer; this summary at most once a minute)"
                     );
                 }
-                Event::SessionDown { peer, silent } => {
+                HostEvent::SessionDown { peer, silent } => {
                     let name = self.name(peer.0);
                     tracing::warn!(
                         peer = %name,
@@ -95,8 +95,8 @@ impl<T: TapIo, U: UplinkIo> Driver<T, U> {
                         silent.total_micros() / 1_000_000
                     );
                 }
-                Event::ReplayFloors(floors) => self.save_floors(&floors),
-                Event::RevocationList { number } => {
+                HostEvent::ReplayFloors(floors) => self.save_floors(&floors),
+                HostEvent::RevocationList { number } => {
                     let text = format!("{}\n", hex::encode(self.host.revocation_list().as_bytes()));
                     let saved = self.state.as_ref().map(|s| s.write(REVOCATION_FILE, &text));
                     if let Some(Err(e)) = saved {
@@ -104,11 +104,11 @@ impl<T: TapIo, U: UplinkIo> Driver<T, U> {
                     }
                     tracing::info!(number, "revocation list in force (handed on to every peer)");
                 }
-                Event::Revoked { peer, serial } => {
+                HostEvent::Revoked { peer, serial } => {
                     let name = self.name(peer.0);
                     tracing::warn!(peer = %name, serial, "certificate revoked: its sessions ended, its frames are dropped, no session starts again");
                 }
-                Event::BadSignature(peer) => {
+                HostEvent::BadSignature(peer) => {
                     let name = self.name(peer.0);
                     tracing::warn!(
                         peer = %name,

@@ -267,7 +267,7 @@ fn forged_request(net: &Net, signed: Option<[u8; 32]>, seq: u32) -> Vec<u8> {
         Peer {
             mac: mac(1),
             addr: "10.0.0.1".parse().expect("ip"),
-            pinned_static: None,
+            pinned_x25519: None,
         },
         Tai64n::from_unix(1_900_000_000, 0),
         &mut psp_gateway::testing::TestRng(99),

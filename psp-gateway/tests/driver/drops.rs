@@ -413,7 +413,7 @@ async fn bad_inner_frames_in_a_normalized_stream_are_dropped() {
         SealerConfig::default(),
     )
     .expect("sealer");
-    let mut c = normalize::Config::default();
+    let mut c = normalize::NormConfig::default();
     c.frame_len = 1000;
     c.max_inner_len = 2048;
     c.rx_queue_bytes = 32 * 1024;

@@ -31,6 +31,8 @@ pub enum IdentityError {
     /// The public key's x has sign 1: not made by [`Identity::generate`], and a peer could not
     /// recover it from the X25519 key.
     OddSign,
+    /// 32 bytes that are no Ed25519 public key (not a point of the curve).
+    NotAKey,
 }
 
 impl core::fmt::Display for IdentityError {
@@ -40,6 +42,7 @@ impl core::fmt::Display for IdentityError {
             Self::OddSign => f.write_str(
                 "not an identity key made by `keygen --identity` (public key sign bit set)",
             ),
+            Self::NotAKey => f.write_str("not an Ed25519 public key (not a curve point)"),
         }
     }
 }
@@ -167,6 +170,31 @@ pub fn ed25519_of(x25519: &[u8; 32]) -> Option<[u8; 32]> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_peer_pinned_by_its_ed25519_key_holds_the_x25519_form_the_handshake_checks() {
+        let id = Identity::from_seed([0xa3; 32]).unwrap();
+        let addr = core::net::IpAddr::from([10, 0, 0, 1]);
+        let peer = super::super::Peer::new([2, 0, 0, 0, 0, 1], addr);
+        let pinned = peer.pin_identity(id.public_key()).unwrap();
+        assert_eq!(pinned.pinned_x25519, Some(id.static_key().public_key()));
+        assert_ne!(
+            pinned.pinned_x25519,
+            Some(id.public_key()),
+            "two different encodings"
+        );
+        // Not a curve point: refused, not silently pinned.
+        let mut bad = [0xff; 32];
+        bad[31] = 0x7f;
+        assert!(
+            (0u8..=255)
+                .map(|b| {
+                    bad[0] = b;
+                    peer.pin_identity(bad)
+                })
+                .any(|r| r == Err(IdentityError::NotAKey))
+        );
+    }
 
     #[test]
     fn the_wiped_scalar_is_sha512_of_the_seed() {

@@ -52,7 +52,8 @@ impl Default for KeyRingConfig {
 #[non_exhaustive]
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum RingSealError {
-    /// No session can seal (none yet, or expired): run a handshake.
+    /// No session can seal (none yet, or expired: run a handshake; or, on the responder, the
+    /// new keys wait for the initiator's first frame: see [`KeyRing::seal`]).
     NoSession,
     /// The sealer refused.
     Seal(SealError),
@@ -283,8 +284,17 @@ impl KeyRing {
 
     /// Seals an Ethernet II frame under the current session (see [`Sealer::seal`]).
     ///
+    /// **The responder's first-send rule.** On the responder of a handshake, keys installed
+    /// with [`install`](Self::install) only *open* until the first frame under them has opened
+    /// here (the initiator's keepalive, which `host::Host` sends at once, or its first data
+    /// frame): that frame proves the initiator holds them. Until then this returns
+    /// [`RingSealError::NoSession`] on a fresh ring, or seals under the previous session during
+    /// a rekey. An initiator's ring seals at once. A caller driving two rings by hand therefore
+    /// sends from the initiator first.
+    ///
     /// # Errors
-    /// [`RingSealError::NoSession`] if no live session can seal; [`RingSealError::Seal`].
+    /// [`RingSealError::NoSession`] if no live session can seal (none yet, expired, or the
+    /// responder's new keys before their first frame opened); [`RingSealError::Seal`].
     pub fn seal<'b>(
         &mut self,
         now: Instant,

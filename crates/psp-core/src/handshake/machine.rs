@@ -288,7 +288,7 @@ impl Handshake {
         hs.ids.responder = d.id;
         hs.parts[REQUEST] = Some(request);
         hs.peer_static = req.static_key;
-        if let Some(pinned) = peer.pinned_static
+        if let Some(pinned) = peer.pinned_x25519
             && req.static_key != Some(pinned)
         {
             hs.reject(now, FailReason::IdentityMismatch);
@@ -371,7 +371,7 @@ impl Handshake {
     /// from the certificate in the Accept it is about to handle): a different or missing key
     /// fails with [`FailReason::IdentityMismatch`].
     pub fn pin_peer(&mut self, key: [u8; 32]) {
-        self.peer.pinned_static = Some(key);
+        self.peer.pinned_x25519 = Some(key);
     }
 
     /// The session id (the responder half is zero until the initiator gets Accept).
@@ -523,7 +523,7 @@ impl Handshake {
         if !a.two_path && self.cfg.smkex == SmkexMode::Required {
             return self.fail(FailReason::TooFewPaths);
         }
-        if let Some(pinned) = self.peer.pinned_static
+        if let Some(pinned) = self.peer.pinned_x25519
             && a.static_key != Some(pinned)
         {
             return self.fail(FailReason::IdentityMismatch);
@@ -558,7 +558,7 @@ impl Handshake {
         if !a.two_path {
             return self.fail(FailReason::TooFewPaths);
         }
-        if let Some(pinned) = self.peer.pinned_static
+        if let Some(pinned) = self.peer.pinned_x25519
             && a.static_key != Some(pinned)
         {
             return self.fail(FailReason::IdentityMismatch);
@@ -1044,7 +1044,7 @@ mod tests {
             Peer {
                 mac: mb,
                 addr: b,
-                pinned_static: None,
+                pinned_x25519: None,
             },
             Tai64n::from_unix(1, 0),
             &mut rng,
@@ -1055,7 +1055,7 @@ mod tests {
         let peer_a = Peer {
             mac: ma,
             addr: a,
-            pinned_static: None,
+            pinned_x25519: None,
         };
         let mut resp = Handshake::respond(
             t0,
@@ -1143,7 +1143,7 @@ mod tests {
         let link_peer = Peer {
             mac: [2, 0, 0, 0, 0, 1],
             addr: IpAddr::V4(Ipv4Addr::new(10, 77, 0, 1)),
-            pinned_static: None,
+            pinned_x25519: None,
         };
         assert_eq!(
             Handshake::respond(
@@ -1163,7 +1163,7 @@ mod tests {
             Peer {
                 mac: [2, 0, 0, 0, 0, 2],
                 addr: IpAddr::V4(Ipv4Addr::new(10, 77, 0, 2)),
-                pinned_static: None,
+                pinned_x25519: None,
             },
             Tai64n::from_unix(1, 0),
             &mut rng,
@@ -1247,7 +1247,7 @@ mod tests {
                 Peer {
                     mac: mb,
                     addr: v4(2, 0),
-                    pinned_static: None,
+                    pinned_x25519: None,
                 },
                 Tai64n::from_unix(1, 0),
                 rng,
@@ -1261,7 +1261,7 @@ mod tests {
         let from = |mac| Peer {
             mac,
             addr: v4(1, 0),
-            pinned_static: None,
+            pinned_x25519: None,
         };
         let answer = |cfg: Config, peer: Peer, req: &[u8], rng: &mut Counter| {
             Handshake::respond(t0, cfg, peer, PathId::FIRST, req, rng).map(|_| ())
@@ -1306,7 +1306,7 @@ mod tests {
         let peer = Peer {
             mac: [2, 0, 0, 0, 0, 2],
             addr: IpAddr::V4(Ipv4Addr::new(10, 77, 0, 2)),
-            pinned_static: None,
+            pinned_x25519: None,
         };
         let mut rng = Counter(5);
         let t0 = Instant::from_secs(1);

@@ -185,19 +185,45 @@ pub struct Peer {
     pub mac: [u8; 6],
     /// The peer's network address (initiator only: the request's destination).
     pub addr: IpAddr,
-    /// The peer's pinned long-term public key, if any: a different or missing key fails with
-    /// [`FailReason::IdentityMismatch`].
-    pub pinned_static: Option<[u8; KEY_LEN]>,
+    /// The **X25519 form** of the peer's pinned identity, if any: a different or missing key
+    /// fails with [`FailReason::IdentityMismatch`]. Not the Ed25519 public key that
+    /// [`Identity::public_key`] returns and `psp-gateway identity` prints: set it with
+    /// [`pin_identity`](Self::pin_identity), which converts that key.
+    pub pinned_x25519: Option<[u8; KEY_LEN]>,
 }
 
 impl Peer {
+    /// A peer with MAC `mac` and address `addr`, no identity pinned yet.
+    pub fn new(mac: [u8; 6], addr: IpAddr) -> Self {
+        Self {
+            mac,
+            addr,
+            pinned_x25519: None,
+        }
+    }
+
+    /// Pins the peer's identity by its **Ed25519** public key (what [`Identity::public_key`]
+    /// returns, what `psp-gateway identity` prints and what `[[peer]] identity` holds).
+    ///
+    /// # Errors
+    /// [`identity::IdentityError::NotAKey`] if the bytes are not a point
+    /// of the curve (no key of any host).
+    pub fn pin_identity(
+        mut self,
+        ed25519_public: [u8; 32],
+    ) -> Result<Self, identity::IdentityError> {
+        self.pinned_x25519 =
+            Some(identity::x25519_of(&ed25519_public).ok_or(identity::IdentityError::NotAKey)?);
+        Ok(self)
+    }
+
     /// The peer on a stream transport (see [`Config::stream_transport`]): no MAC or address,
     /// only the long-term key to require, if any.
-    pub fn stream_transport(pinned_static: Option<[u8; KEY_LEN]>) -> Self {
+    pub fn stream_transport(pinned_x25519: Option<[u8; KEY_LEN]>) -> Self {
         Self {
             mac: NO_MAC,
             addr: NO_ADDR,
-            pinned_static,
+            pinned_x25519,
         }
     }
 }

@@ -21,7 +21,7 @@ use zeroize::Zeroizing;
 
 use super::keys::{Claim, Fingerprint, KeySpec, Reserved};
 use super::peer::OWE_KEY;
-use super::{Event, Host, Mac, PeerId};
+use super::{Host, HostEvent, Mac, PeerId};
 use crate::handshake::messages::suite_code;
 use crate::pki::message::{KeyMessage, MAX_KEY_LEN};
 use crate::time::{Duration, Instant};
@@ -400,7 +400,7 @@ impl Host {
             });
             self.shared.counters.keys_taken += 1;
             self.ensure_sealer();
-            self.shared.events.push_back(Event::BroadcastKey {
+            self.shared.events.push_back(HostEvent::BroadcastKey {
                 server: m.server,
                 epoch: m.epoch,
             });
@@ -457,7 +457,7 @@ impl Host {
             return;
         };
         bk.sealer = Some((k.key_id, r));
-        self.shared.events.push_back(Event::Reserve {
+        self.shared.events.push_back(HostEvent::Reserve {
             key: BKEY_SLOT,
             group: true,
             next: None,

@@ -8,7 +8,7 @@ use alloc::vec::Vec;
 use rand_core::CryptoRngCore;
 
 use super::peer::tx::NoCopy;
-use super::{Dest, Host, PeerId, TapDrop, TapJob, TapResult, Transmit};
+use super::{Dest, Host, HostTransmit, PeerId, TapDrop, TapJob, TapResult};
 use crate::handshake::PathId;
 use crate::protect::SealError;
 use crate::time::Instant;
@@ -110,7 +110,7 @@ impl Host {
         now: Instant,
         out: &mut [u8],
         rng: &mut dyn CryptoRngCore,
-    ) -> Option<Transmit> {
+    ) -> Option<HostTransmit> {
         while let Some(job) = self.copies.front_mut() {
             while job.next < self.peers.len() {
                 let i = job.next;
@@ -122,7 +122,7 @@ impl Host {
                 self.shared.events.extend(self.peers[i].events.drain(..));
                 match r {
                     Ok(len) => {
-                        return Some(Transmit {
+                        return Some(HostTransmit {
                             path: PathId::FIRST,
                             dest: Dest::Peer(PeerId(i)),
                             len,

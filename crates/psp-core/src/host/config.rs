@@ -1,4 +1,4 @@
-//! The host's settings: [`Config`] (fixed at start), [`SessionSettings`], and one
+//! The host's settings: [`HostConfig`] (fixed at start), [`SessionSettings`], and one
 //! [`PeerSpec`] per configured peer (its MACs, [`Keying`], [`Pin`], paths, normalization).
 
 use alloc::string::String;
@@ -11,7 +11,7 @@ use crate::time::Duration;
 
 /// The host's settings fixed at start (a change needs a new host).
 #[derive(Clone, Debug)]
-pub struct Config {
+pub struct HostConfig {
     /// This host's protected MAC address.
     pub mac: Mac,
     /// This host's protected addresses and prefix lengths (which IPv4 broadcasts are genuine).

@@ -1,7 +1,7 @@
 //! Replay floors: what a restarted host needs so that a frame captured before the restart does
 //! not open again after it. Sessions need none (their keys die with the host); a `key_file` key
 //! and the group key live on, and their openers' windows would start empty. So the host asks
-//! the caller to persist each such window's highest sequence number ([`Event::ReplayFloors`],
+//! the caller to persist each such window's highest sequence number ([`HostEvent::ReplayFloors`],
 //! every [`FLOOR_EVERY`] while windows move, and [`Host::replay_floors`] at a clean stop), and
 //! starts each window above its floor at the next start ([`Resume`]).
 //!
@@ -11,7 +11,7 @@
 
 use alloc::vec::Vec;
 
-use super::{Event, Fingerprint, Host, Keying, Mac, Tai64n};
+use super::{Fingerprint, Host, HostEvent, Keying, Mac, Tai64n};
 use crate::time::{Duration, Instant};
 
 /// How often the host asks for its replay floors to be persisted while they move.
@@ -35,9 +35,9 @@ pub struct ReplayFloor {
 /// persisted by the run before (empty on a first start).
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Resume {
-    /// The Request clock's floor ([`Event::ClockFloor`]).
+    /// The Request clock's floor ([`HostEvent::ClockFloor`]).
     pub clock: Option<Tai64n>,
-    /// The replay floors ([`Event::ReplayFloors`]).
+    /// The replay floors ([`HostEvent::ReplayFloors`]).
     pub floors: Vec<ReplayFloor>,
 }
 
@@ -126,7 +126,9 @@ impl Host {
         let floors = self.replay_floors();
         if floors != self.floors.last {
             self.floors.last = floors.clone();
-            self.shared.events.push_back(Event::ReplayFloors(floors));
+            self.shared
+                .events
+                .push_back(HostEvent::ReplayFloors(floors));
         }
     }
 }

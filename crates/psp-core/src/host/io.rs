@@ -1,6 +1,6 @@
 //! What goes into a [`Host`](super::Host) and comes out of it: the frames of the protected side
 //! ([`TapJob`]) and what became of them, what a frame from an uplink was ([`Received`]), the
-//! messages to send ([`Transmit`]) and what the caller must persist or log ([`Event`]).
+//! messages to send ([`HostTransmit`]) and what the caller must persist or log ([`HostEvent`]).
 
 use alloc::vec::Vec;
 
@@ -167,7 +167,7 @@ impl RxDrop {
 /// frame) at its slot.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 #[must_use]
-pub struct Transmit {
+pub struct HostTransmit {
     /// The path (uplink) it goes on.
     pub path: PathId,
     /// Where it goes.
@@ -183,7 +183,7 @@ pub struct Transmit {
 /// What the host tells its caller.
 #[derive(Clone, Debug, PartialEq, Eq)]
 #[non_exhaustive]
-pub enum Event {
+pub enum HostEvent {
     /// Reserve sequence numbers for a static key's sealer: persist a mark above `next` (a block
     /// ahead), then call [`Host::handle_reserved`](super::Host::handle_reserved). Until then the sealer seals only numbers
     /// below its current limit (none, for a new sealer).
@@ -241,7 +241,7 @@ pub enum Event {
     /// A frame from a MAC that is no peer's (the first in a while from it: a likely
     /// configuration mismatch, worth one log line). At most one a minute per MAC, for at most
     /// [`UNKNOWN_REPORTED`](super::UNKNOWN_REPORTED) MACs a minute; beyond that,
-    /// [`Event::UnknownSources`].
+    /// [`HostEvent::UnknownSources`].
     UnknownSource(Mac),
     /// Frames from more unknown MACs than are reported one by one arrived in the last minute
     /// (a flood of random sources, or a misconfigured segment): how many MACs went unreported,

@@ -2,7 +2,7 @@
 //! sequence-number reservations.
 //!
 //! A sealer of a static key seals only numbers below a limit the caller made durable first
-//! ([`Event::Reserve`](super::Event::Reserve), [`Host::handle_reserved`](super::Host::handle_reserved)),
+//! ([`HostEvent::Reserve`](super::HostEvent::Reserve), [`Host::handle_reserved`](super::Host::handle_reserved)),
 //! so a restart continues above every number used and no (key, nonce) pair repeats across runs.
 //! Peers that share a key share its sealer: nonces derive from (key, source MAC, SN), and two
 //! streams under one key from one host could repeat them.
@@ -12,7 +12,7 @@ use alloc::vec::Vec;
 use sha2::Digest as _;
 use zeroize::Zeroizing;
 
-use super::{Event, PeerSpec, SpecError};
+use super::{HostEvent, PeerSpec, SpecError};
 use crate::crypto::{SigningKey, SuiteId, SuiteKey};
 use crate::handshake;
 use crate::protect::{Opener, OpenerConfig, Sealer, SealerConfig};
@@ -163,7 +163,7 @@ impl Reserved {
     }
 
     /// After sealing: asks for the next block when less than half of the last is left.
-    pub(crate) fn due(&mut self, group: bool) -> Option<Event> {
+    pub(crate) fn due(&mut self, group: bool) -> Option<HostEvent> {
         if self.asked {
             return None;
         }
@@ -173,7 +173,7 @@ impl Reserved {
             return None;
         }
         self.asked = true;
-        Some(Event::Reserve {
+        Some(HostEvent::Reserve {
             key: self.fingerprint,
             group,
             next: Some(next),
@@ -213,8 +213,8 @@ impl GroupSealer {
         self.r.sealer.set_signer(signer);
     }
 
-    pub(crate) fn reserve_event(&self, next: Option<Seq>) -> Event {
-        Event::Reserve {
+    pub(crate) fn reserve_event(&self, next: Option<Seq>) -> HostEvent {
+        HostEvent::Reserve {
             key: self.r.fingerprint,
             group: true,
             next,
@@ -268,7 +268,7 @@ impl StaticKeys {
 
     /// Puts `new` (from [`rebuild`](Self::rebuild)) in force: a key that was in use hands its
     /// sealer over (sequence numbers and reservation go on); the others ask for a reservation.
-    pub(crate) fn adopt(&mut self, mut new: Self) -> Vec<Event> {
+    pub(crate) fn adopt(&mut self, mut new: Self) -> Vec<HostEvent> {
         let mut events = Vec::new();
         for k in &mut new.keys {
             match self
@@ -290,7 +290,7 @@ impl StaticKeys {
                         k.asked = old.asked;
                     }
                 }
-                None => events.push(Event::Reserve {
+                None => events.push(HostEvent::Reserve {
                     key: k.fingerprint,
                     group: false,
                     next: None,

@@ -8,7 +8,7 @@ use alloc::collections::VecDeque;
 use rand_core::CryptoRngCore;
 
 use super::peer::{OWE_KEY, OWE_LIST};
-use super::{Dest, Event, Host, PeerId, Transmit};
+use super::{Dest, Host, HostEvent, HostTransmit, PeerId};
 use crate::handshake::PathId;
 use crate::pki::message::{Holding, Message};
 use crate::pki::{PkiError, RevocationList};
@@ -80,7 +80,7 @@ impl Host {
         }
         self.shared.revoked = list;
         self.shared.counters.revocations_adopted += 1;
-        self.shared.events.push_back(Event::RevocationList {
+        self.shared.events.push_back(HostEvent::RevocationList {
             number: self.shared.revoked.number(),
         });
         for i in 0..self.peers.len() {
@@ -124,7 +124,7 @@ impl Host {
     }
 
     /// The announcement due, or an answer to a host that asked: under the group key, signed.
-    pub(super) fn poll_announce(&mut self, now: Instant, out: &mut [u8]) -> Option<Transmit> {
+    pub(super) fn poll_announce(&mut self, now: Instant, out: &mut [u8]) -> Option<HostTransmit> {
         let pki = self.shared.cfg.pki.as_ref()?;
         let (dst, dest, answer_wanted) = if self.shared.member.announce {
             self.shared.member.announce = false;
@@ -147,7 +147,7 @@ impl Host {
             .shared
             .seal_group_sub(now, dst, Protocol::Membership, &buf[..n], out)?;
         self.shared.counters.announces += 1;
-        Some(Transmit {
+        Some(HostTransmit {
             path: PathId::FIRST,
             dest,
             len,

@@ -33,8 +33,8 @@
 //! | file | what it holds |
 //! |---|---|
 //! | `mod.rs` | [`Host`]: construction, reload, routing, the one deadline, the output queues |
-//! | `config.rs` | [`Config`], [`SessionSettings`], [`PeerSpec`], [`Keying`], [`Pin`] |
-//! | `io.rs` | inputs and outputs: [`TapJob`], [`Received`], [`Transmit`], [`Event`] |
+//! | `config.rs` | [`HostConfig`], [`SessionSettings`], [`PeerSpec`], [`Keying`], [`Pin`] |
+//! | `io.rs` | inputs and outputs: [`TapJob`], [`Received`], [`HostTransmit`], [`HostEvent`] |
 //! | `shared.rs` | [`Shared`]: what the peers share |
 //! | `peer/` | [`Peer`]: everything the host does with one peer |
 //! | `broadcast.rs` | broadcasts from the protected side: group key, streams, group copies |
@@ -46,7 +46,7 @@
 //! | `counters.rs` | every counter, declared once |
 //!
 //! What it does not do: I/O, read a clock, store anything (the caller persists what
-//! [`Event`]s name), or wait for a normalized frame's slot (the caller's pacer does).
+//! [`HostEvent`]s name), or wait for a normalized frame's slot (the caller's pacer does).
 
 mod admit;
 mod bkeys;
@@ -73,13 +73,14 @@ use rand_core::CryptoRngCore;
 pub use bkeys::{BKEY_SLOT, ELECT_AFTER, KEEP_OLD, SWITCH_AFTER};
 pub use budget::MessageBudget;
 pub use config::{
-    Config, GROUP_COPY_EXTRA, Keying, PeerSpec, Pin, SessionSettings, SpecError, tap_overhead,
+    GROUP_COPY_EXTRA, HostConfig, Keying, PeerSpec, Pin, SessionSettings, SpecError, tap_overhead,
 };
 pub use counters::{Counter, Counters, DROP_REASONS, FAIL_REASONS, HostCounters, PeerCounters};
 pub use floors::{FLOOR_EVERY, ReplayFloor, Resume};
 pub use group::{GroupOpener, is_group_payload};
 pub use io::{
-    Dest, Event, Mac, PeerId, Received, RxDrop, SlotKind, TapDrop, TapJob, TapResult, Transmit,
+    Dest, HostEvent, HostTransmit, Mac, PeerId, Received, RxDrop, SlotKind, TapDrop, TapJob,
+    TapResult,
 };
 pub use keys::{Claim, Fingerprint, KeySpec, session_overhead};
 pub use members::ANNOUNCE_EVERY;
@@ -134,13 +135,13 @@ impl Host {
     /// identity), the peers `peers`, resuming from what the run before persisted (`resume`:
     /// the Request clock's floor and the replay floors; empty on a first start). Every static
     /// sealer starts unreserved: drain [`poll_event`](Self::poll_event) (the
-    /// [`Event::Reserve`]s) before sealing.
+    /// [`HostEvent::Reserve`]s) before sealing.
     ///
     /// # Errors
     /// A key or setting the core refuses, named by peer (`group` for the group key).
     pub fn new(
         now: Instant,
-        cfg: Config,
+        cfg: HostConfig,
         group: KeySpec,
         signer: Option<SigningKey>,
         peers: Vec<PeerSpec>,
@@ -318,7 +319,7 @@ impl Host {
     }
 
     /// The settings the host runs with.
-    pub fn config(&self) -> &Config {
+    pub fn config(&self) -> &HostConfig {
         &self.shared.cfg
     }
 
@@ -555,7 +556,7 @@ impl Host {
             for (key, group, next) in core::mem::take(&mut self.refused) {
                 self.shared
                     .events
-                    .push_back(Event::Reserve { key, group, next });
+                    .push_back(HostEvent::Reserve { key, group, next });
             }
         }
         if self.floors.at <= now {
@@ -574,7 +575,7 @@ impl Host {
         now: Instant,
         out: &mut [u8],
         rng: &mut dyn CryptoRngCore,
-    ) -> Option<Transmit> {
+    ) -> Option<HostTransmit> {
         if let Some(t) = self.poll_copy(now, out, rng) {
             return Some(t);
         }
@@ -596,7 +597,7 @@ impl Host {
     }
 
     /// The next event.
-    pub fn poll_event(&mut self) -> Option<Event> {
+    pub fn poll_event(&mut self) -> Option<HostEvent> {
         self.shared.events.pop_front()
     }
 
@@ -636,9 +637,9 @@ impl Host {
         }
     }
 
-    /// The reservation of [`Event::Reserve`] for `key` could not be made durable: the host asks
+    /// The reservation of [`HostEvent::Reserve`] for `key` could not be made durable: the host asks
     /// for it again in [`RESERVE_RETRY`] (meanwhile its sealer stops at its old limit, frames
-    /// counted `tx_unreserved`), and says so once ([`Event::ReserveRefused`]).
+    /// counted `tx_unreserved`), and says so once ([`HostEvent::ReserveRefused`]).
     pub fn handle_reserve_failed(
         &mut self,
         now: Instant,
@@ -647,7 +648,9 @@ impl Host {
         next: Option<Seq>,
     ) {
         if !self.refused.iter().any(|r| r.0 == key) {
-            self.shared.events.push_back(Event::ReserveRefused { key });
+            self.shared
+                .events
+                .push_back(HostEvent::ReserveRefused { key });
         }
         self.refused.retain(|r| r.0 != key);
         self.refused.push((key, group, next));
@@ -657,7 +660,7 @@ impl Host {
         );
     }
 
-    /// The Request clock's floor from the last [`Event::ClockFloor`] is durable (or, with
+    /// The Request clock's floor from the last [`HostEvent::ClockFloor`] is durable (or, with
     /// `saved == false`, could not be written: it is asked for again later).
     pub fn handle_clock_floor_saved(&mut self, floor: Tai64n, saved: bool) {
         self.shared.clock.saving = None;
@@ -666,7 +669,7 @@ impl Host {
         }
     }
 
-    /// The first-use pin of [`Event::PinLearned`] for `peer` was stored (`true`) or could not
+    /// The first-use pin of [`HostEvent::PinLearned`] for `peer` was stored (`true`) or could not
     /// be (`false`: the session is refused, `pin_unsaved`).
     pub fn handle_pin_saved(
         &mut self,

@@ -8,7 +8,7 @@ use alloc::collections::VecDeque;
 
 use super::counters::HostCounters;
 use super::keys::{GroupSealer, StaticKeys};
-use super::{Config, Event, Mac, SessionSettings};
+use super::{HostConfig, HostEvent, Mac, SessionSettings};
 use crate::handshake::{RequestLimiter, Tai64n, TimestampClock};
 use crate::protect::SealError;
 use crate::time::Instant;
@@ -18,13 +18,13 @@ use crate::wire::{Protocol, SecurityNumber};
 /// [`Host::peer_mut`](super::Host::peer_mut) lends it with a peer.
 #[derive(Debug)]
 pub struct Shared {
-    pub(crate) cfg: Config,
+    pub(crate) cfg: HostConfig,
     pub(crate) group: GroupSealer,
     pub(crate) statics: StaticKeys,
     pub(crate) limiter: RequestLimiter<256>,
     pub(crate) clock: RequestClock,
     pub(crate) counters: HostCounters,
-    pub(crate) events: VecDeque<Event>,
+    pub(crate) events: VecDeque<HostEvent>,
     /// The revocation list in force (`[pki]`; empty otherwise).
     pub(crate) revoked: crate::pki::RevocationList,
     /// Membership messages the host owes (`[pki]`).
@@ -35,7 +35,7 @@ pub struct Shared {
 
 impl Shared {
     /// The host's settings.
-    pub fn config(&self) -> &Config {
+    pub fn config(&self) -> &HostConfig {
         &self.cfg
     }
 
@@ -101,7 +101,7 @@ impl Shared {
     pub(crate) fn take_clock_event(&mut self) {
         if let Some((floor, false)) = self.clock.saving {
             self.clock.saving = Some((floor, true));
-            self.events.push_back(Event::ClockFloor(floor));
+            self.events.push_back(HostEvent::ClockFloor(floor));
         }
     }
 }

@@ -117,7 +117,7 @@ pub(super) fn host(me: u8, o: Opts) -> Host {
     hs.smkex = o.smkex;
     hs.lifetime = Duration::from_secs(o.lifetime_s);
     hs.static_key = o.identities.then(|| id.static_key());
-    let cfg = Config {
+    let cfg = HostConfig {
         mac,
         subnets: vec![(ip(me), 24)],
         paths: o.paths,
@@ -149,7 +149,7 @@ pub(super) fn host(me: u8, o: Opts) -> Host {
         },
         paths: o.paths,
         normalize: o.normalize.then(|| NormSpec {
-            cfg: crate::normalize::Config::default(),
+            cfg: crate::normalize::NormConfig::default(),
             frame_size: 600,
             wire_extra: 0,
             lead: Duration::ZERO,
@@ -196,7 +196,7 @@ pub(super) struct Net {
     pub(super) seen: Vec<Wire>,
     /// Inner frames delivered, per host.
     pub(super) delivered: [Vec<Vec<u8>>; 2],
-    pub(super) events: [Vec<Event>; 2],
+    pub(super) events: [Vec<HostEvent>; 2],
     /// Sequence-number marks the hosts persisted, by key (as the caller's state directory).
     pub(super) marks: [BTreeMap<Fingerprint, u32>; 2],
     /// Whether hosts can store first-use pins.
@@ -246,7 +246,7 @@ impl Net {
                 break;
             };
             match &e {
-                Event::Reserve { key, next, group } => {
+                HostEvent::Reserve { key, next, group } => {
                     let block = if *group { 1 << 16 } else { 1 << 20 };
                     // As the gateway's state directory: contiguous with the sealer's numbers
                     // (one sealer per key here), the mark a block ahead.
@@ -258,8 +258,8 @@ impl Net {
                     *mark = claim.limit.0;
                     self.hosts[i].handle_reserved(*key, claim);
                 }
-                Event::ClockFloor(f) => self.hosts[i].handle_clock_floor_saved(*f, true),
-                Event::PinLearned { peer, .. } => {
+                HostEvent::ClockFloor(f) => self.hosts[i].handle_clock_floor_saved(*f, true),
+                HostEvent::PinLearned { peer, .. } => {
                     let ok = self.pins_writable;
                     self.hosts[i].handle_pin_saved(self.now, *peer, ok, &mut self.rng)
                 }
@@ -374,7 +374,7 @@ fn a_first_frame_starts_a_two_path_session_and_is_delivered() {
     assert!(
         n.events[0]
             .iter()
-            .any(|e| matches!(e, Event::SessionUp { .. }))
+            .any(|e| matches!(e, HostEvent::SessionUp { .. }))
     );
     // Both directions flow under the session.
     assert!(matches!(n.send(1, &ping(2, 1)), TapResult::Sealed { .. }));
@@ -396,7 +396,7 @@ fn nothing_is_sealed_before_the_sequence_numbers_are_reserved() {
     h.handle_tap(Instant::from_secs(1), &mut jobs, &mut rng);
     assert_eq!(jobs[0].result, TapResult::Dropped(TapDrop::Unreserved));
     assert_eq!(h.counters().tx_unreserved, 1);
-    let Some(Event::Reserve {
+    let Some(HostEvent::Reserve {
         key,
         next: None,
         group: true,
@@ -440,7 +440,7 @@ fn reservations_are_asked_for_ahead_and_never_passed() {
         let _ = n.send(0, &arp);
         asked += n.events[0]
             .drain(..)
-            .filter(|e| matches!(e, Event::Reserve { next: Some(_), .. }))
+            .filter(|e| matches!(e, HostEvent::Reserve { next: Some(_), .. }))
             .count();
     }
     n.wire.clear();
@@ -649,7 +649,7 @@ fn a_peer_without_identity_is_never_pinned() {
     assert!(
         !n.events[0]
             .iter()
-            .any(|e| matches!(e, Event::PinLearned { .. }))
+            .any(|e| matches!(e, HostEvent::PinLearned { .. }))
     );
 }
 
@@ -718,7 +718,7 @@ fn forged_signatures_fail_on_both_paths_and_are_reported_once() {
     }
     let reported = n.events[0]
         .iter()
-        .filter(|e| matches!(e, Event::BadSignature(_)))
+        .filter(|e| matches!(e, HostEvent::BadSignature(_)))
         .count();
     assert_eq!(reported, 1);
     assert_eq!(n.counters(0).messages_limited, 0);
@@ -749,7 +749,7 @@ fn unknown_sources_are_reported_once_a_minute() {
     });
     let reported = n.events[0]
         .iter()
-        .filter(|e| matches!(e, Event::UnknownSource(_)))
+        .filter(|e| matches!(e, HostEvent::UnknownSource(_)))
         .count();
     assert_eq!(reported, 2);
     assert_eq!(n.hosts[0].counters().unknown_peer, 4);
@@ -947,7 +947,7 @@ fn insider_request(from: u8, ts: Tai64n, seq: u32) -> Vec<u8> {
         handshake::Peer {
             mac: other,
             addr: ip(3 - from),
-            pinned_static: None,
+            pinned_x25519: None,
         },
         ts,
         &mut TestRng(1234 + u64::from(from)),

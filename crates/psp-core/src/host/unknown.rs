@@ -4,7 +4,7 @@
 
 use alloc::collections::{BTreeMap, VecDeque};
 
-use super::{Event, Mac, REPORT_EVERY};
+use super::{HostEvent, Mac, REPORT_EVERY};
 use crate::time::Instant;
 
 /// At most this many unknown sources are reported one by one within a minute.
@@ -21,7 +21,7 @@ pub(crate) struct Unknown {
 
 impl Unknown {
     /// A frame from `mac`, which is no peer's.
-    pub(crate) fn report(&mut self, now: Instant, mac: Mac, events: &mut VecDeque<Event>) {
+    pub(crate) fn report(&mut self, now: Instant, mac: Mac, events: &mut VecDeque<HostEvent>) {
         let recent = |t: &Instant| now.saturating_since(*t) < REPORT_EVERY;
         if self.reported.get(&mac).is_some_and(recent) {
             return;
@@ -31,7 +31,7 @@ impl Unknown {
         }
         if self.reported.len() < UNKNOWN_REPORTED || self.reported.contains_key(&mac) {
             self.reported.insert(mac, now);
-            events.push_back(Event::UnknownSource(mac));
+            events.push_back(HostEvent::UnknownSource(mac));
             return;
         }
         self.unreported += 1;
@@ -40,7 +40,7 @@ impl Unknown {
             && let Some(last) = self.last
         {
             self.summary_at = Some(now);
-            events.push_back(Event::UnknownSources {
+            events.push_back(HostEvent::UnknownSources {
                 count: core::mem::take(&mut self.unreported),
                 last,
             });
@@ -74,12 +74,12 @@ mod tests {
         }
         let one_by_one = ev
             .iter()
-            .filter(|e| matches!(e, Event::UnknownSource(_)))
+            .filter(|e| matches!(e, HostEvent::UnknownSource(_)))
             .count();
         let summaries: u64 = ev
             .iter()
             .filter_map(|e| match e {
-                Event::UnknownSources { count, .. } => Some(*count),
+                HostEvent::UnknownSources { count, .. } => Some(*count),
                 _ => None,
             })
             .sum();
@@ -96,7 +96,7 @@ mod tests {
         ev.clear();
         let later = t + REPORT_EVERY + Duration::from_secs(1);
         u.report(later, mac(1_000_000), &mut ev);
-        assert!(matches!(ev[0], Event::UnknownSource(_)));
+        assert!(matches!(ev[0], HostEvent::UnknownSource(_)));
         // A known MAC is reported again only after a minute.
         ev.clear();
         u.report(later, mac(1_000_000), &mut ev);

@@ -3,8 +3,8 @@
 //!
 //! Call order (the gateway's driver, one task per peer):
 //!
-//! 1. [`Endpoint::new`] at connection establishment, with a [`Config`] and a storage buffer of
-//!    [`Config::storage_len`] bytes;
+//! 1. [`Endpoint::new`] at connection establishment, with a [`NormConfig`] and a storage buffer of
+//!    [`NormConfig::storage_len`] bytes;
 //! 2. for every inner frame from the protected side: [`Endpoint::handle_inner`];
 //! 3. for every authenticated, decrypted PSP payload of sub-protocol `Normalized` from the peer:
 //!    [`Endpoint::handle_payload`], then drain [`Endpoint::poll_event`] (the delivered inner
@@ -12,9 +12,9 @@
 //! 4. at (or after) [`Endpoint::poll_timeout`]: call [`Endpoint::poll_transmit`] until it
 //!    returns `None`, sealing and sending each payload at once.
 //!
-//! Every payload from `poll_transmit` has exactly [`Config::frame_len`] bytes, real or dummy, and
+//! Every payload from `poll_transmit` has exactly [`NormConfig::frame_len`] bytes, real or dummy, and
 //! its departure time depends only on the pacer, which depends only on the feedback from the
-//! peer: never on inner traffic. [`Transmit::inner_bytes`] is local information for counters; a
+//! peer: never on inner traffic. [`NormTransmit::inner_bytes`] is local information for counters; a
 //! driver must not treat dummies differently on the wire.
 
 use core::fmt;
@@ -27,7 +27,7 @@ use super::packing::{
     FRAGMENT_HEADER_LEN, Fragment, FrameRing, Inserted, MIN_FRAGMENT_LEN, Packing, Reassembler,
     Segment, SegmentWriter, Segments, WHOLE_HEADER_LEN,
 };
-use super::{Algorithm, Config, ConfigError, HEADER_LEN, Rate};
+use super::{Algorithm, HEADER_LEN, NormConfig, NormConfigError, Rate};
 #[cfg(test)]
 use super::{CodelParams, packing::TX_RECORD_OVERHEAD};
 use crate::time::{Duration, Instant};
@@ -35,14 +35,14 @@ use crate::time::{Duration, Instant};
 /// A payload to seal and send now.
 #[derive(Debug, PartialEq, Eq)]
 #[must_use]
-pub struct Transmit<'a> {
-    /// The payload: exactly [`Config::frame_len`] bytes.
+pub struct NormTransmit<'a> {
+    /// The payload: exactly [`NormConfig::frame_len`] bytes.
     pub payload: &'a [u8],
     /// Inner bytes it carries (0: a dummy). Local information only.
     pub inner_bytes: usize,
 }
 
-impl Transmit<'_> {
+impl NormTransmit<'_> {
     /// Whether the payload carries no inner data.
     pub fn is_dummy(&self) -> bool {
         self.inner_bytes == 0
@@ -53,7 +53,7 @@ impl Transmit<'_> {
 #[derive(Debug, PartialEq, Eq)]
 #[non_exhaustive]
 #[must_use]
-pub enum Event<'a> {
+pub enum NormEvent<'a> {
     /// An inner frame from the peer, to deliver to the protected side.
     Inner(&'a [u8]),
 }
@@ -64,7 +64,7 @@ pub enum Event<'a> {
 pub enum InnerError {
     /// The frame is empty.
     Empty,
-    /// Longer than [`Config::max_sendable_inner_len`].
+    /// Longer than [`NormConfig::max_sendable_inner_len`].
     TooLarge,
     /// The inner queue is full (drop-tail); the frame is dropped and counted.
     QueueFull,
@@ -142,7 +142,7 @@ pub struct Stats {
 /// queue, the delivery queue and the reassembly slots.
 #[derive(Debug)]
 pub struct Endpoint<S> {
-    cfg: Config,
+    cfg: NormConfig,
     storage: S,
     tx: FrameRing,
     rx: FrameRing,
@@ -170,12 +170,12 @@ impl<S: AsRef<[u8]> + AsMut<[u8]>> Endpoint<S> {
     /// A new endpoint at connection establishment; the first frame is due at `now`.
     ///
     /// # Errors
-    /// The [`ConfigError`] of [`Config::validate`], or [`ConfigError::Storage`] if `storage` is
-    /// shorter than [`Config::storage_len`].
-    pub fn new(now: Instant, cfg: Config, storage: S) -> Result<Self, ConfigError> {
+    /// The [`NormConfigError`] of [`NormConfig::validate`], or [`NormConfigError::Storage`] if `storage` is
+    /// shorter than [`NormConfig::storage_len`].
+    pub fn new(now: Instant, cfg: NormConfig, storage: S) -> Result<Self, NormConfigError> {
         cfg.validate()?;
         if storage.as_ref().len() < cfg.storage_len() {
-            return Err(ConfigError::Storage);
+            return Err(NormConfigError::Storage);
         }
         let init = cfg.initial_rate();
         let s_current = match cfg.algorithm {
@@ -208,7 +208,7 @@ impl<S: AsRef<[u8]> + AsMut<[u8]>> Endpoint<S> {
     }
 
     /// The configuration.
-    pub fn config(&self) -> &Config {
+    pub fn config(&self) -> &NormConfig {
         &self.cfg
     }
 
@@ -309,14 +309,14 @@ impl<S: AsRef<[u8]> + AsMut<[u8]>> Endpoint<S> {
     }
 
     /// The next delivered inner frame, valid until the next call on this endpoint.
-    pub fn poll_event(&mut self) -> Option<Event<'_>> {
+    pub fn poll_event(&mut self) -> Option<NormEvent<'_>> {
         self.release();
         let (tx_len, rx_len) = (self.cfg.tx_queue_bytes, self.cfg.rx_queue_bytes);
         let region = &self.storage.as_ref()[tx_len..tx_len + rx_len];
         let r = self.rx.front(region)?;
         self.release_pending = true;
         self.stats.inner_delivered += 1;
-        Some(Event::Inner(
+        Some(NormEvent::Inner(
             &self.storage.as_ref()[tx_len + r.start..tx_len + r.end],
         ))
     }
@@ -324,8 +324,12 @@ impl<S: AsRef<[u8]> + AsMut<[u8]>> Endpoint<S> {
     /// The payload to send now, if the pacer has a slot due at `now`; call until `None`.
     ///
     /// # Panics
-    /// If `out` is shorter than [`Config::frame_len`] (a caller bug, not input).
-    pub fn poll_transmit<'o>(&mut self, now: Instant, out: &'o mut [u8]) -> Option<Transmit<'o>> {
+    /// If `out` is shorter than [`NormConfig::frame_len`] (a caller bug, not input).
+    pub fn poll_transmit<'o>(
+        &mut self,
+        now: Instant,
+        out: &'o mut [u8],
+    ) -> Option<NormTransmit<'o>> {
         if self.next_seq > MAX_SEQ || !self.pacer.poll_departure(now) {
             return None;
         }
@@ -354,7 +358,7 @@ impl<S: AsRef<[u8]> + AsMut<[u8]>> Endpoint<S> {
         if inner_bytes == 0 {
             self.stats.dummy_frames_sent += 1;
         }
-        Some(Transmit {
+        Some(NormTransmit {
             payload: &out[..frame_len],
             inner_bytes,
         })
@@ -488,7 +492,7 @@ impl<S: AsRef<[u8]> + AsMut<[u8]>> Endpoint<S> {
 struct TxQueue<'a> {
     ring: &'a mut FrameRing,
     region: &'a mut [u8],
-    /// Not queueing: the caller's fixed lead ([`Config::aqm_lead`]).
+    /// Not queueing: the caller's fixed lead ([`NormConfig::aqm_lead`]).
     lead: Duration,
 }
 
@@ -525,8 +529,8 @@ const _: () = assert!(WHOLE_HEADER_LEN < FRAGMENT_HEADER_LEN);
 mod tests {
     use super::*;
 
-    fn cfg(packing: Packing) -> Config {
-        Config {
+    fn cfg(packing: Packing) -> NormConfig {
+        NormConfig {
             frame_len: 200,
             wire_len: 0,
             packing,
@@ -536,17 +540,17 @@ mod tests {
             tx_queue_bytes: 4096,
             rx_queue_bytes: 4096,
             max_inner_len: 1000,
-            ..Config::default()
+            ..NormConfig::default()
         }
     }
 
-    fn endpoint(c: Config) -> Endpoint<Vec<u8>> {
+    fn endpoint(c: NormConfig) -> Endpoint<Vec<u8>> {
         Endpoint::new(Instant::ZERO, c, vec![0; c.storage_len()]).unwrap()
     }
 
     fn drain(e: &mut Endpoint<Vec<u8>>) -> Vec<Vec<u8>> {
         let mut v = Vec::new();
-        while let Some(Event::Inner(f)) = e.poll_event() {
+        while let Some(NormEvent::Inner(f)) = e.poll_event() {
             v.push(f.to_vec());
         }
         v
@@ -891,7 +895,7 @@ mod tests {
         let c = cfg(Packing::Packed);
         assert_eq!(
             Endpoint::new(Instant::ZERO, c, vec![0u8; c.storage_len() - 1]).unwrap_err(),
-            ConfigError::Storage
+            NormConfigError::Storage
         );
     }
 }

@@ -18,7 +18,7 @@
 //!
 //! This module does no I/O, reads no clock (every call takes `now`), uses no RNG and does not
 //! allocate: state is fixed-size and byte storage is a caller-owned buffer (see
-//! [`Config::storage_len`]). It does not encrypt: the gateway seals each payload from
+//! [`NormConfig::storage_len`]). It does not encrypt: the gateway seals each payload from
 //! [`Endpoint::poll_transmit`] as a PSP frame and passes each opened payload to
 //! [`Endpoint::handle_payload`]. docs/NORMALIZATION.md explains the algorithm, every
 //! interpretation of the paper and the wire format.
@@ -38,14 +38,14 @@ pub use aqm::{Aqm, CodelParams};
 pub use controller::{
     ControllerConfig, Decision, Loss, Packet, RateController, Variant, Weight, sender_rate,
 };
-pub use endpoint::{Endpoint, Event, Stats, Transmit};
+pub use endpoint::{Endpoint, NormEvent, NormTransmit, Stats};
 pub use feedback::HEADER_LEN;
 pub use pacer::Pacer;
 pub use packing::Packing;
 
 /// A sending rate with a resolution of 1 kbit/s (the unit on the wire).
 ///
-/// Rates count the bytes of whole outer frames as configured by [`Config::wire_len`].
+/// Rates count the bytes of whole outer frames as configured by [`NormConfig::wire_len`].
 #[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Default)]
 pub struct Rate(u32);
 
@@ -170,7 +170,7 @@ pub enum Algorithm {
 /// `frame_len` is a placeholder: the gateway derives it from its uplink MTU and overheads).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 #[non_exhaustive]
-pub struct Config {
+pub struct NormConfig {
     /// Bytes of every payload [`Endpoint::poll_transmit`] emits (normalized header + data).
     pub frame_len: usize,
     /// Bytes one outer frame occupies on the wire (payload plus PSP, UDP, IP, Ethernet overhead,
@@ -216,7 +216,7 @@ pub struct Config {
     pub aqm_lead: Duration,
 }
 
-impl Default for Config {
+impl Default for NormConfig {
     fn default() -> Self {
         Self {
             frame_len: 1460 - 60,
@@ -241,7 +241,7 @@ impl Default for Config {
     }
 }
 
-impl Config {
+impl NormConfig {
     /// The bytes of caller storage an [`Endpoint`] with this configuration needs.
     pub const fn storage_len(&self) -> usize {
         self.tx_queue_bytes + self.rx_queue_bytes + self.reassembly_slots * self.max_inner_len
@@ -305,53 +305,53 @@ impl Config {
     /// Checks that the values are usable together.
     ///
     /// # Errors
-    /// The first problem found, as a [`ConfigError`].
-    pub fn validate(&self) -> Result<(), ConfigError> {
+    /// The first problem found, as a [`NormConfigError`].
+    pub fn validate(&self) -> Result<(), NormConfigError> {
         let min_frame = HEADER_LEN + packing::FRAGMENT_HEADER_LEN + packing::MIN_FRAGMENT_LEN;
         if self.frame_len < min_frame || self.frame_len > usize::from(u16::MAX) {
-            return Err(ConfigError::FrameLen);
+            return Err(NormConfigError::FrameLen);
         }
         if self.wire_len != 0 && self.wire_len < self.frame_len {
-            return Err(ConfigError::WireLen);
+            return Err(NormConfigError::WireLen);
         }
         if self.s_min == Rate::ZERO || self.s_goal < self.s_min {
-            return Err(ConfigError::Rates);
+            return Err(NormConfigError::Rates);
         }
         if self.initial_rate() < self.s_min {
-            return Err(ConfigError::Rates);
+            return Err(NormConfigError::Rates);
         }
         if self.w.den == 0 || self.w.num > self.w.den {
-            return Err(ConfigError::Weight);
+            return Err(NormConfigError::Weight);
         }
         if self.max_inner_len == 0 || self.max_inner_len > packing::MAX_INNER_LEN {
-            return Err(ConfigError::MaxInnerLen);
+            return Err(NormConfigError::MaxInnerLen);
         }
         if self.reassembly_slots == 0 || self.reassembly_slots > packing::MAX_SLOTS {
-            return Err(ConfigError::ReassemblySlots);
+            return Err(NormConfigError::ReassemblySlots);
         }
         if self.tx_queue_bytes < self.max_inner_len + packing::TX_RECORD_OVERHEAD {
-            return Err(ConfigError::QueueLen);
+            return Err(NormConfigError::QueueLen);
         }
         if let Aqm::Codel(p) = self.aqm
             && !p.is_valid()
         {
-            return Err(ConfigError::Aqm);
+            return Err(NormConfigError::Aqm);
         }
         // One payload can complete a fragmented frame and carry whole frames besides.
         if self.rx_queue_bytes < 2 * (self.max_inner_len + self.frame_len) {
-            return Err(ConfigError::QueueLen);
+            return Err(NormConfigError::QueueLen);
         }
         if self.reorder_window == 0 {
-            return Err(ConfigError::ReorderWindow);
+            return Err(NormConfigError::ReorderWindow);
         }
         Ok(())
     }
 }
 
-/// Why a [`Config`] was refused.
+/// Why a [`NormConfig`] was refused.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 #[non_exhaustive]
-pub enum ConfigError {
+pub enum NormConfigError {
     /// `frame_len` is too short for the header and one fragment, or above 65535.
     FrameLen,
     /// `wire_len` is nonzero and shorter than `frame_len`.
@@ -370,11 +370,11 @@ pub enum ConfigError {
     ReorderWindow,
     /// CoDel's parameters do not satisfy `0 < target <= interval`.
     Aqm,
-    /// The storage buffer is shorter than [`Config::storage_len`].
+    /// The storage buffer is shorter than [`NormConfig::storage_len`].
     Storage,
 }
 
-impl fmt::Display for ConfigError {
+impl fmt::Display for NormConfigError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(match self {
             Self::FrameLen => "normalized frame length out of range",
@@ -386,12 +386,12 @@ impl fmt::Display for ConfigError {
             Self::QueueLen => "queue too small for the largest inner frame",
             Self::ReorderWindow => "reorder window must be positive",
             Self::Aqm => "CoDel parameters must satisfy 0 < target <= interval",
-            Self::Storage => "storage buffer shorter than Config::storage_len()",
+            Self::Storage => "storage buffer shorter than NormConfig::storage_len()",
         })
     }
 }
 
-impl core::error::Error for ConfigError {}
+impl core::error::Error for NormConfigError {}
 
 #[cfg(test)]
 mod tests {
@@ -414,7 +414,7 @@ mod tests {
 
     #[test]
     fn default_config_is_valid() {
-        let c = Config::default();
+        let c = NormConfig::default();
         assert_eq!(c.validate(), Ok(()));
         assert_eq!(c.initial_rate(), c.s_goal);
         assert!(c.storage_len() > c.tx_queue_bytes);
@@ -422,26 +422,26 @@ mod tests {
 
     #[test]
     fn config_errors() {
-        let mut c = Config {
+        let mut c = NormConfig {
             frame_len: 10,
-            ..Config::default()
+            ..NormConfig::default()
         };
-        assert_eq!(c.validate(), Err(ConfigError::FrameLen));
-        c = Config::default();
+        assert_eq!(c.validate(), Err(NormConfigError::FrameLen));
+        c = NormConfig::default();
         c.s_min = Rate::ZERO;
-        assert_eq!(c.validate(), Err(ConfigError::Rates));
-        c = Config::default();
+        assert_eq!(c.validate(), Err(NormConfigError::Rates));
+        c = NormConfig::default();
         c.w = Weight::new(2, 1);
-        assert_eq!(c.validate(), Err(ConfigError::Weight));
-        c = Config::default();
+        assert_eq!(c.validate(), Err(NormConfigError::Weight));
+        c = NormConfig::default();
         c.reassembly_slots = 0;
-        assert_eq!(c.validate(), Err(ConfigError::ReassemblySlots));
-        c = Config::default();
+        assert_eq!(c.validate(), Err(NormConfigError::ReassemblySlots));
+        c = NormConfig::default();
         c.tx_queue_bytes = 10;
-        assert_eq!(c.validate(), Err(ConfigError::QueueLen));
-        c = Config::default();
+        assert_eq!(c.validate(), Err(NormConfigError::QueueLen));
+        c = NormConfig::default();
         c.tx_queue_bytes = c.max_inner_len + packing::TX_RECORD_OVERHEAD - 1;
-        assert_eq!(c.validate(), Err(ConfigError::QueueLen));
+        assert_eq!(c.validate(), Err(NormConfigError::QueueLen));
         c.tx_queue_bytes += 1;
         assert_eq!(c.validate(), Ok(()));
         c.aqm = Aqm::Codel(CodelParams {
@@ -449,7 +449,7 @@ mod tests {
             interval: Duration::from_millis(100),
             ..CodelParams::default()
         });
-        assert_eq!(c.validate(), Err(ConfigError::Aqm));
+        assert_eq!(c.validate(), Err(NormConfigError::Aqm));
         c.aqm = Aqm::DropTail;
         assert_eq!(c.validate(), Ok(()));
     }

@@ -19,7 +19,8 @@ use std::collections::BinaryHeap;
 
 use psp_core::handshake::{self, Identity, KeyRingConfig, SmkexMode, Tai64n};
 use psp_core::host::{
-    self, Claim, Event, Host, KeySpec, Mac, Received, Resume, SessionSettings, TapJob, TapResult,
+    self, Claim, Host, HostEvent, KeySpec, Mac, Received, Resume, SessionSettings, TapJob,
+    TapResult,
 };
 use psp_core::pki::{CertFields, Certificate, Kind, RevocationList};
 use psp_core::protect::{OpenerConfig, SealerConfig};
@@ -70,7 +71,7 @@ fn host(i: usize, ca: &SigningKey, know: usize) -> Host {
     let mut hs = handshake::Config::new(mac(i), IpAddr::V4(ip(i)), 8);
     hs.smkex = SmkexMode::Off;
     hs.static_key = Some(id.static_key());
-    let cfg = host::Config {
+    let cfg = host::HostConfig {
         mac: mac(i),
         subnets: vec![(IpAddr::V4(ip(i)), 8)],
         paths: 1,
@@ -120,7 +121,7 @@ struct Lan {
     wakes: BinaryHeap<Reverse<(u64, usize)>>,
     sent: u64,
     delivered: u64,
-    events: Vec<(usize, Event)>,
+    events: Vec<(usize, HostEvent)>,
 }
 
 impl Lan {
@@ -155,7 +156,7 @@ impl Lan {
             let mut busy = false;
             while let Some(e) = self.hosts[i].poll_event() {
                 busy = true;
-                if let Event::Reserve { key, next, .. } = e {
+                if let HostEvent::Reserve { key, next, .. } = e {
                     let from = next.map_or(0, |s| s.0);
                     self.hosts[i].handle_reserved(
                         key,

@@ -361,7 +361,7 @@ impl Attacker {
                     .map(<[u8]>::to_vec)
             }
             ForgeKind::Normalized => {
-                let mut cfg = psp_core::normalize::Config::default();
+                let mut cfg = psp_core::normalize::NormConfig::default();
                 cfg.frame_len = 500;
                 cfg.wire_len = 600;
                 let mut ep = Endpoint::new(now, cfg, vec![0u8; cfg.storage_len()]).ok();
@@ -405,7 +405,7 @@ impl Attacker {
                 let peer = Peer {
                     mac: Roster::mac(h),
                     addr: Roster::ip(h).into(),
-                    pinned_static: None,
+                    pinned_x25519: None,
                 };
                 let mut hs = Handshake::initiate(now, cfg, peer, ts, &mut self.rng);
                 let mut buf = [0u8; 256];
@@ -470,7 +470,7 @@ impl Attacker {
         let peer = Peer {
             mac: Roster::mac(to),
             addr: Roster::ip(to).into(),
-            pinned_static: None,
+            pinned_x25519: None,
         };
         let ts = self.timestamp(now, Roster::mac(from));
         let hs = Handshake::initiate(now, cfg, peer, ts, &mut self.rng);

@@ -10,7 +10,7 @@ use psp_core::crypto::SigningKey;
 use psp_core::handshake::rand_core::RngCore;
 use psp_core::handshake::{self, Identity, KeyRingConfig, SmkexMode, Tai64n};
 use psp_core::host::{
-    self, Claim, Event, Host, KeySpec, Keying, Mac, NormSpec, PeerId, PeerSpec, Pin, Received,
+    self, Claim, Host, HostEvent, KeySpec, Keying, Mac, NormSpec, PeerId, PeerSpec, Pin, Received,
     ReplayFloor, Resume, SessionSettings, TapJob, TapResult,
 };
 use psp_core::pki::{CertFields, Certificate, Kind, RevocationList};
@@ -143,7 +143,7 @@ impl Roster {
     }
 
     fn norm_spec(&self, i: u8, j: u8) -> NormSpec {
-        let mut cfg = psp_core::normalize::Config::default();
+        let mut cfg = psp_core::normalize::NormConfig::default();
         let kbps = if self.alt[usize::from(i)][usize::from(j)] {
             160
         } else {
@@ -162,7 +162,7 @@ impl Roster {
     }
 
     /// Host `i`'s settings, its wall clock at its clock's zero being `wall`.
-    pub(crate) fn config(&self, i: u8, wall: Tai64n) -> host::Config {
+    pub(crate) fn config(&self, i: u8, wall: Tai64n) -> host::HostConfig {
         let s = &self.scen;
         let ip = IpAddr::V4(Self::ip(i));
         let mut hs = handshake::Config::new(Self::mac(i), ip, 24);
@@ -176,7 +176,7 @@ impl Roster {
         hs.static_key = (s.ids != Ids::None)
             .then(|| Self::identity(i, self.id_gen[usize::from(i)]).static_key());
         let lifetime = hs.lifetime;
-        host::Config {
+        host::HostConfig {
             mac: Self::mac(i),
             subnets: vec![(ip, 24)],
             paths: 2,
@@ -342,7 +342,7 @@ pub(crate) struct Out {
     /// The host crashed (an armed crash after a reservation).
     pub(crate) crashed: bool,
     /// The host's events.
-    pub(crate) events: Vec<Event>,
+    pub(crate) events: Vec<HostEvent>,
 }
 
 /// One simulated gateway.
@@ -621,7 +621,7 @@ impl Node {
             while let Some(e) = host.poll_event() {
                 busy = true;
                 match &e {
-                    Event::Reserve { key, group, next } => {
+                    HostEvent::Reserve { key, group, next } => {
                         let block = if *group { GROUP_BLOCK } else { UNICAST_BLOCK };
                         let mark = match self.disk.marks.get(&key.0) {
                             Some(m) => *m,
@@ -648,18 +648,18 @@ impl Node {
                             },
                         );
                     }
-                    Event::ReplayFloors(f) => {
+                    HostEvent::ReplayFloors(f) => {
                         self.disk.floors.clone_from(f);
                         self.floors_at = g;
                     }
-                    Event::ClockFloor(f) => {
+                    HostEvent::ClockFloor(f) => {
                         self.disk.floor = Some(*f);
                         host.handle_clock_floor_saved(*f, true);
                     }
-                    Event::RevocationList { .. } => {
+                    HostEvent::RevocationList { .. } => {
                         self.disk.list = Some(host.revocation_list().as_bytes().to_vec());
                     }
-                    Event::PinLearned { peer, key } => {
+                    HostEvent::PinLearned { peer, key } => {
                         let name =
                             format!("h{}", self.peer_hosts.get(peer.0).copied().unwrap_or(0xff));
                         self.disk.pins.insert(name, *key);

@@ -694,8 +694,8 @@ impl World {
     fn process(&mut self, h: u8, out: Out) {
         for e in &out.events {
             match e {
-                psp_core::host::Event::SessionUp { .. } => self.stats.sessions += 1,
-                psp_core::host::Event::HandshakeFailed { .. } => self.stats.failures += 1,
+                psp_core::host::HostEvent::SessionUp { .. } => self.stats.sessions += 1,
+                psp_core::host::HostEvent::HandshakeFailed { .. } => self.stats.failures += 1,
                 _ => {}
             }
         }

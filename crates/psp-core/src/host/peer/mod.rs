@@ -36,7 +36,7 @@ use super::budget::MessageBudget;
 use super::counters::PeerCounters;
 use super::group::GroupOpener;
 use super::keys::{KeyRef, KeySpec, StaticKeys};
-use super::{Config, Event, Keying, PeerId, PeerSpec, Pin, Shared, SlotKind, SpecError};
+use super::{HostConfig, HostEvent, Keying, PeerId, PeerSpec, Pin, Shared, SlotKind, SpecError};
 use crate::handshake::Slot;
 use crate::protect::Opener;
 use crate::time::Instant;
@@ -60,7 +60,7 @@ pub struct Peer {
     /// Its normalized stream (a session peer: from its first session on).
     pub(crate) stream: Option<Stream>,
     pub(crate) timers: TimerTable,
-    pub(crate) events: VecDeque<Event>,
+    pub(crate) events: VecDeque<HostEvent>,
     /// When a bad signature from it was last reported.
     pub(crate) bad_signature_reported: Option<Instant>,
     /// In the host's list of peers with something to send or say.
@@ -73,7 +73,7 @@ impl Peer {
     pub(crate) fn new(
         id: PeerId,
         spec: PeerSpec,
-        cfg: &Config,
+        cfg: &HostConfig,
         group: &KeySpec,
         statics: &StaticKeys,
         now: Instant,
@@ -248,7 +248,7 @@ impl Peer {
     }
 
     /// The next event about this peer.
-    pub fn poll_event(&mut self) -> Option<Event> {
+    pub fn poll_event(&mut self) -> Option<HostEvent> {
         self.events.pop_front()
     }
 
@@ -275,7 +275,7 @@ impl Peer {
         }
     }
 
-    /// The first-use pin of [`Event::PinLearned`] was stored (or not).
+    /// The first-use pin of [`HostEvent::PinLearned`] was stored (or not).
     pub fn handle_pin_saved(
         &mut self,
         now: Instant,
@@ -377,7 +377,7 @@ impl Peer {
             .is_none_or(|t| now.saturating_since(t) >= super::REPORT_EVERY)
         {
             self.bad_signature_reported = Some(now);
-            self.events.push_back(Event::BadSignature(self.id));
+            self.events.push_back(HostEvent::BadSignature(self.id));
         }
     }
 }

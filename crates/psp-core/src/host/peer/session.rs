@@ -15,7 +15,7 @@ use core::net::IpAddr;
 use rand_core::CryptoRngCore;
 
 use super::super::counters::PeerCounters;
-use super::super::{Event, Pin, Shared, SlotKind};
+use super::super::{HostEvent, Pin, Shared, SlotKind};
 use super::timers::{Timer, TimerTable};
 use super::{PeerId, PeerSpec};
 use crate::crypto::SuiteId;
@@ -100,7 +100,7 @@ pub(crate) struct Cx<'a> {
     pub(crate) id: PeerId,
     pub(crate) spec: &'a PeerSpec,
     pub(crate) counters: &'a mut PeerCounters,
-    pub(crate) events: &'a mut VecDeque<Event>,
+    pub(crate) events: &'a mut VecDeque<HostEvent>,
     pub(crate) timers: &'a mut TimerTable,
 }
 
@@ -237,7 +237,7 @@ impl Session {
         for t in Timer::ALL {
             cx.timers.stop(t);
         }
-        cx.events.push_back(Event::Revoked {
+        cx.events.push_back(HostEvent::Revoked {
             peer: cx.id,
             serial,
         });
@@ -513,7 +513,7 @@ impl Session {
         cx.timers.stop(Timer::Rekey);
         cx.timers
             .set_opt(Timer::KeyExpiry, self.ring.expiry_timeout());
-        cx.events.push_back(Event::SessionDown {
+        cx.events.push_back(HostEvent::SessionDown {
             peer: cx.id,
             silent,
         });
@@ -543,13 +543,13 @@ impl Session {
         }
         if self.initiate(cx, why) {
             cx.events
-                .push_back(Event::HandshakeStarted { peer: cx.id, why });
+                .push_back(HostEvent::HandshakeStarted { peer: cx.id, why });
             self.drive(cx);
         }
     }
 
     /// Why this host needs a new session with the peer now, if it does (the reason
-    /// [`Event::HandshakeStarted`] gives).
+    /// [`HostEvent::HandshakeStarted`] gives).
     fn need(&self, now: Instant) -> Option<&'static str> {
         let has_current = self.ring.current().is_some();
         let next_waits = self.ring.next().is_some();
@@ -589,7 +589,7 @@ impl Session {
         let peer = HsPeer {
             mac: cx.spec.macs[0],
             addr,
-            pinned_static: self.pinned_x25519(),
+            pinned_x25519: self.pinned_x25519(),
         };
         let wall = cx.shared.wall(cx.now);
         let ts = cx.shared.clock.issue(wall);
@@ -692,7 +692,7 @@ impl Session {
             // it cannot read ours, so we answer.
             return Ok(());
         }
-        let mut pinned_static = self.pinned_x25519();
+        let mut pinned_x25519 = self.pinned_x25519();
         if let Pin::Certified(_) = self.pin {
             let Ok(x) = self.check_cert(
                 cx,
@@ -702,13 +702,13 @@ impl Session {
             ) else {
                 return Ok(());
             };
-            pinned_static = Some(x);
+            pinned_x25519 = Some(x);
         }
         let cfg = hs_config(cx);
         let peer = HsPeer {
             mac: cx.spec.macs[0],
             addr: req.initiator_addr,
-            pinned_static,
+            pinned_x25519,
         };
         match Handshake::respond_parsed(cx.now, cfg, peer, path, repr, cx.rng) {
             Ok(hs) => {
@@ -764,7 +764,7 @@ impl Session {
             && let Some(x) = keys.peer_static()
             && let Some(ed) = ed25519_of(&x)
         {
-            cx.events.push_back(Event::PinLearned {
+            cx.events.push_back(HostEvent::PinLearned {
                 peer: cx.id,
                 key: ed,
             });
@@ -871,7 +871,8 @@ impl Session {
         if rekey {
             cx.counters.rekeys += 1;
         }
-        cx.events.push_back(Event::SessionUp { peer: cx.id, info });
+        cx.events
+            .push_back(HostEvent::SessionUp { peer: cx.id, info });
         if keys.role() == Role::Initiator {
             // The keepalive: the responder seals under the new keys only once a frame under
             // them opened. The frames that waited follow it.
@@ -900,7 +901,7 @@ impl Session {
         let dropped = self.pending.len();
         self.pending.clear();
         cx.counters.no_session += dropped as u64;
-        cx.events.push_back(Event::HandshakeFailed {
+        cx.events.push_back(HostEvent::HandshakeFailed {
             peer: cx.id,
             reason,
             retry_in: Duration::from_micros(wait),

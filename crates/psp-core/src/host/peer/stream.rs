@@ -2,7 +2,7 @@
 //! stream of fixed-size frames at a paced rate, real or dummy, sealed under its key (its
 //! `key_file`, the group key for a peer without one, or its current session).
 //!
-//! The peer prepares each outer frame ahead of its slot (a [`Transmit`](super::super::Transmit)
+//! The peer prepares each outer frame ahead of its slot (a [`HostTransmit`](super::super::HostTransmit)
 //! with `at`, from [`Peer::poll_transmit`](super::Peer::poll_transmit)); the caller's pacer
 //! only waits for the slot and sends it, so the departure time depends on the pacer alone.
 //! Inner frames to the peer (its unicast frames, the broadcasts, and for a session peer the
@@ -31,7 +31,7 @@ use crate::wire::Protocol;
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct NormSpec {
     /// The normalization settings.
-    pub cfg: normalize::Config,
+    pub cfg: normalize::NormConfig,
     /// Bytes of every sealed outer frame (at most the uplink's largest frame).
     pub frame_size: usize,
     /// Bytes the uplink adds per frame on the wire.
@@ -103,7 +103,7 @@ impl Stream {
     pub(crate) fn endpoint_config(
         spec: &NormSpec,
         overhead: usize,
-    ) -> Result<normalize::Config, &'static str> {
+    ) -> Result<normalize::NormConfig, &'static str> {
         let frame_len = spec
             .frame_size
             .checked_sub(overhead + crate::wire::ETHERNET_HEADER_LEN)
@@ -203,7 +203,7 @@ impl Peer {
     pub(crate) fn next_delivered(&mut self, ours: Mac, out: &mut [u8]) -> Option<Delivered> {
         loop {
             let st = self.stream.as_mut().filter(|s| s.delivering)?;
-            let Some(normalize::Event::Inner(f)) = st.ep.poll_event() else {
+            let Some(normalize::NormEvent::Inner(f)) = st.ep.poll_event() else {
                 st.delivering = false;
                 return None;
             };

@@ -7,7 +7,7 @@ use rand_core::CryptoRngCore;
 
 use super::super::keys::KeyRef;
 use super::super::{
-    Dest, HostCounters, PeerCounters, Shared, TapDrop, TapJob, TapResult, Transmit, is_group,
+    Dest, HostCounters, HostTransmit, PeerCounters, Shared, TapDrop, TapJob, TapResult, is_group,
 };
 use super::{KEEPALIVE, Peer};
 use crate::handshake::PathId;
@@ -102,14 +102,14 @@ impl Peer {
 
     /// What the peer has to send now, sealed into `out`: its handshake's messages, a keepalive,
     /// the frames that waited for its session, and its stream's next frame if its slot is
-    /// within the stream's lead (a [`Transmit`] with `at`). Call until `None`.
+    /// within the stream's lead (a [`HostTransmit`] with `at`). Call until `None`.
     pub fn poll_transmit(
         &mut self,
         now: Instant,
         shared: &mut Shared,
         out: &mut [u8],
         rng: &mut dyn CryptoRngCore,
-    ) -> Option<Transmit> {
+    ) -> Option<HostTransmit> {
         loop {
             // `Some(None)`: a message went into the stream (or was refused): look again.
             match self.poll_handshake(now, shared, out) {
@@ -132,7 +132,7 @@ impl Peer {
         now: Instant,
         shared: &mut Shared,
         out: &mut [u8],
-    ) -> Option<Option<Transmit>> {
+    ) -> Option<Option<HostTransmit>> {
         let streams = self.streams(now);
         let s = self.session.as_deref_mut()?;
         let in_stream = s.hs_in_stream && streams;
@@ -153,7 +153,7 @@ impl Peer {
         };
         let dst = *self.spec.macs.first()?;
         let len = shared.seal_group_sub(now, dst, t.protocol, payload, out);
-        Some(len.map(|len| Transmit {
+        Some(len.map(|len| HostTransmit {
             path,
             dest: Dest::Peer(self.id),
             len,
@@ -168,7 +168,7 @@ impl Peer {
         shared: &mut Shared,
         out: &mut [u8],
         rng: &mut dyn CryptoRngCore,
-    ) -> Option<Option<Transmit>> {
+    ) -> Option<Option<HostTransmit>> {
         let streams = self.streams(now);
         let s = self.session.as_deref_mut()?;
         if !s.seals(now) {
@@ -246,7 +246,7 @@ impl Peer {
             return Some(None);
         };
         self.with_session(now, shared, rng, |s, cx| s.sent(cx));
-        Some(Some(Transmit {
+        Some(Some(HostTransmit {
             path: PathId::FIRST,
             dest: Dest::Peer(self.id),
             len,
@@ -262,7 +262,7 @@ impl Peer {
         shared: &mut Shared,
         out: &mut [u8],
         rng: &mut dyn CryptoRngCore,
-    ) -> Option<Transmit> {
+    ) -> Option<HostTransmit> {
         loop {
             let st = self.stream.as_mut()?;
             let slot = st.ep.poll_timeout()?;
@@ -304,7 +304,7 @@ impl Peer {
                     if self.session.is_some() {
                         self.with_session(now, shared, rng, |s, cx| s.sent(cx));
                     }
-                    return Some(Transmit {
+                    return Some(HostTransmit {
                         path: PathId::FIRST,
                         dest: Dest::Peer(self.id),
                         len,

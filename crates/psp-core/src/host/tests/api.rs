@@ -115,7 +115,7 @@ fn a_reload_keeps_what_did_not_change_and_renews_what_did() {
     assert!(n.status(0).up, "the session stayed");
     assert_eq!(n.hosts[0].group_suite(), SuiteId::Aes128Gcm);
     let asked = core::iter::from_fn(|| n.hosts[0].poll_event()).any(
-        |e| matches!(e, Event::Reserve { key, group: true, .. } if key == other.fingerprint()),
+        |e| matches!(e, HostEvent::Reserve { key, group: true, .. } if key == other.fingerprint()),
     );
     assert!(asked, "the new group key reserves its numbers");
 }
@@ -184,18 +184,18 @@ fn a_refused_reservation_is_retried_until_it_is_made() {
     let t = n.now;
     h.handle_reserve_failed(t, key, true, None);
     h.handle_reserve_failed(t, key, true, None);
-    let events: Vec<Event> = core::iter::from_fn(|| h.poll_event()).collect();
+    let events: Vec<HostEvent> = core::iter::from_fn(|| h.poll_event()).collect();
     assert_eq!(
         events
             .iter()
-            .filter(|e| matches!(e, Event::ReserveRefused { .. }))
+            .filter(|e| matches!(e, HostEvent::ReserveRefused { .. }))
             .count(),
         1,
         "reported once: {events:?}"
     );
     let asked = |h: &mut Host| {
         core::iter::from_fn(|| h.poll_event())
-            .filter(|e| matches!(e, Event::Reserve { key: k, .. } if *k == key))
+            .filter(|e| matches!(e, HostEvent::Reserve { key: k, .. } if *k == key))
             .count()
     };
     assert!(h.poll_timeout().is_some_and(|at| at <= t + RESERVE_RETRY));
@@ -230,7 +230,7 @@ fn the_request_clock_floor_is_asked_for_again() {
     let floors = |n: &Net, i: usize| {
         n.events[i]
             .iter()
-            .filter(|e| matches!(e, Event::ClockFloor(_)))
+            .filter(|e| matches!(e, HostEvent::ClockFloor(_)))
             .count()
     };
     let total = floors(&n, 0) + floors(&n, 1);

@@ -204,7 +204,7 @@ pub(super) fn static_host(me: u8, key: &[u8]) -> Host {
     } else {
         (MAC_B, MAC_A)
     };
-    let cfg = Config {
+    let cfg = HostConfig {
         mac,
         subnets: vec![(ip(me), 24)],
         paths: 1,

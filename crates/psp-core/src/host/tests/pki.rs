@@ -339,7 +339,7 @@ fn a_newer_list_given_to_one_host_reaches_its_peer_over_the_session() {
     n.drain(0);
     n.settle();
     assert_eq!(n.hosts[1].revocation_list().number(), 4);
-    assert!(n.events[1].contains(&Event::RevocationList { number: 4 }));
+    assert!(n.events[1].contains(&HostEvent::RevocationList { number: 4 }));
     // Not newer: ignored; another CA's: refused and counted.
     assert_eq!(
         n.hosts[1].handle_revocation_list(n.now, list, &mut n.rng),
@@ -366,7 +366,7 @@ fn revoking_a_peer_ends_its_session_at_once_and_none_starts_again() {
     assert!(
         n.events[0]
             .iter()
-            .any(|e| matches!(e, Event::Revoked { serial: 2, .. }))
+            .any(|e| matches!(e, HostEvent::Revoked { serial: 2, .. }))
     );
     assert!(!n.status(0).up);
     // Host 2, keeping everything it had, sends under its old session, starts handshakes, and

@@ -8,10 +8,10 @@ use alloc::vec::Vec;
 use super::*;
 
 /// Every event of `h` now; reservations granted as the gateway would.
-fn events(h: &mut Host) -> Vec<Event> {
+fn events(h: &mut Host) -> Vec<HostEvent> {
     let mut all = Vec::new();
     while let Some(e) = h.poll_event() {
-        if let Event::Reserve { key, next, .. } = e {
+        if let HostEvent::Reserve { key, next, .. } = e {
             h.handle_reserved(
                 key,
                 Claim {
@@ -49,9 +49,9 @@ fn failures_back_off_exponentially_with_jitter() {
     let mut now = Instant::from_secs(10);
     let _ = events(&mut h);
     let _ = tap(&mut h, now, &ping(1, 0), &mut rng);
-    let started = |ev: &[Event]| {
+    let started = |ev: &[HostEvent]| {
         ev.iter()
-            .any(|e| matches!(e, Event::HandshakeStarted { .. }))
+            .any(|e| matches!(e, HostEvent::HandshakeStarted { .. }))
     };
     let mut ev = events(&mut h);
     let mut ratios = Vec::new();
@@ -59,7 +59,7 @@ fn failures_back_off_exponentially_with_jitter() {
         // The handshake started (at once, or at the end of the last hold-off) has failed.
         assert!(
             ev.iter()
-                .any(|e| matches!(e, Event::HandshakeFailed { .. })),
+                .any(|e| matches!(e, HostEvent::HandshakeFailed { .. })),
             "failure {k}: {ev:?}"
         );
         assert_eq!(
@@ -172,7 +172,7 @@ fn the_peers_address_comes_from_ipv4_or_arp() {
         let ev = events(&mut h);
         assert!(
             ev.iter()
-                .any(|e| matches!(e, Event::HandshakeStarted { .. })),
+                .any(|e| matches!(e, HostEvent::HandshakeStarted { .. })),
             "ethertype {:02x?}: {ev:?}",
             &first[12..14]
         );

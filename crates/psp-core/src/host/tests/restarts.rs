@@ -135,7 +135,7 @@ fn a_stopped_peer_goes_down_within_the_liveness_bound() {
     let down = st.down.expect("status says why");
     assert!(down.silent >= SessionSettings::DEAD_AFTER);
     assert!(n.events[0].iter().any(
-        |e| matches!(e, Event::SessionDown { silent, .. } if *silent >= SessionSettings::DEAD_AFTER)
+        |e| matches!(e, HostEvent::SessionDown { silent, .. } if *silent >= SessionSettings::DEAD_AFTER)
     ));
     assert!(n.counters(0).initiated >= 2, "a handshake started");
 }
@@ -174,10 +174,10 @@ fn an_insiders_stream_payload_under_the_group_key_is_refused() {
     pings(&mut n, 1000, &mut seq);
     let delivered = n.delivered[0].len();
     // The insider's payload: a real normalized payload carrying a ping "from host 2".
-    let cfg = crate::normalize::Config {
+    let cfg = crate::normalize::NormConfig {
         frame_len: 500,
         wire_len: 600,
-        ..crate::normalize::Config::default()
+        ..crate::normalize::NormConfig::default()
     };
     let mut ep = crate::normalize::Endpoint::new(n.now, cfg, vec![0u8; cfg.storage_len()]).unwrap();
     ep.handle_inner(n.now, &ping(2, 999)).unwrap();

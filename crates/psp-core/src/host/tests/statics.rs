@@ -152,7 +152,7 @@ fn a_sub_protocol_under_a_peer_key_is_not_data() {
 fn a_normalized_static_peer_leaves_room_for_its_overhead() {
     let mut n = static_pair(SuiteId::Aes128Gcm);
     let norm = NormSpec {
-        cfg: crate::normalize::Config::default(),
+        cfg: crate::normalize::NormConfig::default(),
         frame_size: 600,
         wire_extra: 0,
         lead: Duration::ZERO,
