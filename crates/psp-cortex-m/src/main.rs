@@ -177,6 +177,18 @@ fn main() -> ! {
             );
         }
     }
+    let seed = psp_core::scramble::Seed::from_key(b"cortex-m");
+    let mut scrambler = psp_core::scramble::Scrambler::new(&seed);
+    let mut block = [0x5au8; 1280];
+    let (c, _) = cost(per_tick, 20, || {
+        scrambler.scramble_in_place(&mut block);
+        true
+    });
+    hprintln!(
+        "  scramble 1280 bytes (portable kernel): {} ({} per byte)",
+        c,
+        c / 1280
+    );
     let (c, ok) = cost(per_tick, 1, || {
         let mut passed = true;
         psp_kat::session::check(&mut |ok, _| passed &= ok);
