@@ -52,6 +52,9 @@ const SCRAMBLE_LABEL: &[u8] = b"psp-mp v1 scramble ";
 const AES_LABEL: &[u8] = b"psp-mp v1 aead ";
 const CHACHA_LABEL: &[u8] = b"psp-mp v1 chacha20-poly1305 ";
 
+/// A side's two hellos differ in more than the role byte (docs/MULTIPATH.md, "Edge cases").
+const HELLOS_DIFFER: &str = "the peer's two hellos differ";
+
 /// What a [`Setup`] reports, once.
 #[derive(Debug)]
 #[non_exhaustive]
@@ -287,7 +290,7 @@ impl Setup {
             }
             if first.is_some_and(|f| f.caps != h.caps || f.cipher != h.cipher || f.group != h.group)
             {
-                return Err(Error::Protocol("the two hellos differ"));
+                return Err(Error::Protocol(HELLOS_DIFFER));
             }
             first = Some(h);
             self.io[slot].peer_hello = Some((*raw, h));
@@ -522,7 +525,9 @@ impl Setup {
                     "the peer chose different ciphers on the two paths",
                 ));
             }
-            self.peer_caps = hellos.iter().fold(0, |acc, h| acc | h.caps);
+            // Differing caps are refused in `established`, once the responder's binding tag
+            // verified: a hello changed in transit is reported as such (`BindMismatch`).
+            self.peer_caps = hellos[0].caps;
             self.chosen = Some(initiator_check(
                 self.wanted,
                 self.mine,
@@ -581,6 +586,16 @@ impl Setup {
         let (Some(keys), Some(cipher)) = (self.keys.take(), self.chosen) else {
             return Err(Error::Protocol("no keys"));
         };
+        // The responder's two hellos are one answer: the same but for the role byte (group
+        // and cipher were checked before). (The responder checked ours in `respond`.)
+        let mut caps = self
+            .io
+            .iter()
+            .filter_map(|io| io.peer_hello.map(|h| h.1.caps));
+        let first = caps.next();
+        if caps.any(|c| Some(c) != first) {
+            return Err(Error::Protocol(HELLOS_DIFFER));
+        }
         let (tx, rx): (&[u8], &[u8]) = match self.role {
             Role::Initiator => (b"i2r", b"r2i"),
             Role::Responder => (b"r2i", b"i2r"),

@@ -446,3 +446,113 @@ fn a_side_gets_the_cipher_it_named_or_the_papers_fallback() {
     assert!(initiator_check(Scramble, ALL, Plain.code(), ALL).is_err());
     assert!(initiator_check(Scramble, strict, Plain.code(), no_scramble).is_err());
 }
+
+/// The handshake messages and binding tags in `chunks`, in order, as `"I Request"`,
+/// `"R tag"`, ... (hellos left out).
+fn message_names(chunks: &[Chunk]) -> Vec<String> {
+    use psp_core::handshake::messages::Repr as HsRepr;
+    let mut out = Vec::new();
+    let mut seen_hello = [[false; 2]; 2];
+    for c in chunks {
+        let who = if c.from_initiator { "I" } else { "R" };
+        let mut b = &c.bytes[..];
+        let first = &mut seen_hello[usize::from(c.from_initiator)][c.slot];
+        if !*first {
+            *first = true;
+            b = &b[HELLO_LEN..];
+        }
+        while !b.is_empty() {
+            if b.starts_with(&TAG_MARKER) {
+                out.push(format!("{who} tag"));
+                b = &b[BINDING_FRAME_LEN..];
+                continue;
+            }
+            let (range, end) = HandshakeFrame::parse(b).unwrap().unwrap();
+            let m = HsRepr::parse_bytes(&b[range]).unwrap();
+            out.push(format!("{who} {:?}", m.body.message_type()));
+            b = &b[end..];
+        }
+    }
+    out
+}
+
+/// Kernel MPTCP mode runs the thesis' flow as single-path SEP on the one connection, whatever
+/// `compact_handshake` says (psp-core's compact flow needs two paths): Request → Accept,
+/// Share and Nonce → ShareReply and NonceReply, Confirm → ConfirmAck and the responder's
+/// binding tag, then the initiator's.
+#[test]
+fn kernel_mptcp_mode_runs_the_thesis_flow_on_one_path() {
+    for compact in [true, false] {
+        let o = Options {
+            mode: Mode::KernelMptcp,
+            compact_handshake: compact,
+            ..Options::default()
+        };
+        let r = run_with(&o, &o, 6, |_| {});
+        assert!(r.initiator.is_ok() && r.responder.is_ok());
+        assert_eq!(
+            message_names(&r.chunks),
+            [
+                "I Request",
+                "R Accept",
+                "I Share",
+                "I Nonce",
+                "R ShareReply",
+                "R NonceReply",
+                "I Confirm",
+                "R ConfirmAck",
+                "R tag",
+                "I tag"
+            ],
+            "compact_handshake: {compact}"
+        );
+    }
+}
+
+/// Writes everything `from` has to send into `to`, slot by slot.
+fn relay(from: &mut Setup, to: &mut Setup) {
+    for slot in 0..2 {
+        let out = from.poll_transmit(slot).to_vec();
+        from.transmitted(slot, out.len());
+        to.handle_recv(T0, slot, &out);
+    }
+}
+
+/// The responder's two hellos are one answer: an initiator that gets two differing in more
+/// than the role byte (here the caps of a responder that sent them so: its binding tag covers
+/// them and verifies) ends the set-up with a protocol error, no stream. (Changed in transit,
+/// the same difference fails the binding tags first: `a_tampered_hello_fails_the_binding_tags`.)
+#[test]
+fn an_initiator_refuses_responder_hellos_that_differ() {
+    let o = Options::default();
+    let ts = Tai64n::from_unix(1_700_000_000, 0);
+    let mut init = Setup::initiate(T0, &o, ts, Box::new(TestRng(9)));
+    let first: Vec<Vec<u8>> = (0..2).map(|i| init.poll_transmit(i).to_vec()).collect();
+    let hellos: Vec<[u8; HELLO_LEN]> = first
+        .iter()
+        .map(|b| b[..HELLO_LEN].try_into().unwrap())
+        .collect();
+    let mut resp = Setup::respond(T0, &o, &hellos, Box::new(TestRng(10)));
+    // This responder's trusted hello announces allow-plain, its untrusted one does not.
+    resp.sent[TRUSTED][6] |= caps::ALLOW_PLAIN;
+    resp.io[TRUSTED].out[6] |= caps::ALLOW_PLAIN;
+    for (slot, b) in first.iter().enumerate() {
+        init.transmitted(slot, b.len());
+        resp.handle_recv(T0, slot, &b[HELLO_LEN..]);
+    }
+    let (mut a, mut b) = (None, None);
+    for _ in 0..10 {
+        relay(&mut resp, &mut init);
+        relay(&mut init, &mut resp);
+        a = a.or_else(|| outcome(&mut init));
+        b = b.or_else(|| outcome(&mut resp));
+    }
+    match a {
+        Some(Err(Error::Protocol(why))) => assert_eq!(why, "the peer's two hellos differ"),
+        other => panic!("{other:?}"),
+    }
+    assert!(
+        matches!(b, Some(Ok(_))),
+        "the responder's own view is consistent"
+    );
+}
