@@ -50,7 +50,10 @@ enum Command {
     Connect {
         #[command(flatten)]
         common: Common,
-        /// Set up this many connections, print each set-up time in µs, send nothing.
+        /// Set up this many connections one after another, each sending an empty stream, and
+        /// print one line per set-up: `TOTAL CONNECT HANDSHAKE BINDING` in µs (from before the
+        /// connects to the stream; both TCP connects; hellos and SEP/SMKEX to the keys; the
+        /// binding tags). Serve them with `listen --count N --discard`.
         #[arg(long)]
         setup_only: Option<u32>,
     },
@@ -137,7 +140,8 @@ struct Common {
     #[arg(long, value_enum, default_value_t = ModeArg::Dispersal)]
     mode: ModeArg,
     /// With --cipher scramble: run in clear if one side cannot scramble (the papers'
-    /// fallback). Never turns another cipher into plain.
+    /// fallback; psp-mp always can, so only against another implementation). Announced in the
+    /// hello whatever the cipher; never turns another cipher into plain.
     #[arg(long)]
     allow_plain: bool,
     /// Per mille of the stream on the untrusted path: the most (adaptive) or exactly (--fixed).
@@ -146,8 +150,13 @@ struct Common {
     /// Exact share instead of adaptive.
     #[arg(long)]
     fixed: bool,
-    /// Segment payload size in bytes (at most 16384).
-    #[arg(long, default_value_t = 16384)]
+    /// Segment payload size in bytes: the most plaintext bytes one segment carries, 1 to 16384
+    /// (a sealed segment adds a 16-byte tag).
+    #[arg(
+        long,
+        default_value_t = 16384,
+        value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..=16384)
+    )]
     segment: usize,
     /// Print progress and the rate on stderr every second, and per-path counters at the end.
     #[arg(long, short)]
@@ -158,9 +167,9 @@ struct Common {
     /// Discard what arrives instead of writing it to stdout.
     #[arg(long)]
     discard: bool,
-    /// This host's long-term X25519 secret: a file holding 64 hex digits (`psp-mp keygen`),
-    /// mode 0600 or stricter, owned by root or this user; mixed into the key exchange (seed 002
-    /// §10).
+    /// This host's long-term X25519 secret: a file holding 64 hex digits (`psp-mp keygen`;
+    /// the raw 32-byte scalar, clamped at use as RFC 7748 says), mode 0600 or stricter, owned
+    /// by root or this user; mixed into the key exchange (seed 002 §10).
     #[arg(long)]
     key_file: Option<std::path::PathBuf>,
     /// Require the peer's long-term public key (64 hex digits; `-v` prints the peer's, and
@@ -180,7 +189,8 @@ struct Common {
     #[arg(long, default_value_t = 10)]
     path_timeout: u64,
     /// Connect with the thesis' three-round-trip key exchange (SEP Request/Accept, SMKEX,
-    /// Confirm) instead of the one-round-trip one, for comparison.
+    /// Confirm) instead of the one-round-trip one, for comparison (kernel-mptcp mode always
+    /// runs that flow, single-path).
     #[arg(long)]
     faithful_handshake: bool,
 }
@@ -241,6 +251,10 @@ fn hex32(what: &str, text: &str) -> Result<[u8; 32], String> {
     let mut out = [0u8; 32];
     if text.len() != 64 {
         return Err(format!("{what}: want 64 hex digits, got {}", text.len()));
+    }
+    // ASCII only, so the slices below fall on character boundaries.
+    if !text.bytes().all(|b| b.is_ascii_hexdigit()) {
+        return Err(format!("{what}: not hex"));
     }
     for (i, o) in out.iter_mut().enumerate() {
         *o = u8::from_str_radix(&text[2 * i..2 * i + 2], 16)
