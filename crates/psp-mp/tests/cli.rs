@@ -159,3 +159,102 @@ fn listen_cipher_is_a_requirement() {
     let help = String::from_utf8(psp_mp(&["connect", "--help"]).stdout).unwrap();
     assert!(help.contains("[default: aes128-gcm]"), "{help}");
 }
+
+/// The bytes docs/MULTIPATH.md prints under the line `label (N bytes)`, as hex.
+fn doc_block(label: &str) -> String {
+    let doc = include_str!("../../../docs/MULTIPATH.md");
+    let head = format!("\n{label} (");
+    let at = doc
+        .find(&head)
+        .unwrap_or_else(|| panic!("MULTIPATH.md prints no `{label}`"));
+    let (n, rest) = doc[at + head.len()..].split_once(" bytes)\n").unwrap();
+    let hex: String = rest
+        .lines()
+        .take_while(|l| !l.is_empty() && l.chars().all(|c| c.is_ascii_hexdigit()))
+        .collect();
+    assert_eq!(hex.len(), 2 * n.parse::<usize>().unwrap(), "{label}");
+    hex
+}
+
+/// MULTIPATH.md "Edge cases" 10: a key file holds the raw X25519 scalar as 64 hex digits
+/// (either case, surrounding white space allowed); the public key is X25519(secret, 9), the
+/// same for the clamped spelling (RFC 7748 §6.1's Alice). Anything else is refused.
+#[test]
+fn the_key_file_holds_a_raw_x25519_scalar() {
+    let secret = doc_block("key file: secret");
+    let clamped = doc_block("key file: the same secret, clamped");
+    let public = doc_block("key file: public key");
+    let spellings = [
+        format!("{secret}\n"),
+        format!("  {}\r\n\n", secret.to_uppercase()),
+        clamped,
+    ];
+    for (i, text) in spellings.iter().enumerate() {
+        let f = Temp::new(&format!("alice{i}.key"), text.as_bytes(), 0o600);
+        let o = psp_mp(&["pubkey", "--key-file", f.path()]);
+        assert!(o.status.success(), "{text:?}: {}", stderr(&o));
+        assert_eq!(String::from_utf8(o.stdout).unwrap(), format!("{public}\n"));
+    }
+    for bad in [format!("0x{secret}\n"), format!("# alice\n{secret}\n")] {
+        let f = Temp::new("bad.key", bad.as_bytes(), 0o600);
+        let o = psp_mp(&["pubkey", "--key-file", f.path()]);
+        assert!(!o.status.success(), "{bad:?} accepted");
+        assert!(
+            stderr(&o).contains("does not hold one hex key"),
+            "{}",
+            stderr(&o)
+        );
+    }
+}
+
+/// MULTIPATH.md "Edge cases" 11: psp-mp always announces the scrambler, so two psp-mp asked
+/// for scramble run scrambled even when both allow plain (the fallback is for other peers).
+#[test]
+fn two_psp_mp_with_allow_plain_still_scramble() {
+    let [t, u] = free_ports();
+    let args = |role: &str| {
+        [
+            role.to_owned(),
+            "--path".into(),
+            format!("trusted,127.0.0.1:{t}"),
+            "--path".into(),
+            format!("untrusted,127.0.0.1:{u}"),
+            "--cipher".into(),
+            "scramble".into(),
+            "--allow-plain".into(),
+            "-v".into(),
+        ]
+    };
+    let server = Command::new(env!("CARGO_BIN_EXE_psp-mp"))
+        .args(args("listen"))
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let client_args = args("connect");
+    let client_args: Vec<&str> = client_args.iter().map(String::as_str).collect();
+    let mut client = None;
+    for _ in 0..100 {
+        let o = Command::new(env!("CARGO_BIN_EXE_psp-mp"))
+            .args(&client_args)
+            .stdin(std::process::Stdio::null())
+            .output()
+            .unwrap();
+        if !stderr(&o).contains("Connection refused") {
+            client = Some(o);
+            break;
+        }
+        std::thread::sleep(core::time::Duration::from_millis(50));
+    }
+    let client = client.expect("the listener came up");
+    let server = server.wait_with_output().unwrap();
+    for (who, o) in [("client", &client), ("listener", &server)] {
+        assert!(o.status.success(), "{who}: {}", stderr(o));
+        assert!(
+            stderr(o).contains("psp-mp: connected, cipher scramble,"),
+            "{who}: {}",
+            stderr(o)
+        );
+    }
+}

@@ -188,3 +188,49 @@ fn listen_out_dir_refuses_to_overwrite() {
     );
     assert_eq!(std::fs::read(&p).unwrap(), b"keep");
 }
+
+/// MULTIPATH.md "Edge cases" 12: `connect --setup-only N` against `listen --count N
+/// --discard` prints N lines of four integers (µs): TOTAL CONNECT HANDSHAKE BINDING, TOTAL at
+/// least the sum of the others; both sides exit 0.
+#[test]
+fn setup_only_prints_four_columns_per_set_up() {
+    let [t, u] = free_ports();
+    let server = bin()
+        .args(["listen", "--path", &format!("trusted,127.0.0.1:{t}")])
+        .args(["--path", &format!("untrusted,127.0.0.1:{u}")])
+        .args(["--count", "3", "--discard"])
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut out = None;
+    for _ in 0..200 {
+        let o = bin()
+            .args(["connect", "--path", &format!("trusted,127.0.0.1:{t}")])
+            .args(["--path", &format!("untrusted,127.0.0.1:{u}")])
+            .args(["--setup-only", "3"])
+            .stdin(Stdio::null())
+            .output()
+            .unwrap();
+        if stderr(&o).contains("Connection refused") {
+            std::thread::sleep(Duration::from_millis(25));
+            continue;
+        }
+        out = Some(o);
+        break;
+    }
+    let o = out.expect("the listener came up");
+    assert!(o.status.success(), "{}", stderr(&o));
+    let text = String::from_utf8(o.stdout).unwrap();
+    let lines: Vec<&str> = text.lines().collect();
+    assert_eq!(lines.len(), 3, "{text}");
+    for l in lines {
+        let v: Vec<u64> = l.split(' ').map(|x| x.parse().unwrap()).collect();
+        assert_eq!(v.len(), 4, "{l}");
+        assert!(v[0] >= v[1] + v[2] + v[3], "{l}");
+    }
+    let server = wait_for(server, Duration::from_secs(20)).expect("the listener ends");
+    assert!(server.status.success(), "{}", stderr(&server));
+    assert!(server.stdout.is_empty());
+}

@@ -14,6 +14,10 @@
 //!   not psp-multipath's code, must give the file's bytes;
 //! - `multipath_md_prints_the_vectors`: the bytes printed in docs/MULTIPATH.md are the file's.
 //!
+//! And the document's "Edge cases" against the code: its vectors (the untrusted connection's
+//! handshake boundary, hellos that differ, allow-plain with an AEAD, the 16400 limit) and the
+//! error texts it quotes.
+//!
 //! Regenerate (only when the wire format changes on purpose) with
 //! `cargo test -p psp-multipath --test vectors -- --ignored --nocapture print_vectors` and paste
 //! the output into the JSON file and docs/MULTIPATH.md ("Test vectors").
@@ -838,4 +842,216 @@ fn print_markdown() {
         out.push_str("```\n\n");
     }
     print!("{out}");
+}
+
+// ---- "Edge cases (normative)": the document's bytes against the code ---------------------
+
+/// The bytes docs/MULTIPATH.md prints under the line `label (N bytes)`.
+fn doc_block(label: &str) -> Vec<u8> {
+    let doc = include_str!("../../../docs/MULTIPATH.md");
+    let head = format!("\n{label} (");
+    let at = doc
+        .find(&head)
+        .unwrap_or_else(|| panic!("MULTIPATH.md prints no `{label}`"));
+    let (n, rest) = doc[at + head.len()..].split_once(" bytes)\n").unwrap();
+    let hex: String = rest
+        .lines()
+        .take_while(|l| !l.is_empty() && l.chars().all(|c| c.is_ascii_hexdigit()))
+        .collect();
+    let bytes = unhex(&hex);
+    assert_eq!(bytes.len(), n.parse::<usize>().unwrap(), "{label}");
+    bytes
+}
+
+fn compact() -> Vector {
+    load()
+        .vectors
+        .into_iter()
+        .find(|v| v.name == "compact")
+        .unwrap()
+}
+
+fn item<'a>(items: &'a [Item], from: &str, path: &str, what: &str) -> Vec<u8> {
+    let i: &'a Item = items
+        .iter()
+        .find(|i| i.from == from && i.path == path && i.what == what)
+        .unwrap_or_else(|| panic!("no {from} → {path}: {what}"));
+    unhex(&i.hex)
+}
+
+/// Case 1: nothing marks the end of the handshake on the untrusted connection. A responder
+/// given the initiator's untrusted connection in one read (hello, Request, Share and, already,
+/// a segment) stops parsing frames when its handshake has the keys and hands the rest to the
+/// data phase, where it is the fin it is.
+#[test]
+fn the_untrusted_connection_turns_to_segments_after_the_last_handshake_frame() {
+    let v = compact();
+    let aes = v.ciphers.iter().find(|c| c.cipher == "aes128-gcm").unwrap();
+    let whole = doc_block("initiator → untrusted, one byte string");
+    let mut want = Vec::new();
+    for what in ["hello", "Request", "Share"] {
+        want.extend(item(&v.messages, "initiator", "untrusted", what));
+    }
+    assert_eq!(want.len(), 154, "the handshake ends after byte 154");
+    want.extend(item(&aes.segments, "initiator", "untrusted", "fin"));
+    assert_eq!(whole, want, "the document's byte string is the vector's");
+
+    let ro = options(Cipher::Aes128Gcm, true, false);
+    let (rng, _) = recorder(0xfedc_ba98_7654_3210);
+    let trusted_hello = item(&v.messages, "initiator", "trusted", "hello");
+    let hellos = [
+        <[u8; HELLO_LEN]>::try_from(&whole[..HELLO_LEN]).unwrap(),
+        <[u8; HELLO_LEN]>::try_from(&trusted_hello[..]).unwrap(),
+    ];
+    let mut resp = Setup::respond(T0, &ro, &hellos, rng);
+    // The Nonce first, as causality has it (the fin exists only after the responder's keys).
+    resp.handle_recv(T0, 1, &item(&v.messages, "initiator", "trusted", "Nonce"));
+    resp.handle_recv(T0, 0, &whole[HELLO_LEN..]);
+    for slot in 0..2 {
+        let n = resp.poll_transmit(slot).len();
+        resp.transmitted(slot, n);
+    }
+    resp.handle_recv(
+        T0,
+        1,
+        &item(&v.messages, "initiator", "trusted", "binding tag"),
+    );
+    let est = match resp.poll_event() {
+        Some(SetupEvent::Established(e)) => *e,
+        other => panic!("{other:?}"),
+    };
+    let mut c = Connection::new(T0, est, &ro);
+    let mut trusted = item(&aes.segments, "initiator", "trusted", "data");
+    trusted.extend(item(&aes.segments, "initiator", "trusted", "fin"));
+    assert!(c.needs_input(1).unwrap());
+    c.recv_buf(1)[..trusted.len()].copy_from_slice(&trusted);
+    c.handle_recv(1, trusted.len());
+    let mut got = [0u8; 256];
+    assert_eq!(c.read(T0, &mut got).unwrap(), Read::Data(PLAINTEXT.len()));
+    assert_eq!(&got[..PLAINTEXT.len()], PLAINTEXT);
+    assert_eq!(c.read(T0, &mut got).unwrap(), Read::End);
+    assert_eq!(
+        c.path_stats(0).wire_bytes_received,
+        36,
+        "the fin, as a segment"
+    );
+}
+
+/// Case 6: a responder refuses two initiator hellos that differ in more than the role byte,
+/// with refusal hellos on both connections.
+#[test]
+fn the_responder_refuses_initiator_hellos_that_differ() {
+    let theirs = doc_block("hellos that differ: initiator");
+    let hellos = [
+        <[u8; HELLO_LEN]>::try_from(&theirs[..16]).unwrap(),
+        <[u8; HELLO_LEN]>::try_from(&theirs[16..]).unwrap(),
+    ];
+    let (rng, _) = recorder(1);
+    let mut resp = Setup::respond(T0, &Options::default(), &hellos, rng);
+    let sent = [resp.poll_transmit(0), resp.poll_transmit(1)].concat();
+    assert_eq!(
+        sent,
+        doc_block("hellos that differ: the responder's refusal")
+    );
+    match resp.poll_event() {
+        Some(SetupEvent::Failed(e)) => {
+            assert_eq!(
+                e.to_string(),
+                "protocol error: the peer's two hellos differ"
+            );
+        }
+        other => panic!("{other:?}"),
+    }
+}
+
+/// Case 9: allow-plain is announced whatever the cipher (caps `07` with aes128-gcm) and
+/// changes nothing: the responder chooses aes128-gcm.
+#[test]
+fn allow_plain_with_an_aead_is_announced_and_changes_nothing() {
+    let io = Options {
+        allow_plain: true,
+        ..Options::default()
+    };
+    let (rng, _) = recorder(0x0123_4567_89ab_cdef);
+    let init = Setup::initiate(T0, &io, Tai64n::from_unix(UNIX_SECS, 0), rng);
+    let hellos = [0, 1].map(|s| <[u8; HELLO_LEN]>::try_from(&init.poll_transmit(s)[..16]).unwrap());
+    assert_eq!(
+        hellos.concat(),
+        doc_block("allow-plain with aes128-gcm: initiator")
+    );
+    let want = doc_block("allow-plain with aes128-gcm: responder");
+    for ro in [Options::default(), io.clone()] {
+        let (rng, _) = recorder(2);
+        let mut resp = Setup::respond(T0, &ro, &hellos, rng);
+        let answer = [&resp.poll_transmit(0)[..16], &resp.poll_transmit(1)[..16]].concat();
+        let mut w = want.clone();
+        if ro.allow_plain {
+            // This responder announces allow-plain too; it still chooses aes128-gcm.
+            w[6] |= 0x04;
+            w[22] |= 0x04;
+        }
+        assert_eq!(answer, w);
+        assert!(resp.poll_event().is_none(), "not refused");
+    }
+}
+
+/// Case 8: a payload length of 16400 is a segment under every cipher, 16401 is refused from
+/// the header alone.
+#[test]
+fn the_payload_length_field_stops_at_16400() {
+    use psp_multipath::wire::{self, Repr, Segment};
+    assert_eq!(wire::MAX_PAYLOAD, 16400);
+    let mut seg = doc_block("largest header");
+    seg.resize(20 + 16400, 0);
+    assert_eq!(wire::segment_len(&seg), Ok(Some(16420)));
+    let r = Repr::parse(&Segment::new_checked(&seg[..]).unwrap()).unwrap();
+    assert_eq!(r.len, 16400);
+    let long = doc_block("too long");
+    assert_eq!(wire::segment_len(&long), Err(wire::Error::TooLong));
+    assert_eq!(wire::Error::TooLong.to_string(), "length field too large");
+}
+
+/// Every error text docs/MULTIPATH.md quotes in backticks is the one the code prints.
+#[test]
+fn multipath_md_quotes_the_error_texts_the_code_prints() {
+    use psp_multipath::{Error, PathRole, wire};
+    let doc = include_str!("../../../docs/MULTIPATH.md");
+    // The document wraps lines: compare with runs of white space made one space.
+    let doc = doc.split_whitespace().collect::<Vec<_>>().join(" ");
+    let texts = [
+        Error::Auth {
+            path: PathRole::Untrusted,
+        }
+        .to_string(),
+        Error::CipherRequired {
+            wanted: Cipher::Scramble,
+            required: Cipher::Aes128Gcm,
+        }
+        .to_string(),
+        Error::Protocol("the peer's two hellos differ").to_string(),
+        Error::Protocol("the peer chose different ciphers on the two paths").to_string(),
+        wire::Error::BadVersion(2).to_string(),
+        wire::Error::EmptyData.to_string(),
+        wire::Error::TooLong.to_string(),
+    ];
+    for t in texts {
+        assert!(
+            doc.contains(&format!("`{t}`")),
+            "MULTIPATH.md does not quote `{t}`"
+        );
+    }
+    // Quoted with "..." for the rest.
+    let refused = Error::CipherRefused {
+        wanted: Cipher::Scramble,
+        chosen: None,
+    }
+    .to_string();
+    let quoted = "refused by the peer: it does not serve cipher scramble ...";
+    assert!(doc.contains(&format!("`{quoted}`")));
+    assert!(
+        refused.starts_with(quoted.trim_end_matches(" ...")),
+        "{refused}"
+    );
+    // The old text is gone.
+    assert!(!doc.contains("authentication failed on"));
 }

@@ -693,3 +693,135 @@ fn out_of_order(n: u32, len: u16) -> Vec<u8> {
     }
     out
 }
+
+/// One unsealed data segment: number `seg`, `len` bytes of `fill` at `offset`, `path_seq`.
+fn data_segment(path_seq: u32, offset: u64, seg: u32, len: u16, fill: u8) -> Vec<u8> {
+    let repr = Repr {
+        kind: Kind::Data,
+        len,
+        path_seq,
+        offset,
+        seg,
+    };
+    let mut out = vec![fill; HEADER_LEN + usize::from(len)];
+    repr.emit(&mut out);
+    out
+}
+
+/// An unsealed control segment.
+fn control(kind: Kind, path_seq: u32, offset: u64, seg: u32) -> Vec<u8> {
+    let mut out = vec![0u8; HEADER_LEN];
+    Repr {
+        kind,
+        len: 0,
+        path_seq,
+        offset,
+        seg,
+    }
+    .emit(&mut out);
+    out
+}
+
+/// Segment 0 on the trusted path is the sender's duty, not checked by the receiver: it
+/// arrives on the untrusted path after a trusted-path failure under `Continue`, and a receiver
+/// cannot tell that from a sender breaking the rule. Delivered, then the stream ends.
+#[test]
+fn a_receiver_takes_segment_0_from_either_path() {
+    for policy in [CLOSE, CONTINUE] {
+        let (mut r, t) = receiver(policy);
+        feed(&mut r, UNTRUSTED, &data_segment(0, 0, 0, 5, b'a'));
+        feed(&mut r, UNTRUSTED, &control(Kind::Fin, 1, 5, 1));
+        feed(&mut r, TRUSTED, &control(Kind::Fin, 0, 5, 1));
+        let mut buf = [0u8; 64];
+        assert_eq!(r.read(t, &mut buf).unwrap(), Read::Data(5));
+        assert_eq!(&buf[..5], b"aaaaa");
+        assert_eq!(r.read(t, &mut buf).unwrap(), Read::End);
+        assert_eq!(r.path_stats(UNTRUSTED).segments_received, 1);
+    }
+}
+
+/// The ack trigger: an ack is queued when a read completes a segment and the bytes delivered
+/// since the last ack reach 1 MiB (here after the 64th 16384-byte segment, however small the
+/// reads), and at end of stream; on the trusted path, `path_seq` 0 and 1.
+#[test]
+fn an_ack_follows_each_mib_delivered_at_a_segment_end_and_the_end() {
+    const LEN: u16 = 16384;
+    let (mut r, t) = receiver(CLOSE);
+    let mut fed = 0u32;
+    let mut acks = Vec::new();
+    let mut buf = [0u8; 1000];
+    let total = 65u32;
+    let mut delivered = 0u64;
+    loop {
+        while fed < total && r.needs_input(TRUSTED).unwrap() {
+            let seg = data_segment(fed, u64::from(fed) * u64::from(LEN), fed, LEN, 7);
+            if r.recv_buf(TRUSTED).len() < seg.len() {
+                break;
+            }
+            feed(&mut r, TRUSTED, &seg);
+            fed += 1;
+            if fed == total {
+                let end = u64::from(total) * u64::from(LEN);
+                feed(&mut r, TRUSTED, &control(Kind::Fin, total, end, total));
+                feed(&mut r, UNTRUSTED, &control(Kind::Fin, 0, end, total));
+            }
+        }
+        let got = r.read(t, &mut buf).unwrap();
+        if let Read::Data(n) = got {
+            delivered += n as u64;
+        }
+        let out = r.poll_transmit(TRUSTED).to_vec();
+        r.transmitted(TRUSTED, out.len());
+        assert!(r.poll_transmit(UNTRUSTED).is_empty());
+        if !out.is_empty() {
+            acks.push((delivered, out));
+        }
+        match got {
+            Read::Data(_) => {}
+            Read::End => break,
+            Read::Blocked => panic!("blocked after {delivered} bytes"),
+        }
+    }
+    assert_eq!(delivered, 65 * 16384);
+    // The first ack leaves with the read that completed segment 63 (its last 384 bytes).
+    assert_eq!(
+        acks,
+        [
+            (1 << 20, control(Kind::Ack, 0, 1 << 20, 64)),
+            (delivered, control(Kind::Ack, 1, delivered, 65)),
+        ]
+    );
+    // docs/MULTIPATH.md, "Vectors: edge cases", case 7.
+    let doc = include_str!("../../../../../docs/MULTIPATH.md");
+    let label = "\nfirst ack, unsealed (20 bytes)\n";
+    let at = doc.find(label).expect("MULTIPATH.md prints the first ack") + label.len();
+    assert_eq!(hex::encode(&acks[0].1), doc[at..at + 40]);
+}
+
+/// 16384 and 16400: a sender cuts at most 16384 plaintext bytes per segment whatever
+/// `segment_len` asks, for every cipher (16400 on the wire with the tag); a receiver takes a
+/// payload length up to 16400 for every cipher (so 16400 unsealed bytes) and refuses 16401.
+#[test]
+fn segments_carry_at_most_16384_bytes_and_receivers_take_lengths_up_to_16400() {
+    for &cipher in Cipher::ALL {
+        let o = Options {
+            segment_len: 100_000,
+            ..opts(cipher, CLOSE)
+        };
+        let (ei, _) = pair(&o, &o);
+        assert_eq!(Connection::new(T0, ei, &o).segment_len(), 16384, "{cipher}");
+    }
+    let (mut r, t) = receiver(CLOSE);
+    feed(&mut r, TRUSTED, &data_segment(0, 0, 0, 16400, b'z'));
+    let mut buf = vec![0u8; 20_000];
+    assert_eq!(r.read(t, &mut buf).unwrap(), Read::Data(16400));
+    let (mut r, t) = receiver(CLOSE);
+    let mut seg = data_segment(0, 0, 0, 16400, b'z');
+    seg[2..4].copy_from_slice(&16401u16.to_be_bytes());
+    feed(&mut r, TRUSTED, &seg);
+    let e = r.read(t, &mut buf).unwrap_err();
+    assert_eq!(
+        e.to_string(),
+        "bad bytes on the trusted path: length field too large"
+    );
+}
