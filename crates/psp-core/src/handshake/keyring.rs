@@ -523,6 +523,7 @@ mod tests {
             established_at: Instant::ZERO,
             lifetime: Duration::from_secs(600),
             two_path: true,
+            kem: false,
             peer_static: None,
         };
         k.send[..16].fill(send);

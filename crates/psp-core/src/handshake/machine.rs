@@ -5,14 +5,15 @@ use core::net::IpAddr;
 
 use rand_core::CryptoRngCore;
 
+use super::kem::{self, KemCoins, KemKeyPair, KemSeed};
 use super::messages::{
     AcceptRepr, Body, Flags, HASH_LEN, HandshakeId, MessageType, RejectCode, Repr, RequestRepr,
     suite_code, suite_from_code,
 };
 use super::schedule::{self, Ephemeral, NonceBytes, Secrets, Transcript};
 use super::{
-    Config, Event, FailReason, PathId, Peer, Role, SessionId, SessionKeys, SmkexMode, Tai64n,
-    Transmit,
+    Config, Event, FailReason, KemMode, PathId, Peer, Role, SessionId, SessionKeys, SmkexMode,
+    Tai64n, Transmit,
 };
 use crate::crypto::SuiteId;
 use crate::time::{Duration, Instant};
@@ -60,18 +61,35 @@ impl fmt::Display for Ignored {
 impl core::error::Error for Ignored {}
 
 /// Where the handshake is. The crypto state moves by value from one variant to the next.
+///
+/// `kem` is the ML-KEM-768 material of a hybrid handshake: the initiator's seed until the
+/// Accept, then its key pair until the KemShareReply; the responder's encapsulation randomness.
 enum State {
     /// Initiator: request sent, waiting for Accept.
-    SentRequest { eph: Ephemeral, nonce: NonceBytes },
+    SentRequest {
+        eph: Ephemeral,
+        nonce: NonceBytes,
+        kem: Option<KemSeed>,
+    },
     /// Initiator: share and nonce sent, waiting for ShareReply and NonceReply.
-    SentShare { eph: Ephemeral },
+    SentShare {
+        eph: Ephemeral,
+        kem: Option<KemKeyPair>,
+    },
     /// Initiator, compact: request, share and nonce sent, waiting for Accept, ShareReply and
     /// NonceReply (in any order).
-    SentCompact { eph: Ephemeral },
+    SentCompact {
+        eph: Ephemeral,
+        kem: Option<KemKeyPair>,
+    },
     /// Initiator: SMKEX hash verified, Confirm sent, waiting for ConfirmAck.
     SentConfirm { secrets: Secrets },
     /// Responder: Accept sent, waiting for Share and Nonce.
-    Accepted { eph: Ephemeral, nonce: NonceBytes },
+    Accepted {
+        eph: Ephemeral,
+        nonce: NonceBytes,
+        kem: Option<KemCoins>,
+    },
     /// Responder: ShareReply and NonceReply sent, waiting for Confirm.
     Replied { secrets: Secrets },
     /// Established. A responder lingers until the deadline to answer a repeated Confirm.
@@ -99,6 +117,8 @@ pub struct Handshake {
     ids: SessionId,
     state: State,
     two_path: bool,
+    /// ML-KEM-768 is in the key exchange (the Accept said so).
+    kem: bool,
     suite: SuiteId,
     lifetime_secs: u32,
     peer_static: Option<[u8; 32]>,
@@ -156,6 +176,21 @@ impl Draw {
     }
 }
 
+/// The initiator's ML-KEM-768 seed `d ‖ z`, drawn after [`Draw`]'s values if it offers the KEM.
+fn draw_kem_seed(rng: &mut dyn CryptoRngCore) -> KemSeed {
+    let mut seed = KemSeed([0; 64]);
+    rng.fill_bytes(&mut seed.0);
+    seed
+}
+
+/// The responder's encapsulation randomness `m`, drawn after [`Draw`]'s values if it takes the
+/// KEM.
+fn draw_kem_coins(rng: &mut dyn CryptoRngCore) -> KemCoins {
+    let mut coins = KemCoins([0; 32]);
+    rng.fill_bytes(&mut coins.0);
+    coins
+}
+
 impl Handshake {
     /// Starts a handshake as initiator: queues the request (stage 1 and the stage 2 offer),
     /// stamped `timestamp` (from the host's [`TimestampClock`](super::TimestampClock): the
@@ -171,6 +206,7 @@ impl Handshake {
         rng: &mut dyn CryptoRngCore,
     ) -> Self {
         let d = Draw::new(rng);
+        let kem_seed = (cfg.kem != KemMode::Off).then(|| draw_kem_seed(rng));
         let two_path = cfg.smkex != SmkexMode::Off && cfg.paths >= 2;
         let request = Repr {
             initiator_id: d.id,
@@ -181,6 +217,8 @@ impl Handshake {
                     two_path,
                     smkex_required: cfg.smkex == SmkexMode::Required,
                     rekey: cfg.rekey,
+                    kem: kem_seed.is_some(),
+                    kem_required: cfg.kem == KemMode::Required,
                 },
                 paths: cfg.paths.max(1),
                 initiator_mac: cfg.local_mac,
@@ -198,15 +236,19 @@ impl Handshake {
         hs.parts[REQUEST] = Some(request);
         if compact {
             // The offer, the share and the nonce in one flight (the responder's id still zero).
+            // The share leaves before the Accept, so it carries the KEM key if the KEM is
+            // offered, whatever the answer.
             hs.two_path = true;
-            let share = hs.repr(Body::Share {
-                expiry_secs: hs.lifetime_secs,
-                share: d.eph.public_share(),
-            });
+            let kem = kem_seed.map(|s| s.key_pair());
+            let share = hs.repr(share_body(
+                hs.lifetime_secs,
+                d.eph.public_share(),
+                kem.as_ref(),
+            ));
             let nonce_msg = hs.repr(Body::Nonce(d.nonce.0));
             hs.parts[SHARE] = Some(share);
             hs.parts[NONCE] = Some(nonce_msg);
-            hs.state = State::SentCompact { eph: d.eph };
+            hs.state = State::SentCompact { eph: d.eph, kem };
             hs.send_flight(
                 now,
                 &[
@@ -220,6 +262,7 @@ impl Handshake {
         hs.state = State::SentRequest {
             eph: d.eph,
             nonce: d.nonce,
+            kem: kem_seed,
         };
         if required_fails {
             hs.fail(FailReason::TooFewPaths);
@@ -277,6 +320,8 @@ impl Handshake {
             return Err(FailReason::NotForUs);
         }
         let d = Draw::new(rng);
+        let use_kem = req.flags.kem && cfg.kem != KemMode::Off;
+        let coins = use_kem.then(|| draw_kem_coins(rng));
         let mut hs = Self::new(
             Role::Responder,
             now,
@@ -303,23 +348,31 @@ impl Handshake {
             hs.reject(now, FailReason::TooFewPaths);
             return Ok(hs);
         }
+        // ML-KEM-768: used if offered and allowed here; required by either side, or nothing.
+        if (req.flags.kem_required || hs.cfg.kem == KemMode::Required) && !use_kem {
+            hs.reject(now, FailReason::KemRequired);
+            return Ok(hs);
+        }
         // Stage 2: the first suite of the initiator's list that this host allows.
         let Some(suite) = req.suites.suites().find(|s| hs.cfg.suites.contains(*s)) else {
             hs.reject(now, FailReason::NoCommonSuite);
             return Ok(hs);
         };
         hs.two_path = both_two_path;
+        hs.kem = use_kem;
         hs.suite = suite;
         let accept = hs.repr(Body::Accept(AcceptRepr {
             two_path: both_two_path,
             suite: suite_code(suite),
             static_key: hs.cfg.static_key.as_ref().map(|k| k.public_key()),
             cert: hs.cfg.static_key.as_ref().and(hs.cfg.certificate),
+            kem: use_kem,
         }));
         hs.parts[ACCEPT] = Some(accept);
         hs.state = State::Accepted {
             eph: d.eph,
             nonce: d.nonce,
+            kem: coins,
         };
         hs.send_flight(now, &[(accept, PathId::FIRST)]);
         // The responder does not retransmit; it answers repeats.
@@ -349,6 +402,7 @@ impl Handshake {
             },
             state: State::Failed,
             two_path: false,
+            kem: false,
             suite: SuiteId::None,
             lifetime_secs,
             peer_static: None,
@@ -468,6 +522,7 @@ impl Handshake {
                     RejectCode::TooFewPaths => FailReason::TooFewPaths,
                     RejectCode::ExpiryRefused => FailReason::ExpiryRefused,
                     RejectCode::IdentityMismatch => FailReason::IdentityMismatch,
+                    RejectCode::KemRequired => FailReason::KemRequired,
                     RejectCode::Unknown(_) => FailReason::BadMessage,
                 });
                 Ok(())
@@ -482,7 +537,16 @@ impl Handshake {
                 self.initiator_try_finish(now);
                 Ok(())
             }
-            (State::SentShare { .. } | State::SentCompact { .. }, Body::ShareReply { .. }) => {
+            (
+                State::SentShare { .. } | State::SentCompact { .. },
+                Body::ShareReply { .. } | Body::KemShareReply { .. },
+            ) => {
+                // The reply must match the Accept: a KemShareReply iff the KEM is in use (a
+                // compact initiator may get it before the Accept; then the check is at the end).
+                let with_kem = matches!(repr.body, Body::KemShareReply { .. });
+                if self.parts[ACCEPT].is_some() && with_kem != self.kem {
+                    return Err(Ignored::Unexpected);
+                }
                 self.store(SHARE_REPLY, repr)?;
                 self.initiator_try_finish(now);
                 Ok(())
@@ -507,13 +571,7 @@ impl Handshake {
 
     fn on_accept(&mut self, now: Instant, repr: Repr, a: AcceptRepr) {
         self.ids.responder = repr.responder_id;
-        let offered_two_path = matches!(
-            self.parts[REQUEST].map(|r| r.body),
-            Some(Body::Request(RequestRepr {
-                flags: Flags { two_path: true, .. },
-                ..
-            }))
-        );
+        let offered_two_path = self.offered().two_path;
         let Some(suite) = suite_from_code(a.suite).filter(|s| self.cfg.suites.contains(*s)) else {
             return self.fail(FailReason::BadMessage);
         };
@@ -523,6 +581,9 @@ impl Handshake {
         if !a.two_path && self.cfg.smkex == SmkexMode::Required {
             return self.fail(FailReason::TooFewPaths);
         }
+        if let Err(r) = self.check_kem_answer(a.kem) {
+            return self.fail(r);
+        }
         if let Some(pinned) = self.peer.pinned_x25519
             && a.static_key != Some(pinned)
         {
@@ -530,20 +591,32 @@ impl Handshake {
         }
         self.suite = suite;
         self.two_path = a.two_path;
+        self.kem = a.kem;
         self.peer_static = a.static_key;
         self.parts[ACCEPT] = Some(repr);
-        let State::SentRequest { eph, nonce } = core::mem::replace(&mut self.state, State::Failed)
+        let State::SentRequest { eph, nonce, kem } =
+            core::mem::replace(&mut self.state, State::Failed)
         else {
             return self.fail(FailReason::BadMessage);
         };
-        let share = self.repr(Body::Share {
-            expiry_secs: self.lifetime_secs,
-            share: eph.public_share(),
-        });
+        // The key pair is made only now, when the responder took the KEM.
+        let kem = if a.kem {
+            let Some(seed) = kem else {
+                return self.fail(FailReason::BadMessage);
+            };
+            Some(seed.key_pair())
+        } else {
+            None
+        };
+        let share = self.repr(share_body(
+            self.lifetime_secs,
+            eph.public_share(),
+            kem.as_ref(),
+        ));
         let nonce_msg = self.repr(Body::Nonce(nonce.0));
         self.parts[SHARE] = Some(share);
         self.parts[NONCE] = Some(nonce_msg);
-        self.state = State::SentShare { eph };
+        self.state = State::SentShare { eph, kem };
         let p2 = self.path2();
         self.rto = self.cfg.rto;
         self.send_flight(now, &[(share, PathId::FIRST), (nonce_msg, p2)]);
@@ -558,13 +631,37 @@ impl Handshake {
         if !a.two_path {
             return self.fail(FailReason::TooFewPaths);
         }
+        if let Err(r) = self.check_kem_answer(a.kem) {
+            return self.fail(r);
+        }
         if let Some(pinned) = self.peer.pinned_x25519
             && a.static_key != Some(pinned)
         {
             return self.fail(FailReason::IdentityMismatch);
         }
         self.suite = suite;
+        self.kem = a.kem;
         self.peer_static = a.static_key;
+    }
+
+    /// The flags of this initiator's Request.
+    fn offered(&self) -> Flags {
+        match self.parts[REQUEST].map(|r| r.body) {
+            Some(Body::Request(RequestRepr { flags, .. })) => flags,
+            _ => Flags::default(),
+        }
+    }
+
+    /// The initiator's check of the Accept's KEM flag: set only if offered (else the Accept is
+    /// not an answer to our Request), and set if this host requires the KEM.
+    fn check_kem_answer(&self, accepted: bool) -> Result<(), FailReason> {
+        if accepted && !self.offered().kem {
+            return Err(FailReason::BadMessage);
+        }
+        if !accepted && self.cfg.kem == KemMode::Required {
+            return Err(FailReason::KemRequired);
+        }
+        Ok(())
     }
 
     fn initiator_try_finish(&mut self, now: Instant) {
@@ -575,10 +672,18 @@ impl Handshake {
         ) else {
             return;
         };
-        let (Body::ShareReply { expiry_secs, share }, Body::NonceReply { hash, .. }) =
-            (reply.body, nonce_reply.body)
-        else {
+        let Body::NonceReply { hash, .. } = nonce_reply.body else {
             return self.fail(FailReason::BadMessage);
+        };
+        // A compact initiator may have taken the reply before the Accept: check it now.
+        let (expiry_secs, share, ciphertext) = match reply.body {
+            Body::ShareReply { expiry_secs, share } if !self.kem => (expiry_secs, share, None),
+            Body::KemShareReply {
+                expiry_secs,
+                share,
+                ciphertext,
+            } if self.kem => (expiry_secs, share, Some(ciphertext)),
+            _ => return self.fail(FailReason::BadMessage),
         };
         let Some(th) = self.transcript_hash() else {
             return self.fail(FailReason::BadMessage);
@@ -592,14 +697,21 @@ impl Handshake {
         }
         self.lifetime_secs = expiry_secs;
         let compact = matches!(self.state, State::SentCompact { .. });
-        let (State::SentShare { eph } | State::SentCompact { eph }) =
+        let (State::SentShare { eph, kem } | State::SentCompact { eph, kem }) =
             core::mem::replace(&mut self.state, State::Failed)
         else {
             return self.fail(FailReason::BadMessage);
         };
+        let kem_secret = match (ciphertext, &kem) {
+            (Some(ct), Some(pair)) => Some(pair.decapsulate(&ct)),
+            (None, _) => None,
+            (Some(_), None) => return self.fail(FailReason::BadMessage),
+        };
+        drop(kem);
         let peer_static = self.peer_static;
-        let shared = match eph.complete(
+        let shared = match eph.complete_hybrid(
             Role::Initiator,
+            kem_secret.as_ref(),
             &share,
             self.cfg.static_key.as_ref(),
             peer_static.as_ref(),
@@ -622,7 +734,13 @@ impl Handshake {
 
     fn responder_message(&mut self, now: Instant, repr: Repr) -> Result<(), Ignored> {
         match (&self.state, repr.body) {
-            (State::Accepted { .. }, Body::Share { expiry_secs, .. }) => {
+            (
+                State::Accepted { .. },
+                Body::Share { expiry_secs, .. } | Body::KemShare { expiry_secs, .. },
+            ) => {
+                if !self.share_expected(&repr) {
+                    return Err(Ignored::Unexpected);
+                }
                 self.store(SHARE, repr)?;
                 let accepted = expiry_secs.min(self.lifetime_secs);
                 if !self.lifetime_ok(accepted) {
@@ -656,24 +774,56 @@ impl Handshake {
         }
     }
 
+    /// Whether the responder takes this share message: a KemShare iff the KEM is in use, a
+    /// Share otherwise; and a compact initiator's KemShare (sent before our Accept, whatever
+    /// it said) when the Request offered the KEM: its key is hashed, not used.
+    fn share_expected(&self, repr: &Repr) -> bool {
+        let offered = match self.parts[REQUEST].map(|r| r.body) {
+            Some(Body::Request(q)) => q.flags.kem,
+            _ => false,
+        };
+        match repr.body {
+            Body::Share { .. } => !self.kem,
+            Body::KemShare { .. } => {
+                self.kem || (offered && repr.responder_id == HandshakeId::default())
+            }
+            _ => false,
+        }
+    }
+
     fn responder_try_reply(&mut self, now: Instant) {
-        let Some(Body::Share {
-            share: peer_share, ..
-        }) = self.parts[SHARE].map(|r| r.body)
-        else {
-            return;
+        let (peer_share, peer_kem_key) = match self.parts[SHARE].map(|r| r.body) {
+            Some(Body::Share { share, .. }) => (share, None),
+            Some(Body::KemShare { share, kem_key, .. }) => (share, Some(kem_key)),
+            _ => return,
         };
         if self.parts[NONCE].is_none() {
             return;
         }
-        let State::Accepted { eph, nonce } = core::mem::replace(&mut self.state, State::Failed)
+        let State::Accepted { eph, nonce, kem } =
+            core::mem::replace(&mut self.state, State::Failed)
         else {
             return self.fail(FailReason::BadMessage);
         };
-        let reply = self.repr(Body::ShareReply {
-            expiry_secs: self.lifetime_secs,
-            share: eph.public_share(),
-        });
+        let (reply_body, kem_secret) = if self.kem {
+            let (Some(ek), Some(coins)) = (peer_kem_key, kem) else {
+                return self.fail(FailReason::BadMessage);
+            };
+            let (ciphertext, secret) = kem::encapsulate(&ek, &coins.0);
+            let body = Body::KemShareReply {
+                expiry_secs: self.lifetime_secs,
+                share: eph.public_share(),
+                ciphertext,
+            };
+            (body, Some(secret))
+        } else {
+            let body = Body::ShareReply {
+                expiry_secs: self.lifetime_secs,
+                share: eph.public_share(),
+            };
+            (body, None)
+        };
+        let reply = self.repr(reply_body);
         self.parts[SHARE_REPLY] = Some(reply);
         self.parts[NONCE_REPLY] = Some(self.repr(Body::NonceReply {
             nonce: nonce.0,
@@ -688,8 +838,9 @@ impl Handshake {
         });
         self.parts[NONCE_REPLY] = Some(nonce_reply);
         let peer_static = self.peer_static;
-        let shared = match eph.complete(
+        let shared = match eph.complete_hybrid(
             Role::Responder,
+            kem_secret.as_ref(),
             &peer_share,
             self.cfg.static_key.as_ref(),
             peer_static.as_ref(),
@@ -895,6 +1046,7 @@ impl Handshake {
             FailReason::NoCommonSuite => RejectCode::NoCommonSuite,
             FailReason::TooFewPaths => RejectCode::TooFewPaths,
             FailReason::ExpiryRefused => RejectCode::ExpiryRefused,
+            FailReason::KemRequired => RejectCode::KemRequired,
             _ => RejectCode::IdentityMismatch,
         };
         let reject = self.repr(Body::Reject(code));
@@ -935,6 +1087,7 @@ impl Handshake {
             established_at: now,
             lifetime: Duration::from_secs(u64::from(self.lifetime_secs)),
             two_path: self.two_path,
+            kem: self.kem,
             peer_static: self.peer_static,
         };
         keys.send[..send.len()].copy_from_slice(send);
@@ -943,6 +1096,18 @@ impl Handshake {
         self.pending = [false; FLIGHT];
         self.retransmit_at = None;
         self.event = Some(Event::Established(keys));
+    }
+}
+
+/// The initiator's share message: a KemShare with the key pair's encapsulation key, or a Share.
+fn share_body(expiry_secs: u32, share: [u8; 32], kem: Option<&KemKeyPair>) -> Body {
+    match kem {
+        Some(pair) => Body::KemShare {
+            expiry_secs,
+            share,
+            kem_key: *pair.encapsulation_key(),
+        },
+        None => Body::Share { expiry_secs, share },
     }
 }
 
@@ -969,6 +1134,7 @@ impl fmt::Debug for Handshake {
             .field("state", &state)
             .field("session_id", &self.ids)
             .field("two_path", &self.two_path)
+            .field("kem", &self.kem)
             .finish_non_exhaustive()
     }
 }
@@ -1352,5 +1518,402 @@ mod tests {
                 "closed"
             ]
         );
+    }
+
+    /// The hybrid (ML-KEM-768) handshake's tests: two hosts whose messages pass through `edit`
+    /// (an attacker on the path, or nobody), one clock step per quiet round.
+    mod kem {
+        use super::*;
+        use crate::handshake::KemMode::{self, Off, Preferred, Required};
+        use crate::handshake::messages::{KemCiphertext, MAX_MESSAGE_LEN};
+        use crate::handshake::schedule::{Transcript, smkex_hash};
+
+        const MA: [u8; 6] = [2, 0, 0, 0, 0, 1];
+        const MB: [u8; 6] = [2, 0, 0, 0, 0, 2];
+
+        fn ip(n: u8) -> IpAddr {
+            IpAddr::V4(Ipv4Addr::new(10, 77, 0, n))
+        }
+
+        fn cfg(mac: [u8; 6], n: u8, kem: KemMode, paths: u8) -> Config {
+            let mut c = Config::new(mac, ip(n), 24);
+            c.kem = kem;
+            c.paths = paths;
+            c
+        }
+
+        /// What an exchange ended with: each side's event, and every message as it arrived.
+        struct Outcome {
+            init: Option<Event>,
+            resp: Option<Event>,
+            seen: Vec<(Role, PathId, Repr)>,
+        }
+
+        impl Outcome {
+            fn keys(&self) -> (&SessionKeys, &SessionKeys) {
+                match (&self.init, &self.resp) {
+                    (Some(Event::Established(a)), Some(Event::Established(b))) => (a, b),
+                    other => panic!("not established on both sides: {other:?}"),
+                }
+            }
+
+            fn failures(&self) -> (Option<FailReason>, Option<FailReason>) {
+                let f = |e: &Option<Event>| match e {
+                    Some(Event::Failed(r)) => Some(*r),
+                    _ => None,
+                };
+                (f(&self.init), f(&self.resp))
+            }
+        }
+
+        /// Runs one handshake from `cfg_i` to `cfg_r`; `edit(sender, path, message)` may change
+        /// each message in flight (returning `false` drops it).
+        fn exchange(
+            cfg_i: Config,
+            cfg_r: Config,
+            mut edit: impl FnMut(Role, PathId, &mut Repr) -> bool,
+        ) -> Outcome {
+            let mut rng = Counter(42);
+            let t0 = Instant::from_secs(1);
+            let mut now = t0;
+            let mut init = Handshake::initiate(
+                t0,
+                cfg_i,
+                Peer::new(MB, ip(2)),
+                Tai64n::from_unix(1, 0),
+                &mut rng,
+            );
+            let mut resp: Option<Handshake> = None;
+            let mut out = Outcome {
+                init: None,
+                resp: None,
+                seen: Vec::new(),
+            };
+            let mut buf = [0u8; MAX_MESSAGE_LEN];
+            let mut wire = [0u8; MAX_MESSAGE_LEN];
+            while now < t0 + Duration::from_secs(20) {
+                let mut moved = false;
+                while let Some(t) = init.poll_transmit(now, &mut buf) {
+                    moved = true;
+                    let mut repr = Repr::parse_bytes(&buf[..t.len]).unwrap();
+                    if !edit(Role::Initiator, t.path, &mut repr) {
+                        continue;
+                    }
+                    let n = repr.emit(&mut wire);
+                    out.seen.push((Role::Initiator, t.path, repr));
+                    match &mut resp {
+                        None => {
+                            let peer = Peer::new(MA, ip(1));
+                            let r = Handshake::respond(
+                                now,
+                                cfg_r.clone(),
+                                peer,
+                                t.path,
+                                &wire[..n],
+                                &mut rng,
+                            );
+                            resp = r.ok();
+                        }
+                        Some(r) => {
+                            let _ = r.handle_message(now, t.path, &wire[..n]);
+                        }
+                    }
+                }
+                if let Some(r) = &mut resp {
+                    while let Some(t) = r.poll_transmit(now, &mut buf) {
+                        moved = true;
+                        let mut repr = Repr::parse_bytes(&buf[..t.len]).unwrap();
+                        if !edit(Role::Responder, t.path, &mut repr) {
+                            continue;
+                        }
+                        let n = repr.emit(&mut wire);
+                        out.seen.push((Role::Responder, t.path, repr));
+                        let _ = init.handle_message(now, t.path, &wire[..n]);
+                    }
+                    if out.resp.is_none() {
+                        out.resp = r.poll_event();
+                    }
+                }
+                if out.init.is_none() {
+                    out.init = init.poll_event();
+                }
+                if out.init.is_some() && (out.resp.is_some() || resp.is_none()) {
+                    break;
+                }
+                if !moved {
+                    now += Duration::from_millis(500);
+                    init.handle_timeout(now);
+                    if let Some(r) = &mut resp {
+                        r.handle_timeout(now);
+                    }
+                }
+            }
+            out
+        }
+
+        fn honest(_: Role, _: PathId, _: &mut Repr) -> bool {
+            true
+        }
+
+        /// Both sides' modes, 3 × 3, over two paths and over one: the KEM is used when one side
+        /// offers it and the other allows it; `require` against `off` fails with
+        /// `KemRequired` on both sides (a Reject 0x05), never silently without the KEM.
+        #[test]
+        fn negotiation_matrix() {
+            let modes = [Off, Preferred, Required];
+            for paths in [1u8, 2] {
+                for mi in modes {
+                    for mr in modes {
+                        let o = exchange(cfg(MA, 1, mi, paths), cfg(MB, 2, mr, paths), honest);
+                        let what = format!("initiator {mi:?}, responder {mr:?}, {paths} paths");
+                        if (mi == Required && mr == Off) || (mi == Off && mr == Required) {
+                            assert_eq!(
+                                o.failures(),
+                                (Some(FailReason::KemRequired), Some(FailReason::KemRequired)),
+                                "{what}"
+                            );
+                            let rejected = o
+                                .seen
+                                .iter()
+                                .any(|(_, _, r)| r.body == Body::Reject(RejectCode::KemRequired));
+                            assert!(rejected, "{what}: a Reject 0x05");
+                            continue;
+                        }
+                        let (a, b) = o.keys();
+                        let used = mi != Off && mr != Off;
+                        assert_eq!((a.kem(), b.kem()), (used, used), "{what}");
+                        assert_eq!(a.two_path(), paths == 2, "{what}");
+                        let (mut x, mut y) = ([0u8; 32], [0u8; 32]);
+                        a.export(b"kem", &mut x).unwrap();
+                        b.export(b"kem", &mut y).unwrap();
+                        assert_eq!(x, y, "{what}: the same keys");
+                        // The KEM messages go exactly when it is in use (prefer × off: the
+                        // initiator makes no key pair and sends a plain Share).
+                        let kem_msgs = o
+                            .seen
+                            .iter()
+                            .filter(|(_, p, r)| {
+                                *p == PathId::FIRST
+                                    && matches!(
+                                        r.body,
+                                        Body::KemShare { .. } | Body::KemShareReply { .. }
+                                    )
+                            })
+                            .count();
+                        assert_eq!(kem_msgs, if used { 2 } else { 0 }, "{what}");
+                    }
+                }
+            }
+        }
+
+        /// With `kem = off` on both sides nothing of the KEM is on the wire: the Request's
+        /// flags are those of before (the existing vectors stay byte-identical).
+        #[test]
+        fn off_sends_nothing_new() {
+            let o = exchange(cfg(MA, 1, Off, 2), cfg(MB, 2, Preferred, 2), honest);
+            let Body::Request(q) = o.seen[0].2.body else {
+                panic!("a Request first")
+            };
+            assert!(!q.flags.kem && !q.flags.kem_required);
+            let Body::Accept(a) = o.seen[1].2.body else {
+                panic!("then an Accept")
+            };
+            assert!(!a.kem);
+        }
+
+        /// An attacker active on path 1 strips the offer from the Request of two hosts that
+        /// both prefer the KEM. It cannot downgrade them silently: the Request is in the
+        /// transcript, so over two paths the initiator's SMKEX hash fails; over one path, where
+        /// it can also rewrite the (unkeyed) hash to match the initiator's view, the keys differ
+        /// and the responder's key confirmation fails. No side ends with a session.
+        #[test]
+        fn stripping_the_offer_fails_the_handshake() {
+            let o = exchange(
+                cfg(MA, 1, Preferred, 2),
+                cfg(MB, 2, Preferred, 2),
+                strip_offer,
+            );
+            assert_eq!(o.failures().0, Some(FailReason::SmkexMismatch));
+            assert!(!matches!(o.resp, Some(Event::Established(_))));
+
+            // One path: the attacker also fixes H (it sees everything and H needs no key).
+            let mut view: [Option<Repr>; 6] = [None; 6];
+            let o = exchange(
+                cfg(MA, 1, Preferred, 1),
+                cfg(MB, 2, Preferred, 1),
+                |from, path, m| {
+                    let slot = match m.body {
+                        Body::Request(_) => 0,
+                        Body::Accept(_) => 1,
+                        Body::Share { .. } | Body::KemShare { .. } => 2,
+                        Body::Nonce(_) => 3,
+                        Body::ShareReply { .. } | Body::KemShareReply { .. } => 4,
+                        Body::NonceReply { .. } => 5,
+                        _ => return true,
+                    };
+                    if slot == 0 {
+                        view[0] = Some(*m); // the initiator's view keeps its offer
+                        return strip_offer(from, path, m);
+                    }
+                    if let Body::NonceReply { nonce, .. } = m.body {
+                        let zeroed = |hash| Repr {
+                            body: Body::NonceReply { nonce, hash },
+                            ..*m
+                        };
+                        view[5] = Some(zeroed([0; 32]));
+                        let parts = view.map(|r| (r.unwrap(), PathId::FIRST));
+                        *m = zeroed(smkex_hash(&Transcript { parts }.hash()));
+                        return true;
+                    }
+                    view[slot] = Some(*m);
+                    true
+                },
+            );
+            // The responder refuses the Confirm; the initiator, without a ConfirmAck, times out.
+            assert_eq!(
+                o.failures(),
+                (Some(FailReason::Timeout), Some(FailReason::ConfirmMismatch))
+            );
+        }
+
+        fn strip_offer(_: Role, _: PathId, m: &mut Repr) -> bool {
+            if let Body::Request(q) = &mut m.body {
+                q.flags.kem = false;
+                q.flags.kem_required = false;
+            }
+            true
+        }
+
+        /// Stripping the KEM later fails too: a ShareReply without the ciphertext (or an
+        /// Accept without the flag, so the initiator sends a plain Share) is not what the other
+        /// side waits for; it is ignored and the handshake times out, with no session.
+        #[test]
+        fn stripping_the_ciphertext_or_the_answer_gets_no_session() {
+            let strip_ct = |_: Role, _: PathId, m: &mut Repr| {
+                if let Body::KemShareReply {
+                    expiry_secs, share, ..
+                } = m.body
+                {
+                    m.body = Body::ShareReply { expiry_secs, share };
+                }
+                true
+            };
+            let o = exchange(cfg(MA, 1, Preferred, 2), cfg(MB, 2, Preferred, 2), strip_ct);
+            assert_eq!(
+                o.failures(),
+                (Some(FailReason::Timeout), Some(FailReason::Timeout))
+            );
+
+            let strip_answer = |_: Role, _: PathId, m: &mut Repr| {
+                if let Body::Accept(a) = &mut m.body {
+                    a.kem = false;
+                }
+                true
+            };
+            let o = exchange(
+                cfg(MA, 1, Preferred, 2),
+                cfg(MB, 2, Preferred, 2),
+                strip_answer,
+            );
+            assert_eq!(
+                o.failures(),
+                (Some(FailReason::Timeout), Some(FailReason::Timeout))
+            );
+            // Against `require`, the stripped answer is refused at once.
+            let o = exchange(
+                cfg(MA, 1, Required, 2),
+                cfg(MB, 2, Preferred, 2),
+                strip_answer,
+            );
+            assert_eq!(o.failures().0, Some(FailReason::KemRequired));
+        }
+
+        /// A ciphertext changed on path 1: over two paths the SMKEX hash catches it; over one
+        /// path, with the hash rewritten to the initiator's view, the initiator's decapsulation
+        /// gives another secret (implicit rejection), so the confirmation fails.
+        #[test]
+        fn a_tampered_ciphertext_fails() {
+            let flip = |_: Role, _: PathId, m: &mut Repr| {
+                if let Body::KemShareReply { ciphertext, .. } = &mut m.body {
+                    ciphertext.0[7] ^= 0x40;
+                }
+                true
+            };
+            let o = exchange(cfg(MA, 1, Preferred, 2), cfg(MB, 2, Preferred, 2), flip);
+            assert_eq!(o.failures().0, Some(FailReason::SmkexMismatch));
+
+            // One path: the attacker fixes H over the transcript the initiator sees.
+            let mut view: [Option<Repr>; 6] = [None; 6];
+            let o = exchange(
+                cfg(MA, 1, Preferred, 1),
+                cfg(MB, 2, Preferred, 1),
+                |from, path, m| {
+                    let slot = match m.body {
+                        Body::Request(_) => 0,
+                        Body::Accept(_) => 1,
+                        Body::KemShare { .. } => 2,
+                        Body::Nonce(_) => 3,
+                        Body::KemShareReply { .. } => 4,
+                        Body::NonceReply { .. } => 5,
+                        _ => return true,
+                    };
+                    flip(from, path, m);
+                    if let Body::NonceReply { nonce, .. } = m.body {
+                        let zeroed = |hash| Repr {
+                            body: Body::NonceReply { nonce, hash },
+                            ..*m
+                        };
+                        view[5] = Some(zeroed([0; 32]));
+                        let parts = view.map(|r| (r.unwrap(), PathId::FIRST));
+                        *m = zeroed(smkex_hash(&Transcript { parts }.hash()));
+                        return true;
+                    }
+                    view[slot] = Some(*m);
+                    true
+                },
+            );
+            // The responder refuses the Confirm; the initiator, without a ConfirmAck, times out.
+            assert_eq!(
+                o.failures(),
+                (Some(FailReason::Timeout), Some(FailReason::ConfirmMismatch))
+            );
+        }
+
+        /// The initiator refuses an Accept that takes a KEM it did not offer (`BadMessage`),
+        /// and a ShareReply of the wrong kind is ignored, not taken.
+        #[test]
+        fn an_accept_with_an_unoffered_kem_is_refused() {
+            let add = |_: Role, _: PathId, m: &mut Repr| {
+                if let Body::Accept(a) = &mut m.body {
+                    a.kem = true;
+                }
+                true
+            };
+            let o = exchange(cfg(MA, 1, Off, 2), cfg(MB, 2, Preferred, 2), add);
+            assert_eq!(o.failures().0, Some(FailReason::BadMessage));
+        }
+
+        /// The KEM changes the keys: the same draws with and without it give other keys, and
+        /// the KEM's messages have the documented sizes.
+        #[test]
+        fn the_kem_secret_is_in_the_keys_and_the_sizes_are_as_documented() {
+            let with = exchange(cfg(MA, 1, Preferred, 2), cfg(MB, 2, Preferred, 2), honest);
+            let without = exchange(cfg(MA, 1, Off, 2), cfg(MB, 2, Off, 2), honest);
+            let (a, _) = with.keys();
+            let (c, _) = without.keys();
+            let (mut x, mut y) = ([0u8; 32], [0u8; 32]);
+            a.export(b"k", &mut x).unwrap();
+            c.export(b"k", &mut y).unwrap();
+            assert_ne!(x, y);
+            for (_, _, r) in &with.seen {
+                match r.body {
+                    Body::KemShare { .. } => assert_eq!(r.buffer_len(), 1238),
+                    Body::KemShareReply { .. } => assert_eq!(r.buffer_len(), 1142),
+                    Body::Request(_) => assert_eq!(r.buffer_len(), 81),
+                    _ => {}
+                }
+            }
+            let _ = KemCiphertext([0; 1088]);
+        }
     }
 }

@@ -30,10 +30,23 @@ use crate::wire::enum_with_unknown;
 pub const VERSION: u8 = 2;
 /// Length of the common header.
 pub const HEADER_LEN: usize = field::BODY;
-/// The longest message (a request offering [`MAX_SUITES`] suites with a static key and a
-/// certificate).
-pub const MAX_MESSAGE_LEN: usize =
+/// The longest message: a [`MessageType::KemShare`] (1,238 bytes). The longest Request (an
+/// offer of [`MAX_SUITES`] suites with a static key and a certificate) is 503.
+pub const MAX_MESSAGE_LEN: usize = max(MAX_REQUEST_LEN, KEM_SHARE_LEN);
+/// The longest Request: [`MAX_SUITES`] suites, a static key and a certificate of
+/// [`MAX_CERT_LEN`] bytes.
+pub const MAX_REQUEST_LEN: usize =
     HEADER_LEN + REQUEST_FIXED_LEN + MAX_SUITES + KEY_LEN + 2 + MAX_CERT_LEN;
+/// The length of a [`MessageType::KemShare`]: header, lifetime, X25519 share, ML-KEM-768
+/// encapsulation key.
+pub const KEM_SHARE_LEN: usize = HEADER_LEN + 4 + KEY_LEN + KEM_KEY_LEN;
+/// The length of a [`MessageType::KemShareReply`]: header, lifetime, X25519 share, ML-KEM-768
+/// ciphertext.
+pub const KEM_SHARE_REPLY_LEN: usize = HEADER_LEN + 4 + KEY_LEN + KEM_CIPHERTEXT_LEN;
+/// Length of an ML-KEM-768 encapsulation key (FIPS 203, Table 3: 384·k + 32, k = 3).
+pub const KEM_KEY_LEN: usize = 1184;
+/// Length of an ML-KEM-768 ciphertext (FIPS 203, Table 3: 32·(d_u·k + d_v), d_u = 10, d_v = 4).
+pub const KEM_CIPHERTEXT_LEN: usize = 1088;
 /// The longest certificate a Request or Accept carries ([`crate::pki::MAX_CERT_LEN`]).
 pub const MAX_CERT_LEN: usize = crate::pki::MAX_CERT_LEN;
 /// At most this many suites in an offer.
@@ -48,6 +61,10 @@ pub const HASH_LEN: usize = 32;
 // Request body before the suite list: timestamp, flags, paths, 2 MACs, 2 addresses, suite count.
 const REQUEST_FIXED_LEN: usize = Tai64n::LEN + 1 + 1 + 6 + 6 + ADDR_LEN + ADDR_LEN + 1;
 const ADDR_LEN: usize = 17;
+
+const fn max(a: usize, b: usize) -> usize {
+    if a > b { a } else { b }
+}
 
 mod field {
     use core::ops::Range;
@@ -122,6 +139,12 @@ enum_with_unknown! {
         Confirm = 0x08,
         /// Responder → initiator, path 1: key confirmation; the session is established.
         ConfirmAck = 0x09,
+        /// Stage 3 with ML-KEM-768, initiator → responder, path 1: a Share plus the
+        /// initiator's encapsulation key (sent instead of a Share when the KEM is in use).
+        KemShare = 0x0a,
+        /// Stage 3 with ML-KEM-768, responder → initiator, path 1: a ShareReply plus the
+        /// ciphertext encapsulated to the initiator's key (instead of a ShareReply).
+        KemShareReply = 0x0b,
     }
 }
 
@@ -136,6 +159,8 @@ enum_with_unknown! {
         ExpiryRefused = 0x03,
         /// A pinned long-term key does not match.
         IdentityMismatch = 0x04,
+        /// ML-KEM-768 was required by one side and the other does not run it.
+        KemRequired = 0x05,
     }
 }
 
@@ -226,6 +251,10 @@ pub struct Flags {
     /// rekey). Clear: the sender has none (a first session, or it lost its keys, e.g. it
     /// restarted), so the responder's current session with it is dead.
     pub rekey: bool,
+    /// The sender offers ML-KEM-768 beside X25519 (the hybrid post-quantum key exchange).
+    pub kem: bool,
+    /// The sender refuses a session without ML-KEM-768 (only with [`kem`](Self::kem)).
+    pub kem_required: bool,
 }
 
 impl Flags {
@@ -234,7 +263,15 @@ impl Flags {
     const STATIC_KEY: u8 = 0x04;
     const REKEY: u8 = 0x08;
     const CERT: u8 = 0x10;
-    const KNOWN: u8 = Self::TWO_PATH | Self::REQUIRED | Self::STATIC_KEY | Self::REKEY | Self::CERT;
+    const KEM: u8 = 0x20;
+    const KEM_REQUIRED: u8 = 0x40;
+    const KNOWN: u8 = Self::TWO_PATH
+        | Self::REQUIRED
+        | Self::STATIC_KEY
+        | Self::REKEY
+        | Self::CERT
+        | Self::KEM
+        | Self::KEM_REQUIRED;
 
     fn bits(self, static_key: bool) -> u8 {
         (if self.two_path { Self::TWO_PATH } else { 0 })
@@ -245,6 +282,12 @@ impl Flags {
             })
             | (if static_key { Self::STATIC_KEY } else { 0 })
             | (if self.rekey { Self::REKEY } else { 0 })
+            | (if self.kem { Self::KEM } else { 0 })
+            | (if self.kem_required {
+                Self::KEM_REQUIRED
+            } else {
+                0
+            })
     }
 }
 
@@ -319,6 +362,55 @@ pub struct AcceptRepr {
     pub static_key: Option<[u8; KEY_LEN]>,
     /// The responder's certificate (flag 0x10; only with a static key), if it has one.
     pub cert: Option<CertBytes>,
+    /// ML-KEM-768 is in the key exchange (flag 0x20; only if the Request offered it).
+    pub kem: bool,
+}
+
+/// An ML-KEM-768 encapsulation key as a [`Body::KemShare`] carries it. Parsing refuses a key
+/// that fails FIPS 203's modulus check (§7.2: every 12-bit coefficient below q = 3329), so a
+/// `KemKey` is always a valid encapsulation key.
+#[derive(Clone, Copy, PartialEq, Eq, Hash)]
+pub struct KemKey(pub(crate) [u8; KEM_KEY_LEN]);
+
+impl KemKey {
+    /// The key for `bytes`, if it passes the modulus check.
+    pub fn new(bytes: &[u8; KEM_KEY_LEN]) -> Option<Self> {
+        modulus_check(bytes).then_some(Self(*bytes))
+    }
+
+    /// The bytes.
+    pub fn as_bytes(&self) -> &[u8; KEM_KEY_LEN] {
+        &self.0
+    }
+}
+
+impl fmt::Debug for KemKey {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "KemKey({:02x?}..)", &self.0[..4])
+    }
+}
+
+/// FIPS 203 §7.2's modulus check of an encapsulation key: ByteEncode12(ByteDecode12(t̂)) = t̂,
+/// i.e. every coefficient (12 bits, little-endian, two per three bytes) of the first 1,152
+/// bytes is below q = 3329. The last 32 bytes (the seed ρ) are free.
+fn modulus_check(bytes: &[u8; KEM_KEY_LEN]) -> bool {
+    const Q: u16 = 3329;
+    bytes[..KEM_KEY_LEN - 32].chunks_exact(3).all(|c| {
+        let (b0, b1, b2) = (u16::from(c[0]), u16::from(c[1]), u16::from(c[2]));
+        (b0 | (b1 & 0x0f) << 8) < Q && (b1 >> 4 | b2 << 4) < Q
+    })
+}
+
+/// An ML-KEM-768 ciphertext as a [`Body::KemShareReply`] carries it (any 1,088 bytes: a
+/// ciphertext that was not made for the key decapsulates to an unrelated secret, FIPS 203's
+/// implicit rejection).
+#[derive(Clone, Copy, PartialEq, Eq, Hash)]
+pub struct KemCiphertext(pub [u8; KEM_CIPHERTEXT_LEN]);
+
+impl fmt::Debug for KemCiphertext {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "KemCiphertext({:02x?}..)", &self.0[..4])
+    }
 }
 
 /// One message body.
@@ -357,6 +449,24 @@ pub enum Body {
     Confirm([u8; HASH_LEN]),
     /// The responder's key confirmation tag.
     ConfirmAck([u8; HASH_LEN]),
+    /// A Share with the initiator's ML-KEM-768 encapsulation key (the KEM is in use).
+    KemShare {
+        /// Offered session lifetime in seconds.
+        expiry_secs: u32,
+        /// The X25519 public share.
+        share: [u8; KEY_LEN],
+        /// The initiator's ephemeral ML-KEM-768 encapsulation key.
+        kem_key: KemKey,
+    },
+    /// A ShareReply with the ML-KEM-768 ciphertext to the initiator's key.
+    KemShareReply {
+        /// Accepted session lifetime in seconds (at most the offer).
+        expiry_secs: u32,
+        /// The X25519 public share.
+        share: [u8; KEY_LEN],
+        /// The ciphertext encapsulated to the KemShare's key.
+        ciphertext: KemCiphertext,
+    },
 }
 
 impl Body {
@@ -372,6 +482,8 @@ impl Body {
             Self::NonceReply { .. } => MessageType::NonceReply,
             Self::Confirm(_) => MessageType::Confirm,
             Self::ConfirmAck(_) => MessageType::ConfirmAck,
+            Self::KemShare { .. } => MessageType::KemShare,
+            Self::KemShareReply { .. } => MessageType::KemShareReply,
         }
     }
 }
@@ -482,7 +594,7 @@ impl Repr {
             MessageType::Request => Body::Request(parse_request(&mut r)?),
             MessageType::Accept => {
                 let flags = r.u8()?;
-                if flags & !(Flags::TWO_PATH | Flags::STATIC_KEY | Flags::CERT) != 0 {
+                if flags & !(Flags::TWO_PATH | Flags::STATIC_KEY | Flags::CERT | Flags::KEM) != 0 {
                     return Err(Error::BadValue);
                 }
                 let suite = r.u8()?;
@@ -497,6 +609,7 @@ impl Repr {
                     suite,
                     static_key,
                     cert,
+                    kem: flags & Flags::KEM != 0,
                 })
             }
             MessageType::Reject => Body::Reject(RejectCode::from(r.u8()?)),
@@ -515,6 +628,23 @@ impl Repr {
             },
             MessageType::Confirm => Body::Confirm(r.array()?),
             MessageType::ConfirmAck => Body::ConfirmAck(r.array()?),
+            MessageType::KemShare => {
+                let (expiry_secs, share) = parse_share(&mut r)?;
+                let kem_key = KemKey::new(&r.array()?).ok_or(Error::BadValue)?;
+                Body::KemShare {
+                    expiry_secs,
+                    share,
+                    kem_key,
+                }
+            }
+            MessageType::KemShareReply => {
+                let (expiry_secs, share) = parse_share(&mut r)?;
+                Body::KemShareReply {
+                    expiry_secs,
+                    share,
+                    ciphertext: KemCiphertext(r.array()?),
+                }
+            }
             MessageType::Unknown(_) => return Err(Error::UnknownType),
         };
         if !r.0.is_empty() {
@@ -524,7 +654,10 @@ impl Repr {
         // A request has no responder id yet; a compact initiator's share and nonce (sent with
         // the request) may have none; every other message has both.
         let zero = responder_id == HandshakeId::default();
-        let may_be_zero = matches!(body, Body::Share { .. } | Body::Nonce(_));
+        let may_be_zero = matches!(
+            body,
+            Body::Share { .. } | Body::KemShare { .. } | Body::Nonce(_)
+        );
         if matches!(body, Body::Request(_)) != zero && !(zero && may_be_zero) {
             return Err(Error::BadValue);
         }
@@ -561,6 +694,8 @@ impl Repr {
                 Body::Nonce(_) => NONCE_LEN,
                 Body::NonceReply { .. } => NONCE_LEN + HASH_LEN,
                 Body::Confirm(_) | Body::ConfirmAck(_) => HASH_LEN,
+                Body::KemShare { .. } => KEM_SHARE_LEN - HEADER_LEN,
+                Body::KemShareReply { .. } => KEM_SHARE_REPLY_LEN - HEADER_LEN,
             }
     }
 
@@ -601,7 +736,8 @@ impl Repr {
                     } else {
                         0
                     })
-                    | (if a.cert.is_some() { Flags::CERT } else { 0 });
+                    | (if a.cert.is_some() { Flags::CERT } else { 0 })
+                    | (if a.kem { Flags::KEM } else { 0 });
                 w.put(&[flags, a.suite]);
                 if let Some(k) = &a.static_key {
                     w.put(k);
@@ -619,6 +755,24 @@ impl Repr {
                 w.put(hash);
             }
             Body::Confirm(t) | Body::ConfirmAck(t) => w.put(t),
+            Body::KemShare {
+                expiry_secs,
+                share,
+                kem_key,
+            } => {
+                w.put(&expiry_secs.to_be_bytes());
+                w.put(share);
+                w.put(kem_key.as_bytes());
+            }
+            Body::KemShareReply {
+                expiry_secs,
+                share,
+                ciphertext,
+            } => {
+                w.put(&expiry_secs.to_be_bytes());
+                w.put(share);
+                w.put(&ciphertext.0);
+            }
         }
         len
     }
@@ -627,7 +781,10 @@ impl Repr {
 fn parse_request(r: &mut Reader<'_>) -> Result<RequestRepr> {
     let timestamp = Tai64n(r.array()?);
     let flags = r.u8()?;
-    if flags & !Flags::KNOWN != 0 {
+    // Reserved bits, and "KEM required" without "KEM offered" (one encoding per meaning).
+    if flags & !Flags::KNOWN != 0
+        || flags & (Flags::KEM | Flags::KEM_REQUIRED) == Flags::KEM_REQUIRED
+    {
         return Err(Error::BadValue);
     }
     let paths = r.u8()?;
@@ -658,6 +815,8 @@ fn parse_request(r: &mut Reader<'_>) -> Result<RequestRepr> {
             two_path: flags & Flags::TWO_PATH != 0,
             smkex_required: flags & Flags::REQUIRED != 0,
             rekey: flags & Flags::REKEY != 0,
+            kem: flags & Flags::KEM != 0,
+            kem_required: flags & Flags::KEM_REQUIRED != 0,
         },
         paths,
         initiator_mac,
@@ -807,6 +966,8 @@ mod tests {
                     two_path: true,
                     smkex_required: false,
                     rekey: false,
+                    kem: false,
+                    kem_required: false,
                 },
                 paths: 2,
                 initiator_mac: [2, 0x50, 0x53, 0, 0, 1],
@@ -820,7 +981,7 @@ mod tests {
         }
     }
 
-    fn all_reprs() -> [Repr; 12] {
+    fn all_reprs() -> [Repr; 14] {
         let b = |body| Repr {
             initiator_id: I,
             responder_id: R,
@@ -845,12 +1006,14 @@ mod tests {
                 suite: 3,
                 static_key: Some([5; 32]),
                 cert: None,
+                kem: false,
             })),
             b(Body::Accept(AcceptRepr {
                 two_path: false,
                 suite: 3,
                 static_key: Some([5; 32]),
                 cert: CertBytes::new(&[0xc4; 7]),
+                kem: true,
             })),
             b(Body::Reject(RejectCode::NoCommonSuite)),
             b(Body::Share {
@@ -868,7 +1031,89 @@ mod tests {
             }),
             b(Body::Confirm([10; 32])),
             b(Body::ConfirmAck([11; 32])),
+            b(Body::KemShare {
+                expiry_secs: 3600,
+                share: [3; 32],
+                kem_key: KemKey::new(&[0x11; KEM_KEY_LEN]).unwrap(),
+            }),
+            b(Body::KemShareReply {
+                expiry_secs: 60,
+                share: [4; 32],
+                ciphertext: KemCiphertext([0xee; KEM_CIPHERTEXT_LEN]),
+            }),
         ]
+    }
+
+    /// The KEM's flags: 0x20 offers ML-KEM-768, 0x40 requires it (only with 0x20), 0x80 stays
+    /// reserved; the Accept's 0x20 says it is in use. The KEM messages have the documented
+    /// sizes, and a KemShare's key must pass FIPS 203's modulus check.
+    #[test]
+    fn kem_flags_sizes_and_key_check() {
+        let flags = |bits: u8| {
+            let mut b = REQUEST_BYTES;
+            b[30] = bits;
+            Repr::parse_bytes(&b).map(|r| match r.body {
+                Body::Request(q) => (q.flags.kem, q.flags.kem_required),
+                _ => unreachable!(),
+            })
+        };
+        assert_eq!(flags(0x01), Ok((false, false)));
+        assert_eq!(flags(0x21), Ok((true, false)));
+        assert_eq!(flags(0x61), Ok((true, true)));
+        assert_eq!(
+            flags(0x41),
+            Err(Error::BadValue),
+            "required without offered"
+        );
+        assert_eq!(flags(0x81), Err(Error::BadValue), "reserved");
+        let mut q = request_repr();
+        if let Body::Request(r) = &mut q.body {
+            r.flags.kem = true;
+            r.flags.kem_required = true;
+        }
+        let mut buf = [0u8; MAX_MESSAGE_LEN];
+        let n = q.emit(&mut buf);
+        assert_eq!(buf[30], 0x61);
+        assert_eq!(n, REQUEST_BYTES.len(), "the flags cost no byte");
+
+        // Accept: 0x20 parses, 0x02 and 0x40 do not.
+        let accept = |flags: u8| {
+            let mut m = [0u8; HEADER_LEN + 2];
+            m[..HEADER_LEN]
+                .copy_from_slice(&[2, 2, 1, 2, 3, 4, 5, 6, 7, 8, 9, 9, 9, 9, 9, 9, 9, 9]);
+            m[HEADER_LEN] = flags;
+            m[HEADER_LEN + 1] = 3;
+            Repr::parse_bytes(&m).map(|r| matches!(r.body, Body::Accept(a) if a.kem))
+        };
+        assert_eq!(accept(0x21), Ok(true));
+        assert_eq!(accept(0x01), Ok(false));
+        assert_eq!(accept(0x41), Err(Error::BadValue));
+        assert_eq!(accept(0x03), Err(Error::BadValue));
+
+        let reprs = all_reprs();
+        let (share, reply) = (reprs[12], reprs[13]);
+        assert_eq!(share.buffer_len(), 1238);
+        assert_eq!(reply.buffer_len(), 1142);
+        assert_eq!(KEM_SHARE_LEN, 1238);
+        assert_eq!(KEM_SHARE_REPLY_LEN, 1142);
+        assert_eq!(MAX_MESSAGE_LEN, KEM_SHARE_LEN);
+        assert_eq!(MAX_REQUEST_LEN, 503);
+
+        // A coefficient of q (3329 = 0xd01) in the key: the message does not parse.
+        let n = share.emit(&mut buf);
+        let key_at = HEADER_LEN + 4 + KEY_LEN;
+        buf[key_at] = 0x01;
+        buf[key_at + 1] = 0xfd;
+        assert_eq!(Repr::parse_bytes(&buf[..n]), Err(Error::BadValue));
+        // A KemShare may have a zero responder id (compact), a KemShareReply may not.
+        let mut zero = share;
+        zero.responder_id = HandshakeId::default();
+        let n = zero.emit(&mut buf);
+        assert_eq!(Repr::parse_bytes(&buf[..n]), Ok(zero));
+        let mut zero = reply;
+        zero.responder_id = HandshakeId::default();
+        let n = zero.emit(&mut buf);
+        assert_eq!(Repr::parse_bytes(&buf[..n]), Err(Error::BadValue));
     }
 
     #[test]
@@ -925,7 +1170,7 @@ mod tests {
         b[1] = 0x42;
         assert_eq!(Repr::parse_bytes(&b), Err(Error::UnknownType));
         let mut b = REQUEST_BYTES;
-        b[30] = 0x80; // reserved flag
+        b[30] = 0x80; // reserved flag (0x20 and 0x40 are the KEM's)
         assert_eq!(Repr::parse_bytes(&b), Err(Error::BadValue));
         let mut b = REQUEST_BYTES;
         b[44] = 5; // address family

@@ -13,6 +13,7 @@
 //! |---|---|
 //! | `messages.rs` | the wire format ([`messages::Message`] view, [`messages::Repr`]) |
 //! | `schedule.rs` | the crypto typestate chain (ephemeral → DH → secrets) and the key schedule |
+//! | `kem.rs` | ML-KEM-768 for the hybrid post-quantum handshake ([`KemMode`]) |
 //! | `machine.rs` | [`Handshake`]: the state machine, retransmission, SMKEX checks |
 //! | `keyring.rs` | [`KeyRing`]: the data path's keys across rekeys |
 //! | `limiter.rs` | [`RequestLimiter`]: per-source token buckets |
@@ -26,6 +27,7 @@
 //! state machine, the key schedule and what each attacker gets.
 
 pub mod identity;
+pub mod kem;
 mod keyring;
 mod limiter;
 mod machine;
@@ -86,6 +88,23 @@ pub enum SmkexMode {
     Required,
 }
 
+/// Whether to add ML-KEM-768 (FIPS 203) to the key exchange beside X25519: the hybrid
+/// post-quantum handshake (docs/SESSIONS.md, "Hybrid post-quantum sessions"). Offered and
+/// refused like [`SmkexMode`]: it is used when both sides allow it and one offers it; a side that
+/// requires it fails ([`FailReason::KemRequired`]) rather than run without it.
+#[non_exhaustive]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default)]
+pub enum KemMode {
+    /// X25519 only; a Request does not offer the KEM (and a host from before the KEM, which
+    /// drops a Request that does, still answers). The default.
+    #[default]
+    Off,
+    /// Offer it, and use it when the peer offers or accepts it; without it if the peer is `Off`.
+    Preferred,
+    /// Offer it and refuse a session without it ([`FailReason::KemRequired`]).
+    Required,
+}
+
 /// Handshake settings of one host.
 #[derive(Clone, Debug)]
 pub struct Config {
@@ -94,6 +113,8 @@ pub struct Config {
     pub suites: SuiteList,
     /// SMKEX policy.
     pub smkex: SmkexMode,
+    /// ML-KEM-768 policy (the hybrid post-quantum key exchange); off by default.
+    pub kem: KemMode,
     /// How many paths this host has to the peer (1 or 2 are used).
     pub paths: u8,
     /// This host's protected MAC address.
@@ -137,13 +158,14 @@ pub struct Config {
 }
 
 impl Config {
-    /// Defaults: aes128-gcm then chacha20-poly1305, SMKEX preferred, one path, lifetime 1 h
-    /// (minimum 60 s), no long-term key, RTO 250 ms up to 4 s, timeout 15 s, the thesis' flow
-    /// (not [`compact`](Self::compact)).
+    /// Defaults: aes128-gcm then chacha20-poly1305, SMKEX preferred, ML-KEM off, one path,
+    /// lifetime 1 h (minimum 60 s), no long-term key, RTO 250 ms up to 4 s, timeout 15 s, the
+    /// thesis' flow (not [`compact`](Self::compact)).
     pub fn new(local_mac: [u8; 6], local_addr: IpAddr, prefix_len: u8) -> Self {
         Self {
             suites: SuiteList::from_suites(&[SuiteId::Aes128Gcm, SuiteId::ChaCha20Poly1305]),
             smkex: SmkexMode::Preferred,
+            kem: KemMode::Off,
             paths: 1,
             local_mac,
             local_addr,
@@ -256,6 +278,9 @@ pub enum FailReason {
     /// Stage 1 refused the request: not on our segment, or not addressed to us (the thesis drops
     /// it without a reply).
     NotForUs,
+    /// ML-KEM-768 was required ([`KemMode::Required`]) by one side and the other does not run
+    /// it (its mode is [`KemMode::Off`], or it predates the KEM).
+    KemRequired,
 }
 
 impl FailReason {
@@ -273,6 +298,7 @@ impl FailReason {
             Self::ExpiryRefused => "expiry_refused",
             Self::BadShare => "bad_share",
             Self::NotForUs => "not_for_us",
+            Self::KemRequired => "kem_required",
         }
     }
 }
@@ -319,6 +345,7 @@ pub struct SessionKeys {
     pub(crate) established_at: Instant,
     pub(crate) lifetime: Duration,
     pub(crate) two_path: bool,
+    pub(crate) kem: bool,
     pub(crate) peer_static: Option<[u8; KEY_LEN]>,
 }
 
@@ -385,6 +412,11 @@ impl SessionKeys {
         self.two_path
     }
 
+    /// Whether ML-KEM-768 was in the key schedule (a hybrid post-quantum session).
+    pub fn kem(&self) -> bool {
+        self.kem
+    }
+
     /// The peer's long-term public key, if it announced one (for TOFU pinning by the caller).
     pub fn peer_static(&self) -> Option<[u8; KEY_LEN]> {
         self.peer_static
@@ -430,6 +462,7 @@ impl fmt::Debug for SessionKeys {
             .field("key_id", &self.key_id)
             .field("session_id", &self.session_id)
             .field("two_path", &self.two_path)
+            .field("kem", &self.kem)
             .finish_non_exhaustive()
     }
 }

@@ -8,12 +8,12 @@
 //! deriving consumes the DH output, so neither can be used twice. Every secret is zeroized on
 //! drop and prints nothing in `Debug`.
 //!
-//! With `TH` the transcript hash ([`Transcript::hash`]), `ikm` the DH outputs (below), and
-//! HKDF-SHA-256 (RFC 5869):
+//! With `TH` the transcript hash ([`Transcript::hash`]), `ikm` the ML-KEM secret (if the KEM is
+//! in use) and the DH outputs (below), and HKDF-SHA-256 (RFC 5869):
 //!
 //! ```text
-//! ikm        = X25519(e_i, E_r) [|| X25519(e_i, S_r)] [|| X25519(s_i, E_r)]   (initiator's view)
-//!            = X25519(e_r, E_i) [|| X25519(s_r, E_i)] [|| X25519(e_r, S_i)]   (responder's view)
+//! ikm        = [K ||] X25519(e_i, E_r) [|| X25519(e_i, S_r)] [|| X25519(s_i, E_r)]  (initiator)
+//!            = [K ||] X25519(e_r, E_i) [|| X25519(s_r, E_i)] [|| X25519(e_r, S_i)]  (responder)
 //! PRK        = HKDF-Extract(salt = TH, ikm)
 //! k_i2r      = HKDF-Expand(PRK, "psp-sep-v1 key i2r" || TH, suite key length)
 //! k_r2i      = HKDF-Expand(PRK, "psp-sep-v1 key r2i" || TH, suite key length)
@@ -27,13 +27,17 @@
 //!
 //! `S_r`/`S_i` are the optional long-term keys of seed 002 §10.1 (Fig. 15: "the client can send
 //! as input to the key derivation the concatenation of Y^x and LS^x"); the initiator's term is
-//! the mirror image for a host that has one too.
+//! the mirror image for a host that has one too. `K` is the 32-byte ML-KEM-768 shared secret
+//! of a hybrid handshake ([`super::kem`]), first, as X25519MLKEM768 puts ML-KEM's secret before
+//! X25519's (draft-ietf-tls-ecdhe-mlkem): the session keys stay secret while either X25519 or
+//! ML-KEM-768 holds.
 
 use sha2::{Digest, Sha256};
 use subtle::ConstantTimeEq;
 use x25519_dalek::{PublicKey, StaticSecret};
 use zeroize::{Zeroize, ZeroizeOnDrop};
 
+use super::kem::{KEM_SECRET_LEN, KemSecret};
 use super::messages::{Body, HASH_LEN, KEY_LEN, MAX_MESSAGE_LEN, NONCE_LEN, Repr};
 use super::{FailReason, PathId, Role};
 use crate::crypto::hmac_sha256::{Hkdf, HmacSha256Key};
@@ -107,11 +111,31 @@ impl Ephemeral {
         own_static: Option<&StaticKey>,
         peer_static: Option<&[u8; KEY_LEN]>,
     ) -> Result<Shared, FailReason> {
+        self.complete_hybrid(role, None, peer_share, own_static, peer_static)
+    }
+
+    /// As [`complete`](Self::complete), with the ML-KEM-768 secret `kem` (if the KEM is in use)
+    /// first in the input keying material: `ikm = K || X25519 outputs`.
+    ///
+    /// # Errors
+    /// As [`complete`](Self::complete).
+    pub fn complete_hybrid(
+        self,
+        role: Role,
+        kem: Option<&KemSecret>,
+        peer_share: &[u8; KEY_LEN],
+        own_static: Option<&StaticKey>,
+        peer_static: Option<&[u8; KEY_LEN]>,
+    ) -> Result<Shared, FailReason> {
         let peer_e = PublicKey::from(*peer_share);
         let mut shared = Shared {
-            ikm: [0; 3 * 32],
+            ikm: [0; MAX_IKM_LEN],
             len: 0,
         };
+        if let Some(k) = kem {
+            shared.ikm[..KEM_SECRET_LEN].copy_from_slice(&k.0);
+            shared.len = KEM_SECRET_LEN;
+        }
         shared.push(self.secret.diffie_hellman(&peer_e))?;
         // Initiator's order: e·S_r, then s_i·E_r. The responder computes the same two values as
         // s_r·E_i and e_r·S_i, so each side orders the terms by role.
@@ -145,10 +169,13 @@ impl core::fmt::Debug for Ephemeral {
     }
 }
 
-/// The concatenated DH outputs: the second state of the chain.
+/// The longest input keying material: the ML-KEM secret and three X25519 outputs.
+const MAX_IKM_LEN: usize = KEM_SECRET_LEN + 3 * 32;
+
+/// The concatenated ML-KEM secret (if any) and DH outputs: the second state of the chain.
 #[derive(Zeroize, ZeroizeOnDrop)]
 pub struct Shared {
-    ikm: [u8; 3 * 32],
+    ikm: [u8; MAX_IKM_LEN],
     len: usize,
 }
 
@@ -338,6 +365,38 @@ mod tests {
             assert!(!b.check_tag(Role::Responder, &a.tag(Role::Initiator)));
             assert_eq!(a.transcript_hash(), &[7; 32]);
         }
+    }
+
+    /// The ML-KEM secret comes first in `ikm`, before the X25519 outputs (X25519MLKEM768's
+    /// order), and both sides agree.
+    #[test]
+    fn the_kem_secret_comes_first() {
+        let kp = crate::handshake::kem::KemKeyPair::from_seed(&[5; 32], &[6; 32]);
+        let (ct, k_r) = crate::handshake::kem::encapsulate(kp.encapsulation_key(), &[7; 32]);
+        let k_i = kp.decapsulate(&ct);
+        let sr = StaticKey::from_bytes([0x22; 32]);
+        let ei = Ephemeral::from_bytes([1; 32]);
+        let er = Ephemeral::from_bytes([2; 32]);
+        let (pi, pr) = (ei.public_share(), er.public_share());
+        let classical = Ephemeral::from_bytes([1; 32])
+            .complete(Role::Initiator, &pr, None, Some(&sr.public_key()))
+            .unwrap();
+        let a = ei
+            .complete_hybrid(
+                Role::Initiator,
+                Some(&k_i),
+                &pr,
+                None,
+                Some(&sr.public_key()),
+            )
+            .unwrap();
+        let b = er
+            .complete_hybrid(Role::Responder, Some(&k_r), &pi, Some(&sr), None)
+            .unwrap();
+        assert_eq!(a.ikm(), b.ikm());
+        assert_eq!(a.ikm().len(), 96);
+        assert_eq!(&a.ikm()[..32], k_r.as_bytes());
+        assert_eq!(&a.ikm()[32..], classical.ikm());
     }
 
     #[test]
