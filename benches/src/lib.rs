@@ -6,7 +6,8 @@
 //! - Block-mode helpers ([`ecb_encrypt`], [`cbc_encrypt`], ...) that run a RustCrypto block
 //!   cipher over a `&mut [u8]` without copying, shared by `benches/primitives.rs` and the table.
 //! - Pure formatting helpers (Markdown table, µs, ratios, dates, `/proc/cpuinfo`), unit-tested.
-//! - [`criterion_config`]: the criterion settings every bench file starts from.
+//! - [`criterion_config`]: the criterion settings every bench file starts from, and
+//!   [`criterion_tables`]: their saved estimates as BENCHMARKS.md's tables.
 
 use core::hint::black_box;
 use core::time::Duration;
@@ -16,6 +17,7 @@ use cipher::inout::InOutBuf;
 use cipher::{BlockDecrypt, BlockDecryptMut, BlockEncrypt, BlockEncryptMut};
 
 pub mod congestion;
+pub mod criterion_tables;
 
 /// How long and how often a [`Suite`] measures.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
