@@ -24,12 +24,13 @@ use core::net::IpAddr;
 
 use hmac::{Hmac, Mac};
 use psp_core::crypto::{SuiteId, SuiteKey};
-use psp_core::handshake::messages::{Repr, SuiteList};
+use psp_core::handshake::kem::KemKeyPair;
+use psp_core::handshake::messages::{Body, MAX_MESSAGE_LEN, Repr, SuiteList};
 use psp_core::handshake::rand_core::{self, CryptoRng, RngCore};
 use psp_core::handshake::schedule::{Ephemeral, Transcript, smkex_hash};
 use psp_core::handshake::{
-    Config, Event, Handshake, Identity, KeyRing, KeyRingConfig, PathId, Peer, Role, SessionKeys,
-    SmkexMode, Tai64n,
+    Config, Event, Handshake, Identity, KemMode, KeyRing, KeyRingConfig, PathId, Peer, Role,
+    SessionKeys, SmkexMode, Tai64n,
 };
 use psp_core::protect::{Opener, OpenerConfig, Sealer, SealerConfig};
 use psp_core::time::{Duration, Instant};
@@ -53,6 +54,9 @@ struct Exchange {
     session_suites: Vec<String>,
     /// `[session] smkex` of both hosts.
     smkex: String,
+    /// `[session] kem` of both hosts (absent: `off`, the default).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    kem: Option<String>,
     /// `[session] lifetime_s` of both hosts.
     lifetime_s: u32,
     /// The Request's TAI64N timestamp (hex, 12 bytes).
@@ -65,7 +69,10 @@ struct Exchange {
     transcript_hash: String,
     /// SHA-256("psp-sep-v1 smkex" || TH): the hash field of the NonceReply.
     smkex_hash: String,
-    /// The concatenated X25519 outputs (initiator's order).
+    /// The ML-KEM-768 shared secret, if the KEM was in use (the first 32 bytes of `ikm`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    kem_secret: Option<String>,
+    /// The ML-KEM secret (if any) and the X25519 outputs (initiator's order), concatenated.
     ikm: String,
     k_i2r: String,
     k_r2i: String,
@@ -92,10 +99,15 @@ struct Host {
     /// Its Ed25519 public key (what the peer pins) and X25519 form (in Request/Accept).
     identity_public: Option<String>,
     identity_x25519: Option<String>,
-    /// The RNG draws of its handshake, in draw order (ephemeral, nonce, id; jitter is 0).
+    /// The RNG draws of its handshake, in draw order (ephemeral, nonce, id; jitter is 0; then,
+    /// with the KEM, `kem_random`).
     ephemeral_secret: String,
     nonce: String,
     handshake_id: String,
+    /// The ML-KEM-768 draw: the initiator's key-pair seed `d ‖ z` (64 bytes), the responder's
+    /// encapsulation randomness `m` (32 bytes).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    kem_random: Option<String>,
     /// Its X25519 share, X25519(ephemeral_secret, 9).
     share: String,
     /// The group sealer's next sequence number when the handshake starts.
@@ -143,6 +155,7 @@ fn specs() -> Vec<Exchange> {
         ephemeral_secret: hex::encode([0xe0 | tag; 32]),
         nonce: hex::encode([0xc0 | tag; 32]),
         handshake_id: hex::encode([0x10 * tag + 1, 2, 3, 4, 5, 6, 7, 8]),
+        kem_random: None,
         share: String::new(),
         group_seq: seq,
     };
@@ -152,6 +165,7 @@ fn specs() -> Vec<Exchange> {
         group_key: "000102030405060708090a0b0c0d0e0f".to_owned(),
         session_suites: vec!["aes128-gcm".to_owned(), "chacha20-poly1305".to_owned()],
         smkex: "prefer".to_owned(),
+        kem: None,
         lifetime_s: 3600,
         timestamp: hex::encode(Tai64n::from_unix(1_700_000_000, 123_456_789).0),
         initiator: i,
@@ -159,6 +173,7 @@ fn specs() -> Vec<Exchange> {
         handshake: Vec::new(),
         transcript_hash: String::new(),
         smkex_hash: String::new(),
+        kem_secret: None,
         ikm: String::new(),
         k_i2r: String::new(),
         k_r2i: String::new(),
@@ -181,6 +196,16 @@ fn specs() -> Vec<Exchange> {
             host(MAC_I, "10.77.0.1/24", 1, None, 1, 0x1000),
             host(MAC_R, "10.77.0.2/24", 1, None, 2, 0x2000),
         ),
+        {
+            // The first exchange with `kem = "prefer"` on both hosts: the hybrid handshake.
+            let mut i = host(MAC_I, "10.77.0.1/24", 2, Some([0xa3; 32]), 1, 0x1000);
+            let mut r = host(MAC_R, "10.77.0.2/24", 2, Some([0xb2; 32]), 2, 0x2000);
+            i.kem_random = Some(hex::encode([[0xd1u8; 32], [0xf1; 32]].concat()));
+            r.kem_random = Some(hex::encode([0xd2u8; 32]));
+            let mut x = base("two paths, both hosts with identities, ML-KEM-768", i, r);
+            x.kem = Some("prefer".to_owned());
+            x
+        },
     ]
 }
 
@@ -238,6 +263,9 @@ fn script(h: &Host) -> Script {
     b.extend(hex::decode(&h.nonce).unwrap());
     b.extend(hex::decode(&h.handshake_id).unwrap());
     b.extend([0u8; 8]); // retransmission jitter: changes no byte
+    if let Some(k) = &h.kem_random {
+        b.extend(hex::decode(k).unwrap());
+    }
     Script(b)
 }
 
@@ -251,6 +279,11 @@ fn config(x: &Exchange, h: &Host) -> Config {
         "require" => SmkexMode::Required,
         "off" => SmkexMode::Off,
         _ => SmkexMode::Preferred,
+    };
+    c.kem = match x.kem.as_deref() {
+        Some("require") => KemMode::Required,
+        Some("prefer") => KemMode::Preferred,
+        _ => KemMode::Off,
     };
     c.paths = h.paths;
     c.lifetime = Duration::from_secs(u64::from(x.lifetime_s));
@@ -312,8 +345,8 @@ struct Side<'a> {
 impl Side<'_> {
     /// Drains the handshake's transmits into sealed frames.
     fn transmit(&mut self, now: Instant, peer_mac: [u8; 6], out: &mut Vec<Sent>) {
-        let mut buf = [0u8; 256];
-        let mut frame = [0u8; 512];
+        let mut buf = [0u8; MAX_MESSAGE_LEN];
+        let mut frame = [0u8; 2048];
         let Some(hs) = self.hs.as_mut() else { return };
         loop {
             if let Some(ev) = hs.poll_event() {
@@ -449,18 +482,20 @@ fn run(mut x: Exchange) -> Exchange {
     x.handshake = wire;
 
     // The key schedule, recomputed from the transcript with psp-core's schedule functions.
+    let kem = x.kem.is_some();
     let msg = |label: &str| -> Repr {
         let s = x.handshake.iter().find(|s| s.label == label).unwrap();
         Repr::parse_bytes(&hex::decode(&s.payload).unwrap()).unwrap()
     };
     let path_of =
         |label: &str| PathId(x.handshake.iter().find(|s| s.label == label).unwrap().path - 1);
+    // With the KEM, KemShare and KemShareReply take the Share's and ShareReply's places.
     let order = [
         "Request",
         "Accept",
-        "Share",
+        if kem { "KemShare" } else { "Share" },
         "Nonce",
-        "ShareReply",
+        if kem { "KemShareReply" } else { "ShareReply" },
         "NonceReply",
     ];
     let parts = order.map(|l| (msg(l), path_of(l)));
@@ -469,15 +504,32 @@ fn run(mut x: Exchange) -> Exchange {
     x.smkex_hash = hex::encode(smkex_hash(&th));
     let static_i = identity(&hi).map(|id| id.static_key());
     let static_r_pub = identity(&hr).map(|id| id.static_key().public_key());
+    // The ML-KEM secret: the initiator's key pair from its drawn seed, decapsulating the
+    // KemShareReply's ciphertext.
+    let kem_secret = hi.kem_random.as_ref().filter(|_| kem).map(|seed| {
+        let seed = hex::decode(seed).unwrap();
+        let pair = KemKeyPair::from_seed(
+            &seed[..32].try_into().unwrap(),
+            &seed[32..].try_into().unwrap(),
+        );
+        let Body::KemShareReply { ciphertext, .. } = msg("KemShareReply").body else {
+            panic!("a KemShareReply");
+        };
+        pair.decapsulate(&ciphertext)
+    });
+    x.kem_secret = kem_secret.as_ref().map(|k| hex::encode(k.as_bytes()));
     let shared = Ephemeral::from_bytes(arr(&hi.ephemeral_secret))
-        .complete(
+        .complete_hybrid(
             Role::Initiator,
+            kem_secret.as_ref(),
             &arr(&hr.share),
             static_i.as_ref(),
             static_r_pub.as_ref(),
         )
         .unwrap();
     x.ikm = hex::encode(shared.ikm());
+    assert_eq!(ki.kem(), kem);
+    assert_eq!(kr.kem(), kem);
     let session = ki.suite();
     let secrets = shared.derive(&th, session.key_len());
     x.k_i2r = hex::encode(secrets.i2r());
@@ -496,14 +548,8 @@ fn run(mut x: Exchange) -> Exchange {
     x.bivn_i2r = hex::encode(hmac_sha1(secrets.i2r(), b"PSP-BIVN"));
     x.bivn_r2i = hex::encode(hmac_sha1(secrets.r2i(), b"PSP-BIVN"));
     // The tags on the wire are the schedule's.
-    assert!(
-        msg("Confirm").body
-            == psp_core::handshake::messages::Body::Confirm(secrets.tag(Role::Initiator))
-    );
-    assert!(
-        msg("ConfirmAck").body
-            == psp_core::handshake::messages::Body::ConfirmAck(secrets.tag(Role::Responder))
-    );
+    assert!(msg("Confirm").body == Body::Confirm(secrets.tag(Role::Initiator)));
+    assert!(msg("ConfirmAck").body == Body::ConfirmAck(secrets.tag(Role::Responder)));
 
     // The data path: each host's key ring, the initiator's keepalive first (the host sends it
     // as soon as it is established), then its queued ping; the responder answers once the keepalive opened.
@@ -612,7 +658,7 @@ fn markdown(x: &Exchange) -> String {
         w,
         "Initiator {} at {}, responder {} at {}, {} each; `[session]` suites {}, smkex `{}`, \
          `lifetime_s` {}; group key under `{}` (no security number, no timestamps); the group \
-         sealers' next SNs are 0x{:08x} (initiator) and 0x{:08x} (responder); identities: {}.\n",
+         sealers' next SNs are 0x{:08x} (initiator) and 0x{:08x} (responder); identities: {}{}.\n",
         mac(&x.initiator),
         x.initiator.address,
         mac(&x.responder),
@@ -632,6 +678,10 @@ fn markdown(x: &Exchange) -> String {
             "both, each pinned by the other (frames signed, long-term keys in the key schedule)"
         } else {
             "none (frames unsigned)"
+        },
+        match &x.kem {
+            Some(k) => format!("; `[session] kem` `{k}` on both (ML-KEM-768 in the key schedule)"),
+            None => String::new(),
         },
     );
     let _ = writeln!(w, "```text");
@@ -653,6 +703,14 @@ fn markdown(x: &Exchange) -> String {
         bytes(w, &format!("{k} share"), &h.share);
         bytes(w, &format!("{k} nonce"), &h.nonce);
         bytes(w, &format!("{k} handshake id"), &h.handshake_id);
+        if let Some(r) = &h.kem_random {
+            let what = if k == "initiator" {
+                "ML-KEM seed d || z"
+            } else {
+                "ML-KEM encapsulation randomness m"
+            };
+            bytes(w, &format!("{k} {what}"), r);
+        }
     }
     bytes(w, "group key", &x.group_key);
     bytes(w, "Request timestamp", &x.timestamp);
@@ -697,6 +755,13 @@ fn markdown(x: &Exchange) -> String {
     for (k, h) in [
         ("transcript hash TH", &x.transcript_hash),
         ("SMKEX hash", &x.smkex_hash),
+    ] {
+        bytes(w, k, h);
+    }
+    if let Some(k) = &x.kem_secret {
+        bytes(w, "ML-KEM shared secret K", k);
+    }
+    for (k, h) in [
         ("ikm", &x.ikm),
         ("k_i2r", &x.k_i2r),
         ("k_r2i", &x.k_r2i),

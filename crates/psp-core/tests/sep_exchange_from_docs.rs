@@ -1,6 +1,7 @@
 //! The gateway's SEP written again from docs/SESSIONS.md and docs/PROTOCOL.md alone, with none
-//! of psp-core's code: only `sha2`, `hmac`, `sha1`, `hkdf`, `x25519-dalek`, `aes-gcm` and
-//! `ed25519-dalek`. From the inputs of each vector in `tests/vectors/sep_exchange.json` (seeds,
+//! of psp-core's code: only `sha2`, `hmac`, `sha1`, `hkdf`, `x25519-dalek`, `aes-gcm`,
+//! `ed25519-dalek` and, for the hybrid exchange, `ml-kem` (FIPS 203's `KeyGen_internal` and
+//! `Encaps_internal`, which the docs name). From the inputs of each vector in `tests/vectors/sep_exchange.json` (seeds,
 //! ephemeral secrets, nonces, ids, addresses, settings) it builds every handshake message, the
 //! transcript hash, the key schedule, the confirmation tags, every PSP frame (AES-128-GCM under
 //! the group key, Ed25519-signed) and the first frames under the session keys, and requires the
@@ -13,6 +14,8 @@ use aes_gcm::aead::{AeadInPlace, KeyInit};
 use aes_gcm::{Aes128Gcm, Nonce};
 use ed25519_dalek::{Signer, SigningKey, Verifier};
 use hmac::{Hmac, Mac};
+use ml_kem::kem::Decapsulate;
+use ml_kem::{B32, EncapsulateDeterministic, EncodedSizeUser, KemCore, MlKem768};
 use serde_json::Value;
 use sha2::{Digest, Sha256, Sha512};
 use x25519_dalek::{PublicKey, StaticSecret};
@@ -69,6 +72,8 @@ struct Host {
     share: [u8; 32],
     nonce: Vec<u8>,
     id: Vec<u8>,
+    /// "Hybrid post-quantum sessions", Randomness: the initiator's `d || z`, the responder's `m`.
+    kem_random: Option<Vec<u8>>,
     seq: u32,
 }
 
@@ -103,6 +108,7 @@ fn host(v: &Value) -> Host {
         e,
         nonce: h(&v["nonce"]),
         id: h(&v["handshake_id"]),
+        kem_random: v["kem_random"].as_str().map(|s| hex::decode(s).unwrap()),
         seq: v["group_seq"].as_u64().unwrap() as u32,
     }
 }
@@ -225,13 +231,18 @@ fn the_docs_suffice_to_rebuild_every_exchange() {
             .collect();
         let smkex = x["smkex"].as_str().unwrap();
         let lifetime = x["lifetime_s"].as_u64().unwrap() as u32;
+        // "Hybrid post-quantum sessions": `[session] kem` of both hosts (absent: off).
+        let kem_mode = x["kem"].as_str().unwrap_or("off");
+        let kem = kem_mode != "off";
 
         // "Request": flags two-path when SMKEX is not off and the host has two paths; static
         // key when it has an identity.
         let two_path_offer = smkex != "off" && i.paths >= 2;
         let flags = u8::from(two_path_offer)
             | if smkex == "require" { 0x02 } else { 0 }
-            | if i.x_public.is_some() { 0x04 } else { 0 };
+            | if i.x_public.is_some() { 0x04 } else { 0 }
+            | if kem { 0x20 } else { 0 }
+            | if kem_mode == "require" { 0x40 } else { 0 };
         let mut body = h(&x["timestamp"]);
         body.extend([flags, i.paths]);
         body.extend(i.mac);
@@ -247,23 +258,42 @@ fn the_docs_suffice_to_rebuild_every_exchange() {
         let two_path = two_path_offer && r.paths >= 2 && smkex != "off";
         let chosen = suites[0];
         let mut body = vec![
-            u8::from(two_path) | if r.x_public.is_some() { 0x04 } else { 0 },
+            u8::from(two_path)
+                | if r.x_public.is_some() { 0x04 } else { 0 }
+                | if kem { 0x20 } else { 0 },
             chosen,
         ];
         body.extend(r.x_public.map(Vec::from).unwrap_or_default());
         let accept = message(0x02, &i.id, Some(&r.id), &[&body]);
+        // With the KEM: (ek, dk) = ML-KEM.KeyGen_internal(d, z) from the initiator's draw,
+        // (K, c) = ML-KEM.Encaps_internal(ek, m) from the responder's; KemShare (0x0a) and
+        // KemShareReply (0x0b) carry ek and c after the lifetime and the share.
+        let (kem_key, kem_ct, kem_secret) = if kem {
+            let seed = i.kem_random.as_ref().unwrap();
+            let d = B32::try_from(&seed[..32]).unwrap();
+            let z = B32::try_from(&seed[32..]).unwrap();
+            let (dk, ek) = MlKem768::generate_deterministic(&d, &z);
+            let m = B32::try_from(&r.kem_random.as_ref().unwrap()[..]).unwrap();
+            let (c, k) = ek.encapsulate_deterministic(&m).unwrap();
+            assert_eq!(dk.decapsulate(&c).unwrap(), k, "{name}: Decaps gives K");
+            (ek.as_bytes().to_vec(), c.to_vec(), k.to_vec())
+        } else {
+            (Vec::new(), Vec::new(), Vec::new())
+        };
+        assert_eq!(kem_key.len(), if kem { 1184 } else { 0 });
+        assert_eq!(kem_ct.len(), if kem { 1088 } else { 0 });
         let share = message(
-            0x04,
+            if kem { 0x0a } else { 0x04 },
             &i.id,
             Some(&r.id),
-            &[&lifetime.to_be_bytes(), &i.share],
+            &[&lifetime.to_be_bytes(), &i.share, &kem_key],
         );
         let nonce = message(0x06, &i.id, Some(&r.id), &[&i.nonce]);
         let share_reply = message(
-            0x05,
+            if kem { 0x0b } else { 0x05 },
             &i.id,
             Some(&r.id),
-            &[&lifetime.to_be_bytes(), &r.share],
+            &[&lifetime.to_be_bytes(), &r.share, &kem_ct],
         );
         let nonce_reply_zero = message(0x07, &i.id, Some(&r.id), &[&r.nonce, &[0u8; 32]]);
 
@@ -289,8 +319,15 @@ fn the_docs_suffice_to_rebuild_every_exchange() {
         assert_eq!(hex::encode(smkex_hash), x["smkex_hash"], "{name}");
         let nonce_reply = message(0x07, &i.id, Some(&r.id), &[&r.nonce, &smkex_hash]);
 
-        // "Key schedule": ikm in the initiator's order, HKDF-SHA-256 with salt TH.
-        let mut ikm = x25519(&i.e, &r.share).to_vec();
+        // "Key schedule": ikm in the initiator's order ([K ||] X25519 outputs), HKDF-SHA-256
+        // with salt TH.
+        if kem {
+            assert_eq!(hex::encode(&kem_secret), x["kem_secret"], "{name}: K");
+        } else {
+            assert!(x.get("kem_secret").is_none(), "{name}");
+        }
+        let mut ikm = kem_secret.clone();
+        ikm.extend(x25519(&i.e, &r.share));
         if let Some(sr) = r.x_public {
             ikm.extend(x25519(&i.e, &sr));
         }
@@ -298,7 +335,8 @@ fn the_docs_suffice_to_rebuild_every_exchange() {
             ikm.extend(x25519(&si, &r.share));
         }
         // The responder's view gives the same bytes.
-        let mut ikm_r = x25519(&r.e, &i.share).to_vec();
+        let mut ikm_r = kem_secret.clone();
+        ikm_r.extend(x25519(&r.e, &i.share));
         if let Some(sr) = r.x_secret {
             ikm_r.extend(x25519(&sr, &i.share));
         }
@@ -364,9 +402,15 @@ fn the_docs_suffice_to_rebuild_every_exchange() {
         let p2 = p2 + 1;
         send("Request", true, 1, 1, &request);
         send("Accept", false, 1, 1, &accept);
-        send("Share", true, 1, 1, &share);
+        send(if kem { "KemShare" } else { "Share" }, true, 1, 1, &share);
         send("Nonce", true, p2, 4, &nonce);
-        send("ShareReply", false, 1, 1, &share_reply);
+        send(
+            if kem { "KemShareReply" } else { "ShareReply" },
+            false,
+            1,
+            1,
+            &share_reply,
+        );
         send("NonceReply", false, p2, 4, &nonce_reply);
         send("Confirm", true, p2, 1, &confirm);
         send("ConfirmAck", false, 1, 1, &confirm_ack);
