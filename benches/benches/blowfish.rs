@@ -2,9 +2,9 @@
 //! crate) against psp-core's interleaved implementation, and PSP `bf-cbc-hmac-sha1` seal/open
 //! of a 1500-byte frame before and after (`cargo bench -p psp-benches --bench blowfish`).
 //!
-//! Duration: 19 criterion benchmarks at about 2.4 s each (`open` about 4.3 s: its set-up seals a
+//! Duration: 19 criterion benchmarks at about 2.2 s each (`open` about 4 s: its set-up seals a
 //! frame between the timed iterations; see `config()`), then about 8 s of interleaved timing:
-//! about 1 minute on the project's 2-vCPU guest, build not included. With criterion's `--quick`
+//! about 50 s on the project's 2-vCPU guest, build not included. With criterion's `--quick`
 //! the interleaved part runs its smoke configuration too.
 //!
 //! Two parts:
@@ -405,7 +405,7 @@ fn interleaved(quick: bool) {
     );
 }
 
-/// 0.3 s warm-up, 1.5 s measuring, 20 samples: 19 criterion benchmarks in about 50 s.
+/// 0.3 s warm-up, 1.5 s measuring, 20 samples: 19 criterion benchmarks in about 45 s.
 fn config() -> Criterion {
     criterion_config(Duration::from_millis(300), Duration::from_millis(1500), 20)
 }

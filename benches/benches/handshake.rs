@@ -3,7 +3,7 @@
 //! key pairs and both shared secrets) as the reference. `psp-gateway`'s wall-clock handshake
 //! over real links is in `testbed/sessions.sh`.
 //!
-//! `cargo bench -p psp-benches --bench handshake`. Duration: 4 benchmarks at about 5 s each
+//! `cargo bench -p psp-benches --bench handshake`. Duration: 4 benchmarks at about 4.7 s each
 //! (see `criterion()`), about 20 s on the project's 2-vCPU guest, build not included.
 #![allow(missing_docs)]
 

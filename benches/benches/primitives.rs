@@ -1,7 +1,7 @@
 //! Throughput of the symmetric primitives PSP compares against, one criterion group per
 //! primitive, swept over message sizes 64 B .. 64 KiB (`cargo bench --bench primitives`).
 //!
-//! Duration: 60 benchmarks × (0.3 s warm-up + 1 s measuring + analysis), about 2 minutes on the
+//! Duration: 60 benchmarks × (0.3 s warm-up + 1 s measuring + analysis), about 1 min 40 s on the
 //! project's 2-vCPU guest, build not included (see `config()`). `benches/run-criterion.sh`
 //! runs every bench file and writes BENCHMARKS.md's tables.
 //!
@@ -120,8 +120,8 @@ fn ring_aead(c: &mut Criterion) {
     }
 }
 
-/// Short warm-up and measurement: 60 benchmarks at about 1.9 s each (0.45 s of warm-up, 1 s of
-/// measuring, 0.4 s of analysis), about 2 minutes in all.
+/// Short warm-up and measurement: 60 benchmarks at about 1.65 s each (0.45 s of warm-up, 1 s of
+/// measuring, 0.2 s of analysis), about 1 min 40 s in all.
 fn config() -> Criterion {
     criterion_config(Duration::from_millis(300), Duration::from_millis(1000), 20)
 }

@@ -4,8 +4,8 @@
 //!
 //! `cargo bench --bench scramble`; filter with e.g. `-- scramble/1280`. Duration: 8 benchmarks
 //! per size plus 2 per kernel the CPU has beyond AVX2, and the straightforward pair up to
-//! 1500 B: 56 benchmarks with AVX2 (about 1 min 40 s on the project's 2-vCPU guest, build not
-//! included), 68 with AVX-512 (about 2 minutes), at about 1.75 s each (see `config()`).
+//! 1500 B: 56 benchmarks with AVX2 (about 1.5 minutes on the project's 2-vCPU guest, build not
+//! included), 68 with AVX-512 (about 1 min 45 s), at about 1.55 s each (see `config()`).
 //! `benches/run-criterion.sh` runs every bench file and writes BENCHMARKS.md's tables.
 #![allow(missing_docs)]
 
@@ -77,7 +77,7 @@ fn bench(c: &mut Criterion) {
     g.finish();
 }
 
-/// 0.3 s warm-up, 0.9 s measuring, 30 samples: about 1.75 s per benchmark with the analysis.
+/// 0.3 s warm-up, 0.9 s measuring, 30 samples: about 1.55 s per benchmark with the analysis.
 fn config() -> Criterion {
     criterion_config(Duration::from_millis(300), Duration::from_millis(900), 30)
 }

@@ -46,25 +46,22 @@ impl Config {
     };
 }
 
-/// Bootstrap resamples behind criterion's confidence intervals in this crate's benches.
-///
-/// Criterion's default is 100 000. The workspace builds criterion without its `rayon` feature,
-/// so the bootstrap runs on one thread: about 4 s of analysis per benchmark on the project's
-/// 2-vCPU guest (about 7 s when a saved baseline is compared as well), against 1.3 s of warm-up
-/// and measuring per benchmark in `--bench primitives`. That analysis is what made its 60
-/// benchmarks take 6 minutes. 10 000 resamples take about 0.4 s per benchmark. When one run's
-/// saved samples were analysed again both ways (`--load-baseline`), the 95 % bounds moved by
-/// less than 0.5 %.
-pub const CRITERION_RESAMPLES: usize = 10_000;
-
 /// The criterion settings a bench file of this crate starts from: `warm_up` and `measurement`
-/// per benchmark, `samples` samples, [`CRITERION_RESAMPLES`] bootstrap resamples.
+/// per benchmark, `samples` samples, and no plots.
+///
+/// Criterion draws its HTML report with gnuplot whenever gnuplot is installed, whatever its cargo
+/// features: about 20 SVG plots per benchmark, several of them kernel density estimates over the
+/// 100 000 bootstrap resamples. On the project's 2-vCPU guest that cost about 4 s per benchmark,
+/// against 1.3 s of warm-up and measuring in `--bench primitives`, and made its 60 benchmarks
+/// take 6 minutes. Nothing reads the report (`benches/run-criterion.sh` turns the saved estimates
+/// into tables); `-- --plotting-backend gnuplot` brings it back for one run.
 ///
 /// A benchmark then costs about 1.5 × `warm_up` (criterion doubles the warm-up batch until the
-/// time is up) + `measurement` + 0.4 s of analysis, and twice the warm-up and measurement for
-/// `iter_batched` routines (their untimed set-up runs in between). Command-line flags
-/// (`--quick`, `--measurement-time`, `--nresamples`, ...) still override these, because
-/// `criterion_group!` applies them afterwards.
+/// time is up) + `measurement` + 0.2 s of analysis (the bootstrap, on one thread: the workspace
+/// builds criterion without `rayon`), and twice the warm-up and measurement for `iter_batched`
+/// routines (their untimed set-up runs in between). Command-line flags (`--quick`,
+/// `--measurement-time`, ...) still override these, because `criterion_group!` applies them
+/// afterwards.
 pub fn criterion_config(
     warm_up: Duration,
     measurement: Duration,
@@ -74,7 +71,7 @@ pub fn criterion_config(
         .warm_up_time(warm_up)
         .measurement_time(measurement)
         .sample_size(samples)
-        .nresamples(CRITERION_RESAMPLES)
+        .without_plots()
 }
 
 /// A handle to a case added to a [`Suite`].
