@@ -412,7 +412,9 @@ fn fmt_sig4(v: f64) -> String {
         return "n/a".to_owned();
     }
     let a = v.abs();
-    if a >= 100.0 {
+    if a >= 1000.0 {
+        format!("{v:.0}")
+    } else if a >= 100.0 {
         format!("{v:.1}")
     } else if a >= 10.0 {
         format!("{v:.2}")
@@ -723,6 +725,7 @@ mod tests {
         assert_eq!(fmt_time(353_620.0), "353.6 µs");
         assert_eq!(fmt_time(2.5e6), "2.500 ms");
         assert_eq!(fmt_time(3.0e9), "3.000 s");
+        assert_eq!(fmt_time(4.2e12), "4200 s");
         assert_eq!(fmt_seconds(7.25), "7.2 s");
         assert_eq!(fmt_seconds(42.4), "42 s");
         assert_eq!(fmt_seconds(125.0), "2 min 05 s");
