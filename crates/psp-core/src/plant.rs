@@ -35,11 +35,15 @@ pub enum Bug {
     NoAddressBinding,
     /// The revocation list is not consulted.
     IgnoreRevocation,
+    /// Data stays on path 1 when path 1 is down (no failover).
+    NoFailover,
+    /// With path 2 down, a handshake runs on one path even under `smkex = "require"`.
+    SinglePathUnderRequire,
 }
 
 impl Bug {
     /// Every planted bug.
-    pub const ALL: [Self; 14] = [
+    pub const ALL: [Self; 16] = [
         Self::StaleRequest,
         Self::SkipPin,
         Self::ResetWindowOnReload,
@@ -54,6 +58,8 @@ impl Bug {
         Self::AnyCa,
         Self::NoAddressBinding,
         Self::IgnoreRevocation,
+        Self::NoFailover,
+        Self::SinglePathUnderRequire,
     ];
 }
 

@@ -65,7 +65,7 @@ use zeroize::Zeroizing;
 use crate::crypto::SuiteId;
 use crate::handshake::{self, Identity, KeyRingConfig, PathId, Tai64n};
 use crate::host::{
-    Claim, Dest, Host, HostConfig, HostEvent, KeySpec, Keying, PeerSpec, Pin, Received, Resume,
+    Claim, Host, HostConfig, HostEvent, KeySpec, Keying, PeerSpec, Pin, Received, Resume,
     SessionSettings, SpecError, TapJob, TapResult,
 };
 use crate::protect::{OpenerConfig, Sealer, SealerConfig};
@@ -234,6 +234,9 @@ impl TunnelConfig {
                 queue: 64,
                 keepalive: SessionSettings::KEEPALIVE,
                 dead_after: SessionSettings::DEAD_AFTER,
+                paths: crate::host::PathMode::default(),
+                probe_every: crate::host::PROBE_EVERY,
+                down_after: crate::host::DOWN_AFTER,
             }),
             wall_origin: self.wall_clock,
             group_copies: false,
@@ -338,14 +341,7 @@ impl<R: CryptoRngCore> Tunnel<R> {
         self.host.handle_tap(now, &mut jobs, &mut self.rng);
         self.duties(now);
         match jobs[0].result {
-            // Data, unicast or broadcast, goes on the first path (docs/SESSIONS.md).
-            TapResult::Sealed {
-                len,
-                dest: Dest::Peer(_) | Dest::Group,
-            } => Some(Sealed {
-                path: PathId::FIRST,
-                len,
-            }),
+            TapResult::Sealed { len, path, .. } => Some(Sealed { path, len }),
             _ => None,
         }
     }

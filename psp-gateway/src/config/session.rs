@@ -6,6 +6,7 @@ use std::path::{Path, PathBuf};
 
 use psp_core::crypto::SuiteId;
 use psp_core::handshake::SmkexMode;
+use psp_core::host::PathMode;
 use psp_core::time::Duration;
 use serde::Deserialize;
 use zeroize::Zeroizing;
@@ -27,6 +28,9 @@ pub(super) struct RawSession {
     address: Option<String>,
     queue: Option<i64>,
     group_frames: Option<String>,
+    paths: Option<String>,
+    probe_ms: Option<i64>,
+    path_down_ms: Option<i64>,
 }
 
 /// The host's identity key file (`identity_file`), as `psp-gateway keygen --identity` writes it.
@@ -81,6 +85,16 @@ pub struct SessionConfig {
     /// room for a full-size signed group frame (the thesis' way: 64 bytes less for all traffic
     /// with an identity).
     pub group_copies: bool,
+    /// `paths = "failover" | "both" | "thesis"` (default `failover`): with two uplinks, data
+    /// on path 1 and on path 2 while path 1 is down; on both in turn; or on path 1 only, path 2
+    /// carrying SMKEX's messages alone (docs/SESSIONS.md, "Two paths").
+    pub paths: PathMode,
+    /// `probe_ms` (5..=10000, default 25): a path that carried nothing from this host for
+    /// this long gets a probe.
+    pub probe_every: Duration,
+    /// `path_down_ms` (20..=60000, default 100, at least twice `probe_ms`): a path on which
+    /// nothing of the peer opened for this long is down.
+    pub down_after: Duration,
 }
 
 fn err(file: &Path, key: &str, problem: impl core::fmt::Display) -> ConfigError {
@@ -155,6 +169,29 @@ pub(super) fn build(
             ));
         }
     };
+    let paths = match raw.paths.as_deref() {
+        None => PathMode::default(),
+        Some(name) => PathMode::from_name(name).ok_or_else(|| {
+            err(
+                file,
+                "paths",
+                format_args!(
+                    "{name:?} is not a way to use two paths; want \"failover\", \"both\" or \"thesis\""
+                ),
+            )
+        })?,
+    };
+    let probe_ms = range(file, "probe_ms", raw.probe_ms, 5, 10_000, 25)?;
+    let down_ms = range(file, "path_down_ms", raw.path_down_ms, 20, 60_000, 100)?;
+    if down_ms < 2 * probe_ms {
+        return Err(err(
+            file,
+            "path_down_ms",
+            format_args!(
+                "{down_ms} is less than twice probe_ms ({probe_ms}): one late probe would take a working path down"
+            ),
+        ));
+    }
     let suites = match raw.suites {
         None => vec![SuiteId::Aes128Gcm, SuiteId::ChaCha20Poly1305],
         Some(list) if list.is_empty() => return Err(err(file, "suites", "is empty")),
@@ -253,5 +290,8 @@ pub(super) fn build(
         address,
         queue: usize::try_from(queue).unwrap_or(64),
         group_copies,
+        paths,
+        probe_every: Duration::from_millis(probe_ms.unsigned_abs()),
+        down_after: Duration::from_millis(down_ms.unsigned_abs()),
     })
 }

@@ -77,6 +77,9 @@ pub(crate) fn host_config(
             queue: s.queue,
             keepalive: SessionSettings::KEEPALIVE,
             dead_after: SessionSettings::DEAD_AFTER,
+            paths: s.paths,
+            probe_every: s.probe_every,
+            down_after: s.down_after,
         }
     });
     host::HostConfig {

@@ -113,7 +113,7 @@ pub(crate) struct IoCounters {
 enum Departures {
     Thread(Pacer),
     #[cfg(feature = "testing")]
-    Task(mpsc::UnboundedSender<(Instant, Vec<u8>, Option<SocketAddr>)>),
+    Task(mpsc::UnboundedSender<pacer::TaskDeparture>),
 }
 
 /// The driver of one host.
@@ -136,6 +136,8 @@ pub(crate) struct Driver<T: TapIo, U: UplinkIo> {
     unknown: UnknownSources,
     max_frame: usize,
     udp: bool,
+    /// The batch that sends the TAP's frames moved to path 2 (kept, not made per read).
+    path2_out: Option<Batch>,
 }
 
 impl<T: TapIo, U: UplinkIo> core::fmt::Debug for Driver<T, U> {
@@ -171,7 +173,7 @@ impl<T: TapIo, U: UplinkIo> Driver<T, U> {
     /// # Errors
     /// The pacer thread cannot be spawned.
     pub(crate) fn new(p: Parts<T, U>) -> io::Result<Self> {
-        let departures = departures_for(&p.host, p.pacer_thread, &p.uplinks[0], p.clock)?;
+        let departures = departures_for(&p.host, p.pacer_thread, &p.uplinks, p.clock)?;
         let udp = p.uplinks[0].is_addressed();
         let mut d = Self {
             host: p.host,
@@ -190,6 +192,7 @@ impl<T: TapIo, U: UplinkIo> Driver<T, U> {
             unknown: UnknownSources::default(),
             max_frame: p.max_frame,
             udp,
+            path2_out: None,
         };
         d.resume_revocation_list();
         Ok(d)
@@ -321,7 +324,7 @@ impl<T: TapIo, U: UplinkIo> Driver<T, U> {
         if self.departures.is_none() {
             // The first normalized peer came with this reload: its stream needs a pacer.
             self.departures =
-                departures_for(&self.host, self.pacer_thread, &self.uplinks[0], self.clock)
+                departures_for(&self.host, self.pacer_thread, &self.uplinks, self.clock)
                     .map_err(|e| format!("the pacer thread: {e}"))?;
         }
         self.names = self.host.peers().map(|(_, s)| s.name.clone()).collect();
@@ -346,12 +349,32 @@ impl<T: TapIo, U: UplinkIo> Driver<T, U> {
             }
         }
         // Commit the sealed frames in order (each was written into slot i of `out`).
+        // Data moved to path 2 (failover, or `both`) goes from its own batch, copied out before
+        // committing path 1's frames moves slots down (one batch kept for it: no allocation per
+        // read).
+        let mut path2 = self.path2_out.take().unwrap_or_else(|| Batch::new(BATCH));
+        path2.clear();
+        for (i, r) in results[..n].iter().enumerate() {
+            if let TapResult::Sealed {
+                len,
+                dest: Dest::Peer(p),
+                path: PathId::SECOND,
+            } = *r
+            {
+                let f = &out.slot(i)[..len];
+                path2.push_with(self.endpoint(p, PathId::SECOND), |s| {
+                    s[..len].copy_from_slice(f);
+                    Some(len)
+                });
+            }
+        }
         let mut copies: Vec<(usize, SocketAddr)> = Vec::new();
         for (i, r) in results[..n].iter().enumerate() {
-            if let TapResult::Sealed { len, dest } = *r {
+            if let TapResult::Sealed { len, dest, path } = *r {
                 let at = out.len();
                 match dest {
-                    Dest::Peer(p) => out.commit_slot(i, len, self.endpoint(p, PathId::FIRST)),
+                    Dest::Peer(_) if path == PathId::SECOND => {}
+                    Dest::Peer(p) => out.commit_slot(i, len, self.endpoint(p, path)),
                     Dest::Group if self.udp => {
                         // One copy per peer endpoint that is not normalized.
                         let mut eps = self.group_endpoints(now);
@@ -373,6 +396,8 @@ impl<T: TapIo, U: UplinkIo> Driver<T, U> {
                 Some(len)
             });
         }
+        self.send(PathId::SECOND, &path2).await;
+        self.path2_out = Some(path2);
         self.send(PathId::FIRST, out).await;
     }
 
@@ -457,7 +482,7 @@ impl<T: TapIo, U: UplinkIo> Driver<T, U> {
                     Dest::Group => None,
                 };
                 if let Some(at) = t.at {
-                    self.depart(at, out.frame(i), addr);
+                    self.depart(at, out.frame(i), addr, t.path);
                     out.set_len(i);
                 } else if t.path == PathId::SECOND {
                     let f = out.frame(i);
@@ -487,19 +512,24 @@ impl<T: TapIo, U: UplinkIo> Driver<T, U> {
     }
 
     /// A normalized frame for the pacer, to leave at `at`.
-    fn depart(&mut self, at: Instant, frame: &[u8], addr: Option<SocketAddr>) {
+    fn depart(&mut self, at: Instant, frame: &[u8], addr: Option<SocketAddr>, path: PathId) {
         match &self.departures {
             Some(Departures::Thread(p)) => {
                 let mut f = p.buffer();
                 f.extend_from_slice(frame);
                 let at = Some(self.clock.std_at(at));
-                if !p.send(Departure { at, frame: f, addr }) {
+                if !p.send(Departure {
+                    at,
+                    frame: f,
+                    addr,
+                    path: path.0,
+                }) {
                     self.io.pacer_dropped += 1;
                 }
             }
             #[cfg(feature = "testing")]
             Some(Departures::Task(tx)) => {
-                if tx.send((at, frame.to_vec(), addr)).is_err() {
+                if tx.send((at, frame.to_vec(), addr, path.0)).is_err() {
                     self.io.pacer_dropped += 1;
                 }
             }
@@ -512,9 +542,7 @@ impl<T: TapIo, U: UplinkIo> Driver<T, U> {
         if out.is_empty() {
             return;
         }
-        if path == PathId::FIRST
-            && let Some(Departures::Thread(p)) = &self.departures
-        {
+        if let Some(Departures::Thread(p)) = &self.departures {
             for i in 0..out.len() {
                 let mut frame = p.buffer();
                 frame.extend_from_slice(out.frame(i));
@@ -522,6 +550,7 @@ impl<T: TapIo, U: UplinkIo> Driver<T, U> {
                     at: None,
                     frame,
                     addr: out.addr(i),
+                    path: path.0,
                 }) {
                     self.io.pacer_dropped += 1;
                 }
@@ -566,16 +595,21 @@ impl<T: TapIo, U: UplinkIo> Driver<T, U> {
 fn departures_for<U: UplinkIo>(
     host: &Host,
     thread: bool,
-    uplink: &Arc<U>,
+    uplinks: &[Arc<U>],
     clock: Clock,
 ) -> io::Result<Option<Departures>> {
     let _ = clock;
+    let both = || {
+        let first = Arc::clone(&uplinks[0]);
+        let second = Arc::clone(uplinks.get(1).unwrap_or(&uplinks[0]));
+        [first, second]
+    };
     Ok(
         match (host.peers().any(|(_, s)| s.normalize.is_some()), thread) {
             (false, _) => None,
-            (true, true) => Some(Departures::Thread(Pacer::spawn(Arc::clone(uplink))?)),
+            (true, true) => Some(Departures::Thread(Pacer::spawn(both())?)),
             #[cfg(feature = "testing")]
-            (true, false) => Some(Departures::Task(pacer::task(Arc::clone(uplink), clock))),
+            (true, false) => Some(Departures::Task(pacer::task(both(), clock))),
             #[cfg(not(feature = "testing"))]
             (true, false) => None,
         },

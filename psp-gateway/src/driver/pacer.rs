@@ -31,17 +31,14 @@ use crate::io::{Batch, UplinkIo};
 /// sends each frame at its slot, in the order they come, until the driver stops.
 #[cfg(feature = "testing")]
 pub(crate) fn task<U: UplinkIo + Send + Sync + 'static>(
-    uplink: Arc<U>,
+    uplinks: [Arc<U>; 2],
     clock: super::Clock,
-) -> tokio::sync::mpsc::UnboundedSender<(psp_core::time::Instant, Vec<u8>, Option<SocketAddr>)> {
-    let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<(
-        psp_core::time::Instant,
-        Vec<u8>,
-        Option<SocketAddr>,
-    )>();
+) -> tokio::sync::mpsc::UnboundedSender<TaskDeparture> {
+    let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<TaskDeparture>();
     tokio::spawn(async move {
         let mut out = Batch::new(1);
-        while let Some((at, f, addr)) = rx.recv().await {
+        while let Some((at, f, addr, path)) = rx.recv().await {
+            let uplink = &uplinks[usize::from(path).min(1)];
             tokio::time::sleep_until(clock.tokio_at(at)).await;
             // The driver stopped (its gateway did): what it prepared dies with it, as the
             // pacer thread's queue does.
@@ -59,6 +56,10 @@ pub(crate) fn task<U: UplinkIo + Send + Sync + 'static>(
     tx
 }
 
+/// A departure for the in-memory pacer: its slot, the frame, its address, its path (0 or 1).
+#[cfg(feature = "testing")]
+pub(crate) type TaskDeparture = (psp_core::time::Instant, Vec<u8>, Option<SocketAddr>, u8);
+
 /// The `SCHED_FIFO` priority asked for (low among real-time threads: above every normal one).
 const PRIORITY: i32 = 10;
 /// Frames waiting for the thread at most (more are dropped and counted by the driver).
@@ -70,6 +71,8 @@ pub(crate) struct Departure {
     pub(crate) at: Option<StdInstant>,
     pub(crate) frame: Vec<u8>,
     pub(crate) addr: Option<SocketAddr>,
+    /// The uplink: 0 (path 1) or 1 (path 2; path 1's when there is one uplink).
+    pub(crate) path: u8,
 }
 
 /// The driver's end.
@@ -82,17 +85,18 @@ pub(crate) struct Pacer {
 }
 
 impl Pacer {
-    /// Starts the thread sending on `uplink` (call before dropping privileges).
+    /// Starts the thread sending on `uplinks` (path 1's, path 2's; the same twice with one
+    /// uplink) (call before dropping privileges).
     ///
     /// # Errors
     /// The thread cannot be spawned.
-    pub(crate) fn spawn<U: UplinkIo>(uplink: Arc<U>) -> std::io::Result<Self> {
+    pub(crate) fn spawn<U: UplinkIo>(uplinks: [Arc<U>; 2]) -> std::io::Result<Self> {
         let (tx, rx) = std::sync::mpsc::sync_channel::<Departure>(QUEUE);
         let (back, spare) = std::sync::mpsc::sync_channel::<Vec<u8>>(QUEUE);
         let (ready_tx, ready) = std::sync::mpsc::sync_channel::<bool>(1);
         thread::Builder::new()
             .name("psp-pacer".into())
-            .spawn(move || run(&*uplink, &rx, &back, &ready_tx))?;
+            .spawn(move || run(&uplinks, &rx, &back, &ready_tx))?;
         let realtime = ready.recv().unwrap_or(false);
         Ok(Self {
             tx,
@@ -145,7 +149,7 @@ impl Ord for Queued {
 }
 
 fn run<U: UplinkIo>(
-    uplink: &U,
+    uplinks: &[Arc<U>; 2],
     rx: &Receiver<Departure>,
     back: &SyncSender<Vec<u8>>,
     ready: &SyncSender<bool>,
@@ -202,7 +206,7 @@ fn run<U: UplinkIo>(
                 slot[..n].copy_from_slice(&d.frame[..n]);
                 Some(n)
             });
-            if let Err(e) = uplink.send_batch_blocking(&out) {
+            if let Err(e) = uplinks[usize::from(d.path).min(1)].send_batch_blocking(&out) {
                 tracing::debug!(error = %e, "pacer: frame not sent");
             }
             let _ = back.try_send(d.frame);
@@ -286,6 +290,7 @@ mod tests {
             realtime: false,
         };
         let d = || Departure {
+            path: 0,
             at: None,
             frame: vec![0; 60],
             addr: None,
@@ -327,6 +332,7 @@ mod tests {
     fn the_earliest_leaves_first_then_by_arrival() {
         let t = StdInstant::now();
         let d = || Departure {
+            path: 0,
             at: None,
             frame: Vec::new(),
             addr: None,

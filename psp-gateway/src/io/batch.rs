@@ -150,6 +150,14 @@ impl Batch {
         self.data.chunks_exact_mut(SLOT_LEN)
     }
 
+    /// Slot `slot` as a whole (a frame written there but not committed yet starts it).
+    ///
+    /// # Panics
+    /// If `slot >= capacity()`.
+    pub(crate) fn slot(&self, slot: usize) -> &[u8] {
+        &self.data[slot * SLOT_LEN..(slot + 1) * SLOT_LEN]
+    }
+
     /// Appends the frame already written at the start of slot `slot` (`slot >= len()`, e.g.
     /// by a batch sealer writing into several free slots at once), moving it down to slot
     /// `len()` when earlier slots were left unused.

@@ -79,6 +79,15 @@ pub struct SessionSettings {
     /// frame goes down (WireGuard's 15 s "no reply" rule, plus the keepalive): its keys stop
     /// sealing, frames wait for the next session and a handshake starts. Default 25 s.
     pub dead_after: Duration,
+    /// How a peer's two paths are used (`[session] paths`): failover (the default), both, or
+    /// the thesis' path-2-for-SMKEX-only ([`PathMode`](super::PathMode)).
+    pub paths: super::PathMode,
+    /// A probe goes on a path that carried nothing from this host for this long (default
+    /// [`PROBE_EVERY`](super::PROBE_EVERY), 25 ms).
+    pub probe_every: Duration,
+    /// A path on which nothing of the peer opened for this long is down (default
+    /// [`DOWN_AFTER`](super::DOWN_AFTER), 100 ms).
+    pub down_after: Duration,
 }
 
 impl SessionSettings {

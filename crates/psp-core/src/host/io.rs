@@ -66,6 +66,8 @@ impl<'a> TapJob<'a> {
 pub enum TapResult {
     /// Sealed: the first `len` bytes of the job's `out`, for `dest`.
     Sealed {
+        /// The uplink to send it on.
+        path: PathId,
         /// The sealed frame's length.
         len: usize,
         /// Where it goes.
@@ -265,6 +267,17 @@ pub enum HostEvent {
         peer: PeerId,
         /// How long nothing came from it.
         silent: Duration,
+    },
+    /// One of a session peer's two paths went down (nothing opened on it for
+    /// [`DOWN_AFTER`](super::DOWN_AFTER)) or up again (a frame opened on it): data moves as
+    /// `[session] paths` says.
+    PathChanged {
+        /// The peer.
+        peer: PeerId,
+        /// The path.
+        path: PathId,
+        /// Up (else down).
+        up: bool,
     },
     /// A newer revocation list is in force (`[pki]`: handed to
     /// [`Host::handle_revocation_list`](super::Host::handle_revocation_list) or received from

@@ -86,7 +86,8 @@ pub use keys::{Claim, Fingerprint, KeySpec, session_overhead};
 pub use members::ANNOUNCE_EVERY;
 pub use membership::{Pki, Refusal, source_allowed};
 pub use peer::{
-    Down, NormCounters, NormSpec, Peer, SessionInfo, Status as SessionStatus, addr_from_frame,
+    DOWN_AFTER, Down, NormCounters, NormSpec, PROBE_EVERY, PathChange, PathMode, PathState, Peer,
+    SessionInfo, Status as SessionStatus, addr_from_frame,
 };
 pub use shared::Shared;
 pub use unknown::UNKNOWN_REPORTED;

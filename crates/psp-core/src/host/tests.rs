@@ -18,6 +18,7 @@ use crate::wire::Seq;
 
 mod api;
 mod group_copies;
+mod paths;
 mod pki;
 mod policy;
 mod restarts;
@@ -79,6 +80,7 @@ pub(super) struct Opts {
     pub(super) lifetime_s: u64,
     pub(super) normalize: bool,
     pub(super) group_copies: bool,
+    pub(super) path_mode: PathMode,
 }
 
 impl Default for Opts {
@@ -92,6 +94,7 @@ impl Default for Opts {
             lifetime_s: 3600,
             normalize: false,
             group_copies: true,
+            path_mode: PathMode::Failover,
         }
     }
 }
@@ -130,6 +133,9 @@ pub(super) fn host(me: u8, o: Opts) -> Host {
             queue: 64,
             keepalive: SessionSettings::KEEPALIVE,
             dead_after: SessionSettings::DEAD_AFTER,
+            paths: o.path_mode,
+            probe_every: PROBE_EVERY,
+            down_after: DOWN_AFTER,
         }),
         wall_origin: Tai64n::from_unix(1_800_000_000, 0),
         group_copies: o.group_copies,
@@ -203,6 +209,8 @@ pub(super) struct Net {
     pub(super) pins_writable: bool,
     /// Hosts that are stopped: nothing reaches them, nothing leaves them.
     pub(super) stopped: [bool; 2],
+    /// Paths that are cut: frames sent on them are lost.
+    pub(super) cut: [bool; 2],
 }
 
 impl Net {
@@ -223,6 +231,7 @@ impl Net {
             marks: [BTreeMap::new(), BTreeMap::new()],
             pins_writable: true,
             stopped: [false; 2],
+            cut: [false; 2],
         };
         n.drain(0);
         n.drain(1);
@@ -285,8 +294,8 @@ impl Net {
         let mut jobs = [TapJob::new(inner, &mut out)];
         self.hosts[i].handle_tap(self.now, &mut jobs, &mut self.rng);
         let r = jobs[0].result;
-        if let TapResult::Sealed { len, .. } = r {
-            self.push(i, PathId::FIRST, out[..len].to_vec());
+        if let TapResult::Sealed { len, path, .. } = r {
+            self.push(i, path, out[..len].to_vec());
         }
         self.drain(i);
         r
@@ -295,7 +304,10 @@ impl Net {
     /// Delivers one frame to the host it is not from; returns what that host said.
     pub(super) fn deliver(&mut self, w: Wire) -> Received {
         let to = usize::from(2 - w.from);
-        if self.stopped[to] || self.stopped[usize::from(w.from - 1)] {
+        if self.stopped[to]
+            || self.stopped[usize::from(w.from - 1)]
+            || self.cut[usize::from(w.path.0).min(1)]
+        {
             return Received::Dropped(RxDrop::NotForUs);
         }
         let mut frame = w.frame;

@@ -28,6 +28,9 @@ use super::action::{ForgeKind, Rewrite, Target};
 use super::app::{self, ATTACKER, BROADCAST, Tag};
 use super::node::{MAX_FRAME, Roster, WALL0};
 
+/// Frames at most this long are keepalives and probes (see `capture`).
+const SMALL_FRAME: usize = 64;
+
 /// What the attacker can do on each path (index 0: path 1).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub(crate) struct Caps {
@@ -187,6 +190,11 @@ impl Attacker {
 
     fn capture(&mut self, path: u8, frame: &[u8]) {
         self.seen += 1;
+        // The smallest frames are keepalives and path probes (40 a second on an idle path): an
+        // attacker that kept them all would hold little else to replay, so it keeps one in 256.
+        if frame.len() <= SMALL_FRAME && !self.seen.is_multiple_of(256) {
+            return;
+        }
         let c = &mut self.captured[usize::from(path)];
         if c.len() < 256 {
             c.push(frame.to_vec());

@@ -66,6 +66,12 @@ pub enum Kind {
     /// A host holds a session with a former member whose certificate its revocation list
     /// revokes (`[pki]`).
     RevokedSession,
+    /// With path 1 cut, a pair with a session did not carry a frame each way over path 2 within
+    /// [`FAILOVER_BOUND`](super::world::FAILOVER_BOUND) (`paths = "failover"`).
+    Failover,
+    /// A single-path session came up although both hosts require SMKEX
+    /// (`smkex = "require"`): a downgrade.
+    SinglePathSession,
 }
 
 /// A broken invariant.

@@ -194,6 +194,11 @@ impl Roster {
                 queue: 64,
                 keepalive: SessionSettings::KEEPALIVE,
                 dead_after: SessionSettings::DEAD_AFTER,
+                paths: host::PathMode::default(),
+                // Slower than the defaults (25 ms, 100 ms): the simulator checks what happens, not
+                // how fast, and every probe is an event.
+                probe_every: Duration::from_millis(100),
+                down_after: Duration::from_millis(400),
             }),
             wall_origin: wall,
             group_copies: s.group_copies,
@@ -537,8 +542,8 @@ impl Node {
         let mut jobs = [TapJob::new(inner, &mut buf)];
         host.handle_tap(now, &mut jobs, &mut self.rng);
         self.refresh_peers();
-        if let TapResult::Sealed { len, .. } = jobs[0].result {
-            out.sends.push((0, buf[..len].to_vec(), None));
+        if let TapResult::Sealed { len, path, .. } = jobs[0].result {
+            out.sends.push((path.0, buf[..len].to_vec(), None));
         }
         self.after(g, &mut out);
         out

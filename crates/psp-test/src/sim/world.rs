@@ -14,6 +14,12 @@ use super::net::{Net, Sender};
 use super::node::{MAX_FRAME, Node, Out, Roster};
 use super::scenario::{Ids, Scenario};
 
+/// How long path 1 is cut in the quiet phase's failover check.
+pub(crate) const FAILOVER_CUT: Duration = Duration::from_secs(8);
+/// From this long after path 1 was cut, every session pair carries traffic over path 2 (the
+/// detection takes 100 to 125 ms; the rest is slack for frames in flight).
+pub(crate) const FAILOVER_BOUND: Duration = Duration::from_secs(1);
+
 /// Once attackers and faults stop, every pair of hosts carries traffic again within this much
 /// simulated time (two 15 s handshake timeouts, the 32 s backoff plus 12.5 %, and slack).
 pub const LIVENESS_BOUND: Duration = Duration::from_secs(90);
@@ -54,6 +60,10 @@ pub struct Outcome {
     pub stats: Stats,
 }
 
+/// A normalized frame waiting for its slot: the host, its boot count when it was sealed, the
+/// path and the frame.
+type Departure = (u8, u32, u8, Vec<u8>);
+
 /// The world.
 pub struct World {
     scen: Scenario,
@@ -65,7 +75,7 @@ pub struct World {
     check: Checker,
     boots: BTreeMap<(Instant, u8), bool>,
     reloads: BTreeMap<(Instant, u8), u8>,
-    departures: BTreeMap<(Instant, u64), (u8, u32, Vec<u8>)>,
+    departures: BTreeMap<(Instant, u64), Departure>,
     seq: u64,
     next_ping: Instant,
     ping_rr: u64,
@@ -468,6 +478,10 @@ impl World {
             self.violate(Kind::Liveness, detail);
             return;
         }
+        self.failover();
+        if self.stop {
+            return;
+        }
         // Restarts in the quiet network: one host (host 1: normalized with host 0 when the
         // scenario normalizes), then two at once (their handshakes cross).
         for hosts in [&[1u8][..], &[0, 2]] {
@@ -480,6 +494,50 @@ impl World {
 
     /// Restarts `hosts` cleanly, at once, and checks that every pair involving one of them
     /// carries a frame each way within [`RECOVERY_BOUND`].
+    /// Failover in the quiet network: path 1 is cut for [`FAILOVER_CUT`]; from
+    /// [`FAILOVER_BOUND`] on, every pair with a session must carry a frame each way (over path
+    /// 2); then path 1 comes back and the network settles.
+    fn failover(&mut self) {
+        let n = self.scen.hosts;
+        let start = self.now;
+        self.net.partition(0, start, start + FAILOVER_CUT);
+        self.run_until(start + FAILOVER_BOUND);
+        if self.stop {
+            return;
+        }
+        let mut probes = Vec::new();
+        for i in 0..n {
+            for j in (0..n).filter(|j| *j != i) {
+                if self.exempt(i, j) || self.roster.pair(i, j) != super::node::PairKind::Session {
+                    continue;
+                }
+                if let Some(tag) = self.send_unicast(i, j) {
+                    probes.push((i, j, tag));
+                }
+            }
+        }
+        self.probes = probes.iter().map(|(_, j, t)| (*j, *t)).collect();
+        self.run_until(start + FAILOVER_BOUND + Duration::from_secs(1));
+        if self.stop {
+            return;
+        }
+        let failed: Vec<_> = probes
+            .iter()
+            .filter(|(_, j, t)| self.probes.contains(&(*j, *t)))
+            .map(|(i, j, _)| (*i, *j))
+            .collect();
+        if !failed.is_empty() {
+            let detail = format!(
+                "path 1 cut: no frame crossed {failed:?} (from, to) over path 2 within {} ms",
+                (FAILOVER_BOUND + Duration::from_secs(1)).total_micros() / 1000
+            );
+            self.violate(Kind::Failover, detail);
+            return;
+        }
+        // Path 1 back: its liveness returns with the next frames.
+        self.run_until(start + FAILOVER_CUT + Duration::from_secs(2));
+    }
+
     fn recovery(&mut self, hosts: &[u8]) {
         let n = self.scen.hosts;
         let hosts: Vec<u8> = hosts
@@ -601,14 +659,14 @@ impl World {
                 let Some((&k, _)) = self.departures.iter().next() else {
                     return;
                 };
-                let Some((h, boots, f)) = self.departures.remove(&k) else {
+                let Some((h, boots, path, f)) = self.departures.remove(&k) else {
                     return;
                 };
                 // A departure of a run that crashed since never leaves (its pacer died).
                 if self.nodes[usize::from(h)].boots == boots
                     && self.nodes[usize::from(h)].host.is_some()
                 {
-                    self.transmit(h, 0, f);
+                    self.transmit(h, path, f);
                 }
             }
             Ev::Arrival => {
@@ -694,7 +752,16 @@ impl World {
     fn process(&mut self, h: u8, out: Out) {
         for e in &out.events {
             match e {
-                psp_core::host::HostEvent::SessionUp { .. } => self.stats.sessions += 1,
+                psp_core::host::HostEvent::SessionUp { info, peer } => {
+                    self.stats.sessions += 1;
+                    if self.scen.smkex == super::scenario::Smkex::Require && !info.two_path {
+                        let detail = format!(
+                            "host {h} set up a single-path session with its peer {} under smkex = require",
+                            peer.0
+                        );
+                        self.violate(Kind::SinglePathSession, detail);
+                    }
+                }
                 psp_core::host::HostEvent::HandshakeFailed { .. } => self.stats.failures += 1,
                 _ => {}
             }
@@ -710,7 +777,8 @@ impl World {
                 Some(t) if t > self.now => {
                     self.seq += 1;
                     let boots = self.nodes[usize::from(h)].boots;
-                    self.departures.insert((t, self.seq), (h, boots, frame));
+                    self.departures
+                        .insert((t, self.seq), (h, boots, path, frame));
                 }
                 _ => self.transmit(h, path, frame),
             }

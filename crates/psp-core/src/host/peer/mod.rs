@@ -15,6 +15,7 @@
 //! | `stream.rs` | a normalized peer's stream |
 //! | `timers.rs` | [`Timer`], [`TimerTable`] |
 
+mod paths;
 mod rx;
 mod session;
 mod stream;
@@ -27,7 +28,8 @@ use alloc::vec::Vec;
 
 use rand_core::CryptoRngCore;
 
-pub(crate) use self::session::{Cx, KEEPALIVE, OWE_KEY, OWE_LIST, OWE_STATE, Session};
+pub use self::paths::{Change as PathChange, DOWN_AFTER, PROBE_EVERY, PathMode, PathState};
+pub(crate) use self::session::{Cx, KEEPALIVE, OWE_KEY, OWE_LIST, OWE_STATE, PROBE, Session};
 pub use self::session::{Down, SessionInfo, Status, addr_from_frame};
 pub(crate) use self::stream::Stream;
 pub use self::stream::{NormCounters, NormSpec};
@@ -119,7 +121,13 @@ impl Peer {
                 (
                     KeyRef::Group,
                     None,
-                    Some(Box::new(Session::new(settings, *pin, *address))),
+                    Some(Box::new(Session::new(
+                        settings,
+                        *pin,
+                        *address,
+                        spec.paths.min(cfg.paths),
+                        now,
+                    ))),
                 )
             }
         };
@@ -358,7 +366,7 @@ impl Peer {
         }
         if let Some(s) = self.session.as_deref()
             && (s.keepalive_due
-                || (s.seals(now) && (!s.pending.is_empty() || s.member_due != 0))
+                || (s.seals(now) && (!s.pending.is_empty() || s.member_due != 0 || s.probe_due()))
                 || s.has_handshake_output())
         {
             return true;

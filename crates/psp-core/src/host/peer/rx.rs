@@ -128,9 +128,6 @@ impl Peer {
             self.counters.revoked += 1;
             return Received::Dropped(RxDrop::Revoked(id));
         }
-        if path != PathId::FIRST {
-            return self.receive_path2(now, shared, frame, rng);
-        }
         let group_dst = mac_at(frame, 0).is_some_and(|d| is_group(&d));
         let key_id = Frame::new_checked(&*frame, 0)
             .ok()
@@ -138,6 +135,13 @@ impl Peer {
         let session_frame = !group_dst
             && self.session.is_some()
             && key_id.is_some_and(|k| Some(k) != shared.group_sn());
+        // Path 2 carries SMKEX's messages under the group key and, with two paths in use,
+        // session frames (data moved there, probes); one key ring opens those on either path.
+        if path != PathId::FIRST
+            && !(session_frame && self.session.as_deref().is_some_and(|s| s.paths.redundant()))
+        {
+            return self.receive_path2(now, shared, frame, rng);
+        }
         let normalized = self.spec.normalize.is_some();
         let (under, protocol, range, genuine, trusted) = if session_frame {
             let Some(s) = self.session.as_deref_mut() else {
@@ -151,7 +155,7 @@ impl Peer {
                     let (protocol, range) = (o.protocol(), o.range());
                     let promoted = waiting && s.ring().next().is_none();
                     let first = !heard_before || promoted;
-                    self.with_session(now, shared, rng, |s, cx| s.heard(cx, first));
+                    self.with_session(now, shared, rng, |s, cx| s.heard(cx, first, path));
                     (Under::Session, protocol, range, false, trusted)
                 }
                 Err(RingOpenError::Open(e)) => {

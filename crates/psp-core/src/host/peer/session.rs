@@ -16,6 +16,7 @@ use rand_core::CryptoRngCore;
 
 use super::super::counters::PeerCounters;
 use super::super::{HostEvent, Pin, Shared, SlotKind};
+use super::paths::{PathMode, PathState, Paths};
 use super::timers::{Timer, TimerTable};
 use super::{PeerId, PeerSpec};
 use crate::crypto::SuiteId;
@@ -42,6 +43,9 @@ const STALL: Duration = Duration::from_secs(1);
 const ANSWERED: usize = 8;
 /// The control message of a session keepalive (docs/SESSIONS.md, "Control messages").
 pub(crate) const KEEPALIVE: [u8; 1] = [0x01];
+/// The control message type of a path probe, followed by the path it was sent on (0 or 1)
+/// (docs/SESSIONS.md, "Two paths").
+pub(crate) const PROBE: u8 = 0x02;
 
 /// About an established session (for the caller's log line).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -89,6 +93,10 @@ pub struct Status {
     pub down: Option<Down>,
     /// When a frame of the peer last opened under a session key.
     pub last_heard: Option<Instant>,
+    /// Each path's state (`None`: the peer has one path).
+    pub paths: [Option<PathState>; 2],
+    /// How the paths are used.
+    pub path_mode: PathMode,
 }
 
 /// What a session operation can reach besides the session: the rest of its peer, and what the
@@ -172,6 +180,8 @@ pub(crate) struct Session {
     pub(crate) member_due: u8,
     /// Its certificate was revoked: no session with it any more, nothing from it is taken.
     pub(crate) revoked: bool,
+    /// Its paths: which are alive, which carries data.
+    pub(crate) paths: Paths,
 }
 
 /// The peer is owed this host's state (a membership message) under the session.
@@ -186,6 +196,8 @@ impl Session {
         settings: &super::super::SessionSettings,
         pin: Pin,
         address: Option<IpAddr>,
+        paths: u8,
+        now: Instant,
     ) -> Self {
         Self {
             ring: KeyRing::new(settings.ring),
@@ -220,7 +232,19 @@ impl Session {
             cert_offer: None,
             member_due: 0,
             revoked: false,
+            paths: Paths::with_timing(
+                settings.paths,
+                paths,
+                now,
+                settings.probe_every,
+                settings.down_after,
+            ),
         }
+    }
+
+    /// A probe is owed on a path (see [`Paths`]).
+    pub(crate) fn probe_due(&self) -> bool {
+        self.paths.probe_pending()
     }
 
     /// Ends everything with a peer whose certificate was revoked: its keys, its handshake,
@@ -378,6 +402,11 @@ impl Session {
             pending: self.pending.len(),
             down: self.down,
             last_heard: self.last_heard,
+            paths: [
+                self.paths.state(PathId::FIRST).copied(),
+                self.paths.state(PathId::SECOND).copied(),
+            ],
+            path_mode: self.paths.mode(),
         }
     }
 
@@ -443,7 +472,8 @@ impl Session {
     /// This host sealed a frame (data, keepalive, stream frame) under the current session: the
     /// peer is expected to answer within the liveness bound; no keepalive is due; a rekey may
     /// be due by sequence number.
-    pub(crate) fn sent(&mut self, cx: &mut Cx<'_>) {
+    pub(crate) fn sent(&mut self, cx: &mut Cx<'_>, path: PathId) {
+        self.paths.sent(path, cx.now);
         if !cx.timers.is_set(Timer::Silence) && !plant::on(Bug::NoLiveness) {
             cx.timers.set(Timer::Silence, cx.now + self.dead_after);
         }
@@ -457,8 +487,15 @@ impl Session {
     /// A frame of the peer opened under a session key (`first`: the first under the current
     /// session, or one that made the waiting *next* session current): the peer is alive; a
     /// keepalive is due if this host sends nothing.
-    pub(crate) fn heard(&mut self, cx: &mut Cx<'_>, first: bool) {
+    pub(crate) fn heard(&mut self, cx: &mut Cx<'_>, first: bool, path: PathId) {
         self.last_heard = Some(cx.now);
+        if let Some(c) = self.paths.heard(path, cx.now) {
+            cx.events.push_back(HostEvent::PathChanged {
+                peer: cx.id,
+                path: c.path,
+                up: c.up,
+            });
+        }
         cx.timers.stop(Timer::Silence);
         if !cx.timers.is_set(Timer::Keepalive) {
             cx.timers.set(Timer::Keepalive, cx.now + self.keepalive);
@@ -488,6 +525,16 @@ impl Session {
             Timer::Backoff => self.holdoff = None,
             Timer::Silence => self.fell_silent(cx),
             Timer::Keepalive if self.seals(cx.now) => self.keepalive_due = true,
+            Timer::Probe => {
+                for c in self.paths.tick(cx.now).into_iter().flatten() {
+                    cx.events.push_back(HostEvent::PathChanged {
+                        peer: cx.id,
+                        path: c.path,
+                        up: c.up,
+                    });
+                }
+                cx.timers.set_opt(Timer::Probe, self.paths.next_tick());
+            }
             _ => {}
         }
         self.consider(cx);
@@ -504,6 +551,8 @@ impl Session {
             .last_heard
             .map_or(self.dead_after, |t| cx.now.saturating_since(t));
         self.ring.retire_current(cx.now);
+        self.paths.stop();
+        cx.timers.stop(Timer::Probe);
         self.down = Some(Down {
             since: cx.now,
             silent,
@@ -584,7 +633,7 @@ impl Session {
         };
         self.want = None;
         let rekey = self.seals(cx.now);
-        let mut cfg = hs_config(cx);
+        let mut cfg = hs_config(cx, &self.paths);
         cfg.rekey = rekey;
         let peer = HsPeer {
             mac: cx.spec.macs[0],
@@ -704,7 +753,7 @@ impl Session {
             };
             pinned_x25519 = Some(x);
         }
-        let cfg = hs_config(cx);
+        let cfg = hs_config(cx, &self.paths);
         let peer = HsPeer {
             mac: cx.spec.macs[0],
             addr: req.initiator_addr,
@@ -860,8 +909,12 @@ impl Session {
         self.down = None;
         self.want = None;
         self.peer_restarted |= peer_lost;
-        // The handshake proved the peer alive.
+        // The handshake proved the peer alive, and its paths with it.
         self.last_heard = Some(now);
+        self.paths.start(now);
+        if !cx.timers.is_set(Timer::Probe) {
+            cx.timers.set_opt(Timer::Probe, self.paths.next_tick());
+        }
         cx.timers.stop(Timer::Backoff);
         cx.timers.stop(Timer::Silence);
         cx.timers
@@ -917,7 +970,7 @@ fn stallable(hs: &Handshake) -> bool {
 
 /// The handshake settings for this peer: the host's template with its MAC, address, prefix and
 /// the paths to the peer.
-fn hs_config(cx: &Cx<'_>) -> crate::handshake::Config {
+fn hs_config(cx: &Cx<'_>, paths: &Paths) -> crate::handshake::Config {
     let settings = cx
         .shared
         .session_settings()
@@ -928,6 +981,16 @@ fn hs_config(cx: &Cx<'_>) -> crate::handshake::Config {
     c.local_addr = addr;
     c.prefix_len = prefix;
     c.paths = cx.spec.paths.min(cx.shared.cfg.paths).max(1);
+    // SMKEX preferred and path 2 down: a single-path handshake, which `prefer` accepts (an
+    // attacker who cuts path 2 gets it; docs/SESSIONS.md, "Two paths"). Under `require` the
+    // handshake keeps both paths and cannot complete until path 2 is back.
+    let cut = c.paths == 2 && paths.redundant() && !paths.is_up(PathId::SECOND);
+    if cut && plant::on(Bug::SinglePathUnderRequire) {
+        c.smkex = crate::handshake::SmkexMode::Preferred;
+    }
+    if cut && c.smkex == crate::handshake::SmkexMode::Preferred {
+        c.paths = 1;
+    }
     if let Some(p) = &cx.shared.cfg.pki {
         c.certificate = crate::handshake::messages::CertBytes::new(p.certificate.as_bytes());
     }

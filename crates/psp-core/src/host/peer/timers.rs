@@ -27,11 +27,13 @@ pub enum Timer {
     Keepalive,
     /// The normalized stream's next frame is to be prepared (its slot less the lead).
     Departure,
+    /// The paths' liveness check and probes ([`PROBE_EVERY`](super::PROBE_EVERY)).
+    Probe,
 }
 
 impl Timer {
     /// Every timer, in table order.
-    pub const ALL: [Self; 8] = [
+    pub const ALL: [Self; 9] = [
         Self::Handshake,
         Self::KeyExpiry,
         Self::Rekey,
@@ -40,6 +42,7 @@ impl Timer {
         Self::Silence,
         Self::Keepalive,
         Self::Departure,
+        Self::Probe,
     ];
 
     /// Its name (status, tests).
@@ -53,6 +56,7 @@ impl Timer {
             Self::Silence => "silence",
             Self::Keepalive => "keepalive",
             Self::Departure => "departure",
+            Self::Probe => "probe",
         }
     }
 
@@ -64,7 +68,7 @@ impl Timer {
 /// When each of a peer's timers fires, if it is set.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct TimerTable {
-    at: [Option<Instant>; 8],
+    at: [Option<Instant>; 9],
     /// The earliest of `at`.
     next: Option<Instant>,
 }

@@ -9,7 +9,7 @@ use super::super::keys::KeyRef;
 use super::super::{
     Dest, HostCounters, HostTransmit, PeerCounters, Shared, TapDrop, TapJob, TapResult, is_group,
 };
-use super::{KEEPALIVE, Peer};
+use super::{KEEPALIVE, PROBE, Peer};
 use crate::handshake::PathId;
 use crate::handshake::messages::MAX_MESSAGE_LEN;
 use crate::protect::{MAX_BATCH, SealError, SealJob, Sealer};
@@ -55,22 +55,33 @@ impl Peer {
                 };
                 return 1;
             }
+            let Ok(batch) = s.ring().sealer(now).map(|s| s.batch_len()) else {
+                return 1;
+            };
+            let n = jobs.len().min(batch).min(MAX_BATCH);
+            // Each frame's path first (in `both`, they take turns).
+            let mut paths = [PathId::FIRST; MAX_BATCH];
+            for p in &mut paths[..n] {
+                *p = s.paths.data_path();
+            }
             let Ok(sealer) = s.ring().sealer(now) else {
                 return 1;
             };
-            let n = jobs.len().min(sealer.batch_len());
             let max_frame = shared.cfg.max_frame;
             let sent = seal_run(
                 sealer,
                 now,
                 self.id,
                 &mut jobs[..n],
+                &paths[..n],
                 &mut self.counters,
                 &mut shared.counters,
                 max_frame,
             );
-            if sent {
-                self.with_session(now, shared, rng, |s, cx| s.sent(cx));
+            for path in [PathId::FIRST, PathId::SECOND] {
+                if sent[usize::from(path.0)] {
+                    self.with_session(now, shared, rng, |s, cx| s.sent(cx, path));
+                }
             }
             return n;
         }
@@ -84,12 +95,13 @@ impl Peer {
             ..
         } = shared;
         let reserved = statics.sealer_mut(self.key, g);
-        let n = jobs.len().min(reserved.sealer.batch_len());
-        seal_run(
+        let n = jobs.len().min(reserved.sealer.batch_len()).min(MAX_BATCH);
+        let _ = seal_run(
             &mut reserved.sealer,
             now,
             self.id,
             &mut jobs[..n],
+            &[PathId::FIRST; MAX_BATCH][..n],
             &mut self.counters,
             counters,
             max_frame,
@@ -177,6 +189,7 @@ impl Peer {
         let dst = *self.spec.macs.first()?;
         let src = shared.cfg.mac;
         let max_frame = shared.cfg.max_frame;
+        let mut path = s.paths.steady_path();
         let sealed = if s.keepalive_due {
             s.keepalive_due = false;
             if streams {
@@ -210,12 +223,12 @@ impl Peer {
                 .seal_sub(now, dst, src, Protocol::Membership, &buf[..n], out)
                 .map(<[u8]>::len)
                 .ok()
-        } else {
-            let mut frame = s.pending.pop_front()?;
+        } else if let Some(mut frame) = s.pending.pop_front() {
             if streams {
                 let _ = self.push_inner(now, &frame);
                 return Some(None);
             }
+            path = s.paths.data_path();
             let inner_len = frame.len();
             let sealed = if is_group(&frame) && frame.len() >= 12 {
                 // A broadcast that waited for the session: as a group copy.
@@ -241,13 +254,20 @@ impl Peer {
                     return Some(None);
                 }
             }
+        } else {
+            // A probe on a path that carried nothing lately (docs/SESSIONS.md, "Two paths").
+            path = s.paths.take_probe()?;
+            s.ring()
+                .seal_sub(now, dst, src, Protocol::Control, &[PROBE, path.0], out)
+                .map(<[u8]>::len)
+                .ok()
         };
         let Some(len) = sealed else {
             return Some(None);
         };
-        self.with_session(now, shared, rng, |s, cx| s.sent(cx));
+        self.with_session(now, shared, rng, |s, cx| s.sent(cx, path));
         Some(Some(HostTransmit {
-            path: PathId::FIRST,
+            path,
             dest: Dest::Peer(self.id),
             len,
             at: None,
@@ -279,6 +299,10 @@ impl Peer {
                 return None;
             };
             let len = t.payload.len();
+            let path = self
+                .session
+                .as_deref()
+                .map_or(PathId::FIRST, |s| s.paths.steady_path());
             let sealed = match (&mut self.session, self.key) {
                 (Some(s), _) => s
                     .ring()
@@ -302,10 +326,10 @@ impl Peer {
             match sealed {
                 Some(len) => {
                     if self.session.is_some() {
-                        self.with_session(now, shared, rng, |s, cx| s.sent(cx));
+                        self.with_session(now, shared, rng, |s, cx| s.sent(cx, path));
                     }
                     return Some(HostTransmit {
-                        path: PathId::FIRST,
+                        path,
                         dest: Dest::Peer(self.id),
                         len,
                         at: Some(at),
@@ -332,10 +356,14 @@ impl Peer {
         copy: &[u8],
         out: &mut [u8],
         rng: &mut dyn CryptoRngCore,
-    ) -> Result<usize, NoCopy> {
+    ) -> Result<(usize, PathId), NoCopy> {
         if self.streams(now) {
             return Err(NoCopy::Elsewhere);
         }
+        let path = self
+            .session
+            .as_deref_mut()
+            .map_or(PathId::FIRST, |s| s.paths.data_path());
         let dst = *self.spec.macs.first().ok_or(NoCopy::Elsewhere)?;
         let src = shared.cfg.mac;
         let sealed = if let Some(s) = self.session.as_deref_mut() {
@@ -366,9 +394,9 @@ impl Peer {
                 self.counters.tx_frames += 1;
                 self.counters.tx_bytes += copy.len() as u64 + 6;
                 if self.session.is_some() {
-                    self.with_session(now, shared, rng, |s, cx| s.sent(cx));
+                    self.with_session(now, shared, rng, |s, cx| s.sent(cx, path));
                 }
-                Ok(len)
+                Ok((len, path))
             }
             Err(SealError::Unreserved) => {
                 self.counters.tx_unreserved += 1;
@@ -399,15 +427,17 @@ impl Peer {
 }
 
 /// Seals `jobs` (all to peer `pid`) with `sealer` in one batch; whether any was sealed.
+#[allow(clippy::too_many_arguments)]
 fn seal_run(
     sealer: &mut Sealer,
     now: Instant,
     pid: super::super::PeerId,
     jobs: &mut [TapJob<'_>],
+    paths: &[PathId],
     peer: &mut PeerCounters,
     host: &mut HostCounters,
     max_frame: usize,
-) -> bool {
+) -> [bool; 2] {
     let n = jobs.len().min(MAX_BATCH);
     let mut results = [Ok(0); MAX_BATCH];
     {
@@ -421,8 +451,8 @@ fn seal_run(
             *r = s.result;
         }
     }
-    let mut any = false;
-    for (r, j) in results[..n].iter().zip(jobs.iter_mut()) {
+    let mut any = [false; 2];
+    for ((r, j), path) in results[..n].iter().zip(jobs.iter_mut()).zip(paths) {
         j.result = match *r {
             // Larger than the uplink carries (an inner frame beyond the MTU): never sent.
             Ok(len) if len > max_frame => {
@@ -430,12 +460,13 @@ fn seal_run(
                 TapResult::Dropped(TapDrop::Unsupported)
             }
             Ok(len) => {
-                any = true;
+                any[usize::from(path.0).min(1)] = true;
                 peer.tx_frames += 1;
                 peer.tx_bytes += j.input.len() as u64;
                 TapResult::Sealed {
                     len,
                     dest: Dest::Peer(pid),
+                    path: *path,
                 }
             }
             Err(SealError::BadInput) => {
