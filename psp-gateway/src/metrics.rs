@@ -266,6 +266,21 @@ fn sessions(snap: &Snapshot) -> Vec<Family> {
         Gauge,
         "Duration of the newest handshake.",
     );
+    let mut path_up = Family::new(
+        "psp_peer_path_up",
+        Gauge,
+        "1 while frames of the peer open on this path (two uplinks; [session] paths).",
+    );
+    let mut path_since = Family::new(
+        "psp_peer_path_state_seconds",
+        Gauge,
+        "Time since the path last went up or down (or its session started).",
+    );
+    let mut path_downs = Family::new(
+        "psp_peer_path_downs_total",
+        Kind::Counter,
+        "Times the path went down.",
+    );
     for p in &snap.peers {
         let Some(st) = &p.session else {
             continue;
@@ -278,8 +293,18 @@ fn sessions(snap: &Snapshot) -> Vec<Family> {
             two.push(peer(), Num::Int(u64::from(info.two_path)));
             hs.push(peer(), Num::Float(info.handshake_us as f64 / 1e6));
         }
+        if st.paths[1].is_some() {
+            let name = p.name.clone();
+            for (i, p) in st.paths.iter().flatten().enumerate() {
+                let labels = || vec![("peer", name.clone()), ("path", (i + 1).to_string())];
+                path_up.push(labels(), Num::Int(u64::from(p.up)));
+                let secs = snap.now.saturating_since(p.since).total_micros() as f64 / 1e6;
+                path_since.push(labels(), Num::Float(secs));
+                path_downs.push(labels(), Num::Int(p.downs));
+            }
+        }
     }
-    [up, age, two, hs]
+    [up, age, two, hs, path_up, path_since, path_downs]
         .into_iter()
         .filter(|f| !f.samples.is_empty())
         .collect()

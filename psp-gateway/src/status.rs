@@ -252,6 +252,23 @@ fn session_json(st: &SessionStatus, now: Instant) -> Map<String, Value> {
     if let Some(pin) = st.pin {
         m.insert("identity".into(), hex::encode(pin).into());
     }
+    if st.paths[1].is_some() {
+        m.insert("path_mode".into(), st.path_mode.name().into());
+        let links: Vec<Value> = st
+            .paths
+            .iter()
+            .flatten()
+            .map(|p| {
+                json!({
+                    "state": if p.up { "up" } else { "down" },
+                    "since_s": secs(now.saturating_since(p.since)),
+                    "heard_ms_ago": p.last_heard.map(|t| now.saturating_since(t).total_micros() / 1000),
+                    "downs": p.downs,
+                })
+            })
+            .collect();
+        m.insert("links".into(), links.into());
+    }
     m
 }
 
@@ -707,6 +724,29 @@ fn render_sessions(s: &mut String, peers: &[Value]) {
             u(&x["no_session"]),
             if fails.is_empty() { "-" } else { &fails }
         );
+        // Two uplinks: each path's state and when it last changed.
+        if let Some(links) = x["links"].as_array() {
+            let line: Vec<String> = links
+                .iter()
+                .enumerate()
+                .map(|(i, l)| {
+                    format!(
+                        "path {} {} for {}s ({} downs)",
+                        i + 1,
+                        l["state"].as_str().unwrap_or("?"),
+                        u(&l["since_s"]),
+                        u(&l["downs"])
+                    )
+                })
+                .collect();
+            let _ = writeln!(
+                s,
+                "{:<16} {} ({})",
+                "",
+                line.join(", "),
+                x["path_mode"].as_str().unwrap_or("?")
+            );
+        }
     }
 }
 
@@ -1114,4 +1154,51 @@ mod tests {
         assert!(table.contains("vm3: suite null-hmac-sha1: no confidentiality (integrity only)"));
         assert!(!table.contains("vm4: suite"), "{table}");
     }
+
+    #[test]
+    fn each_path_shows_its_state_and_when_it_last_changed() {
+        use psp_core::host::{PathMode, PathState, SessionStatus};
+        let now = Instant::from_secs(100);
+        let path = |up, since, downs| {
+            Some(PathState {
+                up,
+                since: Instant::from_secs(since),
+                last_heard: Some(Instant::from_secs(since)),
+                downs,
+            })
+        };
+        let st = SessionStatus {
+            up: true,
+            last: None,
+            current: None,
+            pin: None,
+            handshaking: false,
+            pending: 0,
+            down: None,
+            last_heard: None,
+            paths: [path(false, 90, 2), path(true, 10, 0)],
+            path_mode: PathMode::Failover,
+        };
+        let j = Value::Object(session_json(&st, now));
+        assert_eq!(j["path_mode"], "failover");
+        assert_eq!(j["links"][0]["state"], "down");
+        assert_eq!(j["links"][0]["since_s"], 10);
+        assert_eq!(j["links"][0]["downs"], 2);
+        assert_eq!(j["links"][1]["state"], "up");
+        let mut session = j.clone();
+        session["sessions"] = 1.into();
+        let mut out = String::new();
+        render_sessions(&mut out, &[peer(json!({ "session": session }))]);
+        assert!(
+            out.contains("path 1 down for 10s (2 downs), path 2 up for 90s (0 downs) (failover)"),
+            "{out}"
+        );
+        // One path: no path lines.
+        let one = SessionStatus {
+            paths: [path(true, 10, 0), None],
+            ..st
+        };
+        assert!(session_json(&one, now).get("links").is_none());
+    }
+
 }
