@@ -833,6 +833,52 @@ fn session_errors_name_their_key() {
     );
 }
 
+/// `[session] paths`, `probe_ms` and `path_down_ms`: the defaults, a valid choice, and errors
+/// that name the key.
+#[test]
+fn the_two_paths_settings_load_and_their_errors_name_the_key() {
+    use psp_core::host::PathMode;
+    use psp_core::time::Duration;
+    let dir = base_dir();
+    let peer = "[[peer]]\nname = \"vm2\"\nmac = \"02:00:00:00:00:02\"\n";
+    let c = dir.load(&format!("{TWO_PATHS}[session]\n{peer}")).unwrap();
+    let s = c.session.unwrap();
+    assert_eq!(
+        (s.paths, s.probe_every, s.down_after),
+        (
+            PathMode::Failover,
+            Duration::from_millis(25),
+            Duration::from_millis(100)
+        )
+    );
+    let c = dir
+        .load(&format!(
+            "{TWO_PATHS}[session]\npaths = \"both\"\nprobe_ms = 50\npath_down_ms = 200\n{peer}"
+        ))
+        .unwrap();
+    let s = c.session.unwrap();
+    assert_eq!(
+        (s.paths, s.probe_every, s.down_after),
+        (
+            PathMode::Both,
+            Duration::from_millis(50),
+            Duration::from_millis(200)
+        )
+    );
+    assert_eq!(
+        dir.error(&format!(
+            "{TWO_PATHS}[session]\npaths = \"sideways\"\n{peer}"
+        )),
+        "session.paths: \"sideways\" is not a way to use two paths; want \"failover\", \"both\" or \"thesis\""
+    );
+    assert_eq!(
+        dir.error(&format!(
+            "{TWO_PATHS}[session]\nprobe_ms = 50\npath_down_ms = 60\n{peer}"
+        )),
+        "session.path_down_ms: 60 is less than twice probe_ms (50): one late probe would take a working path down"
+    );
+}
+
 /// `smkex = "require"` with one uplink could never set up a session (`too_few_paths` on every
 /// handshake): refused at load, with the fix.
 #[test]
