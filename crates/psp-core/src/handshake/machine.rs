@@ -491,7 +491,11 @@ impl Handshake {
         let early = self.role == Role::Responder
             && repr.responder_id == HandshakeId::default()
             && (matches!(repr.body, Body::Request(_))
-                || (self.cfg.compact && matches!(repr.body, Body::Share { .. } | Body::Nonce(_))));
+                || (self.cfg.compact
+                    && matches!(
+                        repr.body,
+                        Body::Share { .. } | Body::KemShare { .. } | Body::Nonce(_)
+                    )));
         if !(learning || early) && repr.responder_id != self.ids.responder {
             return Err(Ignored::WrongIds);
         }
@@ -1877,6 +1881,52 @@ mod tests {
                 o.failures(),
                 (Some(FailReason::Timeout), Some(FailReason::ConfirmMismatch))
             );
+        }
+
+        /// The compact flow: the initiator's KemShare leaves with the Request, before it knows
+        /// the answer. A responder that takes the KEM answers with a KemShareReply; one that
+        /// does not (`off`) still takes the KemShare (hashed, its key unused) and answers with
+        /// a ShareReply; a compact initiator that requires the KEM refuses that answer.
+        #[test]
+        fn the_compact_flow_sends_the_key_with_the_request() {
+            let compact = |mac, n, kem| {
+                let mut c = cfg(mac, n, kem, 2);
+                c.smkex = SmkexMode::Required;
+                c.compact = true;
+                c
+            };
+            let o = exchange(compact(MA, 1, Preferred), compact(MB, 2, Preferred), honest);
+            let (a, b) = o.keys();
+            assert!(a.kem() && b.kem());
+            let first_flight: Vec<MessageType> = o.seen[..3]
+                .iter()
+                .map(|(_, _, r)| r.body.message_type())
+                .collect();
+            assert_eq!(
+                first_flight,
+                [
+                    MessageType::Request,
+                    MessageType::KemShare,
+                    MessageType::Nonce
+                ]
+            );
+
+            let o = exchange(compact(MA, 1, Preferred), compact(MB, 2, Off), honest);
+            let (a, b) = o.keys();
+            assert!(!a.kem() && !b.kem());
+            assert!(
+                o.seen
+                    .iter()
+                    .any(|(_, _, r)| matches!(r.body, Body::KemShare { .. }))
+            );
+            assert!(
+                o.seen
+                    .iter()
+                    .any(|(_, _, r)| matches!(r.body, Body::ShareReply { .. }))
+            );
+
+            let o = exchange(compact(MA, 1, Required), compact(MB, 2, Off), honest);
+            assert_eq!(o.failures().0, Some(FailReason::KemRequired));
         }
 
         /// The initiator refuses an Accept that takes a KEM it did not offer (`BadMessage`),
