@@ -1200,5 +1200,4 @@ mod tests {
         };
         assert!(session_json(&one, now).get("links").is_none());
     }
-
 }
