@@ -3,7 +3,7 @@
 # ProVerif run, one run at a time, each under a time limit; prints each query's verdict.
 # Installs ProVerif 2.05 first if `proverif` (or $PROVERIF) is missing or another version.
 #
-#   docs/model/run.sh                       every scenario (a_*.pv ... e_*.pv)
+#   docs/model/run.sh                       every scenario (a_*.pv ... f_*.pv)
 #   docs/model/run.sh a_one_path_active.pv  one scenario
 #   docs/model/run.sh a_one_path_active.pv:3  its third query only
 #   docs/model/run.sh a.pv:3 b.pv:1            several (scenario or scenario:query) in turn
@@ -144,7 +144,7 @@ run_one() {
 }
 
 if [ $# -eq 0 ]; then
-    set -- "$HERE"/[a-e]_*.pv
+    set -- "$HERE"/[a-f]_*.pv
 fi
 for arg in "$@"; do
     case $arg in
