@@ -16,11 +16,12 @@
 #   BENCH...  only these bench files (default: scramble primitives seal_open blowfish handshake
 #             replay)
 #
-# Durations of the full mode on the project's 2-vCPU guest (idle, build not included; each bench
-# file's doc comment has its count): scramble ~1.5 min (56 benchmarks with AVX2; 68 and ~1 min
-# 45 s with AVX-512), primitives ~1 min 40 s (60), seal_open ~2 min 15 s (56), blowfish ~50 s
-# (19 + the interleaved table), handshake ~20 s (4), replay ~6 s (2): about 7 minutes in all.
-# Building the bench binaries (fat LTO, one codegen unit) takes ~5 minutes more from scratch.
+# Durations of the full mode on the project's 2-vCPU guest (build not included; measured
+# 2026-11-29, BENCHMARKS.md; each bench file's doc comment has its count): scramble 80 s (56
+# benchmarks with AVX2; 68 with AVX-512), primitives 91 s (60), seal_open 83 s (56), blowfish
+# 45 s (19 + the interleaved table), handshake 19 s (4), replay 6 s (2): about 5.5 minutes in
+# all. Building the bench binaries (fat LTO, one codegen unit) takes ~5 minutes more from
+# scratch.
 #
 # The bench binaries are built once, then run directly (as `cargo bench` would, from benches/
 # with `--bench`), so a source edited during the run cannot trigger a rebuild in the middle of

@@ -1,7 +1,7 @@
 //! Throughput of the symmetric primitives PSP compares against, one criterion group per
 //! primitive, swept over message sizes 64 B .. 64 KiB (`cargo bench --bench primitives`).
 //!
-//! Duration: 60 benchmarks × (0.3 s warm-up + 1 s measuring + analysis), about 1 min 40 s on the
+//! Duration: 60 benchmarks × (0.3 s warm-up + 1 s measuring + analysis), about 1.5 min (91 s measured) on the
 //! project's 2-vCPU guest, build not included (see `config()`). `benches/run-criterion.sh`
 //! runs every bench file and writes BENCHMARKS.md's tables.
 //!
@@ -121,7 +121,7 @@ fn ring_aead(c: &mut Criterion) {
 }
 
 /// Short warm-up and measurement: 60 benchmarks at about 1.65 s each (0.45 s of warm-up, 1 s of
-/// measuring, 0.2 s of analysis), about 1 min 40 s in all.
+/// measuring, 0.2 s of analysis), about 1.5 min in all (91 s measured).
 fn config() -> Criterion {
     criterion_config(Duration::from_millis(300), Duration::from_millis(1000), 20)
 }

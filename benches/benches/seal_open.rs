@@ -3,10 +3,9 @@
 //!
 //! `open` includes the replay check and commit; each iteration opens a freshly sealed frame
 //! (sealing and copying happen in the untimed setup): `cargo bench -p psp-benches --bench
-//! seal_open`. Duration: 7 suites × 4 sizes × seal and open = 56 benchmarks, about 2 min 15 s
-//! on the project's 2-vCPU guest, build not included: a `seal` benchmark takes about 1.65 s, an
-//! `open` one about 3.1 s, as its untimed set-up (a seal and a copy) runs between the timed
-//! iterations (see `config()`). `benches/run-criterion.sh` runs every bench file and writes
+//! seal_open`. Duration: 7 suites × 4 sizes × seal and open = 56 benchmarks, 83 s measured on the
+//! project's 2-vCPU guest (2026-11-29, BENCHMARKS.md), build not included; each benchmark's time
+//! budget is `config()`'s. `benches/run-criterion.sh` runs every bench file and writes
 //! BENCHMARKS.md's tables.
 #![allow(missing_docs)]
 
