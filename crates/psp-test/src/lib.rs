@@ -15,7 +15,7 @@
 //! use psp_test::{LinkConfig, Pair, Silent};
 //!
 //! let link = LinkConfig::new(10_000_000, Duration::from_millis(10));
-//! let mut pair = Pair::new(Config::default(), Config::default(), link, link, 1);
+//! let mut pair = Pair::new(NormConfig::default(), NormConfig::default(), link, link, 1);
 //! pair.set_sources(Box::new(Silent), Box::new(Silent));
 //! pair.run_until(Instant::from_secs(1));
 //! assert!(pair.a.ep.stats().frames_sent > 500);

@@ -67,7 +67,7 @@ pub enum Kind {
     /// revokes (`[pki]`).
     RevokedSession,
     /// With path 1 cut, a pair with a session did not carry a frame each way over path 2 within
-    /// [`FAILOVER_BOUND`](super::world::FAILOVER_BOUND) (`paths = "failover"`).
+    /// the failover bound of the quiet phase (`paths = "failover"`; `world.rs`).
     Failover,
     /// A single-path session came up although both hosts require SMKEX
     /// (`smkex = "require"`): a downgrade.
