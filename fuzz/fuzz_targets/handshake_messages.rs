@@ -51,7 +51,7 @@ fuzz_target!(|data: &[u8]| {
     let peer = Peer {
         mac: [2, 0, 0, 0, 0, 1],
         addr: ip(1),
-        pinned_static: None,
+        pinned_x25519: None,
     };
     let path = PathId(data.first().copied().unwrap_or(0) & 1);
     if let Ok(mut hs) = Handshake::respond(
@@ -69,7 +69,7 @@ fuzz_target!(|data: &[u8]| {
     let peer_b = Peer {
         mac: [2, 0, 0, 0, 0, 2],
         addr: ip(2),
-        pinned_static: None,
+        pinned_x25519: None,
     };
     let mut init = Handshake::initiate(
         Instant::ZERO,
