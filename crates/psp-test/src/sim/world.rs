@@ -447,29 +447,11 @@ impl World {
         if self.stop {
             return;
         }
-        let n = self.scen.hosts;
-        let mut probes = Vec::new();
-        for i in 0..n {
-            for j in (0..n).filter(|j| *j != i) {
-                if self.exempt(i, j) {
-                    continue;
-                }
-                if let Some(tag) = self.send_unicast(i, j) {
-                    probes.push((i, j, tag));
-                }
-            }
-        }
         let end = self.now + Duration::from_secs(3);
-        self.probes = probes.iter().map(|(_, j, t)| (*j, *t)).collect();
-        self.run_until(end);
+        let failed = self.cross_every_pair(|_, _, _| true, end);
         if self.stop {
             return;
         }
-        let failed: Vec<_> = probes
-            .iter()
-            .filter(|(_, j, t)| self.probes.contains(&(*j, *t)))
-            .map(|(i, j, _)| (*i, *j))
-            .collect();
         if !failed.is_empty() {
             let detail = format!(
                 "{} s after the attackers and faults stopped, no frame crossed {failed:?} (from, to)",
@@ -494,38 +476,49 @@ impl World {
 
     /// Restarts `hosts` cleanly, at once, and checks that every pair involving one of them
     /// carries a frame each way within [`RECOVERY_BOUND`].
+    /// Every pair of hosts not exempt and chosen by `pick` sends a tagged unicast frame (each
+    /// way); the simulation runs until `end`; the pairs (from, to) whose frame did not arrive.
+    fn cross_every_pair(
+        &mut self,
+        pick: impl Fn(&Self, u8, u8) -> bool,
+        end: Instant,
+    ) -> Vec<(u8, u8)> {
+        let n = self.scen.hosts;
+        let mut sent = Vec::new();
+        for i in 0..n {
+            for j in (0..n).filter(|j| *j != i) {
+                if self.exempt(i, j) || !pick(self, i, j) {
+                    continue;
+                }
+                if let Some(tag) = self.send_unicast(i, j) {
+                    sent.push((i, j, tag));
+                }
+            }
+        }
+        self.probes = sent.iter().map(|(_, j, t)| (*j, *t)).collect();
+        self.run_until(end);
+        sent.iter()
+            .filter(|(_, j, t)| self.probes.contains(&(*j, *t)))
+            .map(|(i, j, _)| (*i, *j))
+            .collect()
+    }
+
     /// Failover in the quiet network: path 1 is cut for [`FAILOVER_CUT`]; from
     /// [`FAILOVER_BOUND`] on, every pair with a session must carry a frame each way (over path
     /// 2); then path 1 comes back and the network settles.
     fn failover(&mut self) {
-        let n = self.scen.hosts;
         let start = self.now;
         self.net.partition(0, start, start + FAILOVER_CUT);
         self.run_until(start + FAILOVER_BOUND);
         if self.stop {
             return;
         }
-        let mut probes = Vec::new();
-        for i in 0..n {
-            for j in (0..n).filter(|j| *j != i) {
-                if self.exempt(i, j) || self.roster.pair(i, j) != super::node::PairKind::Session {
-                    continue;
-                }
-                if let Some(tag) = self.send_unicast(i, j) {
-                    probes.push((i, j, tag));
-                }
-            }
-        }
-        self.probes = probes.iter().map(|(_, j, t)| (*j, *t)).collect();
-        self.run_until(start + FAILOVER_BOUND + Duration::from_secs(1));
+        let end = start + FAILOVER_BOUND + Duration::from_secs(1);
+        let session = |w: &Self, i, j| w.roster.pair(i, j) == super::node::PairKind::Session;
+        let failed = self.cross_every_pair(session, end);
         if self.stop {
             return;
         }
-        let failed: Vec<_> = probes
-            .iter()
-            .filter(|(_, j, t)| self.probes.contains(&(*j, *t)))
-            .map(|(i, j, _)| (*i, *j))
-            .collect();
         if !failed.is_empty() {
             let detail = format!(
                 "path 1 cut: no frame crossed {failed:?} (from, to) over path 2 within {} ms",
