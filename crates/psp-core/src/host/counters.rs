@@ -83,7 +83,7 @@ const DROP_LABELS: [&str; 14] = {
 /// `install` (the key ring refused the keys).
 ///
 /// [`FailReason`]: crate::handshake::FailReason
-pub const FAIL_REASONS: [&str; 14] = [
+pub const FAIL_REASONS: [&str; 15] = [
     "smkex_mismatch",
     "confirm_mismatch",
     "timeout",
@@ -98,6 +98,7 @@ pub const FAIL_REASONS: [&str; 14] = [
     "pin_unsaved",
     "install",
     "bad_certificate",
+    "kem_required",
 ];
 
 declare! {

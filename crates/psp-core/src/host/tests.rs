@@ -11,13 +11,14 @@ use zeroize::Zeroizing;
 use super::*;
 use crate::crypto::SigningKey;
 use crate::handshake::{self, KeyRingConfig};
-use crate::handshake::{Identity, SmkexMode};
+use crate::handshake::{Identity, KemMode, SmkexMode};
 use crate::protect::{OpenerConfig, SealerConfig};
 use crate::wire::Protocol;
 use crate::wire::Seq;
 
 mod api;
 mod group_copies;
+mod kem;
 mod paths;
 mod pki;
 mod policy;
@@ -81,6 +82,7 @@ pub(super) struct Opts {
     pub(super) normalize: bool,
     pub(super) group_copies: bool,
     pub(super) path_mode: PathMode,
+    pub(super) kem: KemMode,
 }
 
 impl Default for Opts {
@@ -95,6 +97,7 @@ impl Default for Opts {
             normalize: false,
             group_copies: true,
             path_mode: PathMode::Failover,
+            kem: KemMode::Off,
         }
     }
 }
@@ -118,6 +121,7 @@ pub(super) fn host(me: u8, o: Opts) -> Host {
     let id = identity(me);
     let mut hs = handshake::Config::new(mac, ip(me), 24);
     hs.smkex = o.smkex;
+    hs.kem = o.kem;
     hs.lifetime = Duration::from_secs(o.lifetime_s);
     hs.static_key = o.identities.then(|| id.static_key());
     let cfg = HostConfig {

@@ -56,6 +56,8 @@ pub struct SessionInfo {
     pub suite: SuiteId,
     /// Whether SMKEX ran over two paths.
     pub two_path: bool,
+    /// Whether the ML-KEM-768 secret went into the keys (the hybrid handshake).
+    pub kem: bool,
     /// How long the handshake took, in µs (from its start or the Request).
     pub handshake_us: u64,
     /// Whether it replaced a session both sides held (a rekey). A session with a peer that lost
@@ -894,6 +896,7 @@ impl Session {
             role: keys.role(),
             suite: keys.suite(),
             two_path: keys.two_path(),
+            kem: keys.kem(),
             handshake_us: took,
             rekey,
             rekeys: self.chain,
