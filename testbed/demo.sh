@@ -7,7 +7,7 @@
 #                                                       |
 #                                                 up0  eve (tcpdump: sees every frame)
 #
-# Usage: testbed/demo.sh [--suite NAME] [--uplink raw|udp] [--keys session|static] [--normalize [KBPS]] [--quick] [--no-build] [--save-pcap FILE]
+# Usage: testbed/demo.sh [--suite NAME] [--uplink raw|udp] [--keys session|static] [--normalize [KBPS]] [--kem MODE] [--quick] [--no-build] [--save-pcap FILE]
 #   --suite      PSP suite (default bf-cbc-hmac-sha1, the thesis' FULL category; `none` is its
 #                noENC-noHMAC category: then eve must SEE the known text, and does)
 #   --uplink     raw: PSP frames (EtherType 0x1982) on up0 (default); udp: PSP in UDP port 5198
@@ -19,6 +19,10 @@
 #                rate, dummies when idle), at KBPS kbit/s (default 20000), with the sessions of
 #                --keys: the handshakes and rekeys ride inside the streams. Eve must then see
 #                one frame length from each gateway
+#   --kem        [session] kem = MODE on both hosts (require, prefer or off; default off):
+#                ML-KEM-768 beside X25519 in every handshake (docs/SESSIONS.md, "Hybrid
+#                post-quantum sessions"); the run then checks that both sessions hold the KEM
+#                secret (status `kem`), and RESULT carries `kem=1`
 #   --quick      1 s iperf3 runs and a 10 MB file instead of 3 s and 50 MB
 #   --no-build   skip `cargo build` and use $TB_BIN (default target/release/psp-gateway)
 #   --save-pcap  keep a copy of eve's capture there
@@ -30,7 +34,8 @@
 # known-text count meaningful). Control: the known text IS visible on vm2's TAP. It then counts
 # what eve saw and ends with one line
 #   RESULT ping_ms=… tcp_mbps=… scp_ok=1 eve_frames=N eve_psp_frames=N eve_cleartext_frames=0 eve_known_text_hits=0
-# plus, with sessions, `session=two-path handshake_ms=…` (the slower side's handshake), and with
+# plus, with sessions, `session=two-path handshake_ms=… kem=0|1` (the slower side's handshake;
+# kem=1 when both sessions hold the ML-KEM-768 secret), and with
 # --normalize `normalized=KBPS eve_unicast_lengths=N` (distinct lengths of the PSP frames vm1
 # sent vm2 from the first of the most common length on; 1 when normalized)
 # (tcp_mbps: vm1 -> vm2; with --suite none or null-hmac-sha1, which do not encrypt,
@@ -43,6 +48,7 @@ UPLINK=raw
 KEYS=session
 QUICK=0
 NORMALIZE=0
+KEM=off
 SAVE_PCAP=
 BUILD=1
 usage() {
@@ -59,6 +65,7 @@ while (($#)); do
         if [[ ${2:-} =~ ^[0-9]+$ ]]; then NORMALIZE=$2; shift; fi
         shift
         ;;
+    --kem) KEM=${2:?--kem needs a value}; shift 2 ;;
     --quick) QUICK=1; shift ;;
     --no-build) BUILD=0; shift ;;
     --save-pcap) SAVE_PCAP=${2:?--save-pcap needs a file}; shift 2 ;;
@@ -68,6 +75,8 @@ while (($#)); do
 done
 [[ $UPLINK == raw || $UPLINK == udp ]] || { echo "demo: error: --uplink must be raw or udp" >&2; exit 2; }
 [[ $KEYS == session || $KEYS == static ]] || { echo "demo: error: --keys must be session or static" >&2; exit 2; }
+[[ $KEM == off || $KEM == prefer || $KEM == require ]] || { echo "demo: error: --kem must be require, prefer or off" >&2; exit 2; }
+[[ $KEM == off || $KEYS == session ]] || { echo "demo: error: --kem needs --keys session (the KEM is part of the session handshake)" >&2; exit 2; }
 [[ $(id -u) -eq 0 ]] || { echo "demo: error: run as root (network namespaces)" >&2; exit 1; }
 
 HERE=$(cd "$(dirname "$0")" && pwd)
@@ -97,7 +106,8 @@ tb_trap
 tb_up 2 "$UPLINK" || die "building the topology failed"
 tb_keys "$SUITE" || die "key generation failed"
 if [[ $KEYS == session ]]; then
-    export TB_SESSION=1 TB_IDENTITY=1 TB_SESSION_EXTRA="suites = [\"$SUITE\"]"
+    export TB_SESSION=1 TB_IDENTITY=1 TB_SESSION_EXTRA="suites = [\"$SUITE\"]
+kem = \"$KEM\""
     if [[ $UPLINK == raw ]]; then
         tb_path2 || die "building the second path failed"
         export TB_PATHS=2 TB_SMKEX=require
@@ -287,7 +297,14 @@ if [[ $KEYS == session ]]; then
     want=two-path
     [[ $UPLINK == udp ]] && want=single-path
     if [[ $PATHS == "$want" ]]; then ok "session: $PATHS, handshake $HS_MS ms"; else fail "session paths: '$PATHS', want $want"; fi
-    SESSION_RESULT=" session=$PATHS handshake_ms=$HS_MS"
+    KEMS=$(for n in 1 2; do tb_status "$n" --json | jq -r '.peers[0].session.kem // false'; done | sort -u | tr '\n' ' ')
+    if [[ $KEMS == "true " ]]; then KEM_OK=1; else KEM_OK=0; fi
+    if [[ $KEM == off ]]; then
+        ((KEM_OK == 0)) && ok "sessions without the KEM (kem = off)" || fail "kem off, yet a session holds the KEM"
+    else
+        ((KEM_OK)) && ok "both sessions hold the ML-KEM-768 secret (kem = $KEM)" || fail "kem = $KEM, sessions report kem: $KEMS"
+    fi
+    SESSION_RESULT=" session=$PATHS handshake_ms=$HS_MS kem=$KEM_OK"
 fi
 if ((NORMALIZE)); then
     SESSION_RESULT="$SESSION_RESULT normalized=$NORMALIZE eve_unicast_lengths=$LENS"

@@ -1,23 +1,28 @@
 #!/usr/bin/env bash
 # testbed/sessions.sh: what sessions cost, measured on the real daemon (release build) in network
-# namespaces: the wall-clock handshake time of single-path SEP vs two-path SMKEX (median over N
-# fresh set-ups, each a new pair of daemons), and the throughput of iperf3 TCP with static keys,
+# namespaces: the wall-clock handshake time of single-path SEP vs two-path SMKEX, each with X25519
+# only and with ML-KEM-768 beside it (`[session] kem = "require"`; median over N fresh set-ups
+# per kind, each a new pair of daemons, the four kinds interleaved), and the throughput of iperf3 TCP with static keys,
 # with sessions, and with a rekey every 2 s (median of 3 runs each, interleaved). Run as root. Not in CI (its quick variant is the
 # sessions tests); figures go to BENCHMARKS.md.
 #
-# Usage: testbed/sessions.sh [--runs N] [--secs S] [--no-build]
-# Last line: RESULT handshake_ms_one_path=… handshake_ms_two_path=… tcp_mbps_static=… tcp_mbps_norekey=…
+# Usage: testbed/sessions.sh [--runs N] [--secs S] [--handshakes-only] [--no-build]
+#   --handshakes-only  skip the iperf3 runs (their RESULT fields are then absent)
+# Last line: RESULT handshake_ms_one_path=… handshake_ms_two_path=… handshake_ms_one_path_kem=…
+#   handshake_ms_two_path_kem=… kem_vs_x25519_two_path=… tcp_mbps_static=… tcp_mbps_norekey=…
 #   tcp_mbps_rekey2s=… rekey2s_vs_none=… session_vs_static=…
 set -uo pipefail
 
 RUNS=20
 SECS=10
 BUILD=1
+HS_ONLY=0
 while (($#)); do
     case $1 in
     --runs) RUNS=${2:?}; shift 2 ;;
     --secs) SECS=${2:?}; shift 2 ;;
     --no-build) BUILD=0; shift ;;
+    --handshakes-only) HS_ONLY=1; shift ;;
     *) echo "sessions: error: unknown argument '$1'" >&2; exit 2 ;;
     esac
 done
@@ -49,19 +54,33 @@ setup_ms() {
     tb_gw_stop 2 >/dev/null
 }
 
-handshakes() { # paths smkex -> median ms
-    export TB_PATHS=$1 TB_SMKEX=$2
-    tb_config 1 aes128-gcm raw && tb_config 2 aes128-gcm raw || return 1
-    local i
-    for ((i = 0; i < RUNS; i++)); do setup_ms; done >"$TB_DIR/hs-$1.txt"
-    echo "  $1 path(s), smkex $2: $(wc -l <"$TB_DIR/hs-$1.txt") set-ups, ms: $(sort -g "$TB_DIR/hs-$1.txt" | tr '\n' ' ')" >&2
-    median <"$TB_DIR/hs-$1.txt"
-}
+# The four kinds of set-up, as "paths smkex kem".
+KINDS=("1 off off" "2 require off" "1 off require" "2 require require")
+kind_file() { echo "$TB_DIR/hs-${1// /-}.txt"; }
 
-echo "== handshake wall time (ARP first, then SEP; $RUNS set-ups each)"
-HS1=$(handshakes 1 off)
-HS2=$(handshakes 2 require)
-echo "  median: single-path SEP $HS1 ms, two-path SMKEX $HS2 ms"
+echo "== handshake wall time (ARP first, then SEP; $RUNS set-ups per kind, interleaved)"
+for ((i = 0; i < RUNS; i++)); do
+    for k in "${KINDS[@]}"; do
+        read -r paths smkex kem <<<"$k"
+        export TB_PATHS=$paths TB_SMKEX=$smkex TB_SESSION_EXTRA="kem = \"$kem\""
+        tb_config 1 aes128-gcm raw && tb_config 2 aes128-gcm raw || die "config"
+        setup_ms >>"$(kind_file "$k")"
+    done
+done
+for k in "${KINDS[@]}"; do
+    echo "  paths $k (paths smkex kem): $(wc -l <"$(kind_file "$k")") set-ups, ms: $(sort -g "$(kind_file "$k")" | tr '\n' ' ')"
+done
+HS1=$(median <"$(kind_file "1 off off")")
+HS2=$(median <"$(kind_file "2 require off")")
+HS1K=$(median <"$(kind_file "1 off require")")
+HS2K=$(median <"$(kind_file "2 require require")")
+KEMX=$(awk -v a="$HS2K" -v b="$HS2" 'BEGIN { printf "%.3f", (b > 0 ? a / b : 0) }')
+echo "  median: single-path SEP $HS1 ms (with ML-KEM-768 $HS1K), two-path SMKEX $HS2 ms (with ML-KEM-768 $HS2K, x$KEMX)"
+HS_RESULT="handshake_ms_one_path=$HS1 handshake_ms_two_path=$HS2 handshake_ms_one_path_kem=$HS1K handshake_ms_two_path_kem=$HS2K kem_vs_x25519_two_path=$KEMX"
+if ((HS_ONLY)); then
+    echo "RESULT $HS_RESULT"
+    exit 0
+fi
 
 iperf_once() { # rekey_after_s|static -> one Mbit/s figure (fresh daemons)
     if [[ $1 == static ]]; then
@@ -99,4 +118,4 @@ RATIO=$(awk -v a="$REKEY" -v b="$NONE" 'BEGIN { printf "%.3f", (b > 0 ? a / b : 
 echo "  median: no rekey $NONE Mbit/s, rekey every 2 s $REKEY Mbit/s (x$RATIO)"
 SVS=$(awk -v a="$NONE" -v b="$STATIC" 'BEGIN { printf "%.3f", (b > 0 ? a / b : 0) }')
 echo "  sessions (no rekey) vs static keys: x$SVS"
-echo "RESULT handshake_ms_one_path=$HS1 handshake_ms_two_path=$HS2 tcp_mbps_static=$STATIC tcp_mbps_norekey=$NONE tcp_mbps_rekey2s=$REKEY rekey2s_vs_none=$RATIO session_vs_static=$SVS"
+echo "RESULT $HS_RESULT tcp_mbps_static=$STATIC tcp_mbps_norekey=$NONE tcp_mbps_rekey2s=$REKEY rekey2s_vs_none=$RATIO session_vs_static=$SVS"

@@ -1,10 +1,11 @@
 //! Session set-up cost (CPU only, both sides in one thread, messages handed over in memory):
-//! the thesis' single-path SEP, SMKEX over two paths, and a plain X25519 Diffie-Hellman (both
-//! key pairs and both shared secrets) as the reference. `psp-gateway`'s wall-clock handshake
+//! the thesis' single-path SEP, SMKEX over two paths, each also with ML-KEM-768 beside X25519
+//! (`_kem`: the hybrid post-quantum handshake, `KemMode::Required` on both sides), and a plain
+//! X25519 Diffie-Hellman (both key pairs and both shared secrets) as the reference. `psp-gateway`'s wall-clock handshake
 //! over real links is in `testbed/sessions.sh`.
 //!
-//! `cargo bench -p psp-benches --bench handshake`. Duration: 4 benchmarks at about 4.7 s each
-//! (see `criterion()`), about 20 s on the project's 2-vCPU guest, build not included.
+//! `cargo bench -p psp-benches --bench handshake`. Duration: 7 benchmarks at about 4.7 s each
+//! (see `criterion()`), about 35 s on the project's 2-vCPU guest, build not included.
 #![allow(missing_docs)]
 
 use core::hint::black_box;
@@ -12,9 +13,10 @@ use core::time::Duration;
 
 use criterion::{Criterion, criterion_group, criterion_main};
 use psp_benches::criterion_config;
+use psp_core::handshake::messages::MAX_MESSAGE_LEN;
 use psp_core::handshake::rand_core::{CryptoRng, Error, RngCore};
 use psp_core::handshake::schedule::Ephemeral;
-use psp_core::handshake::{Config, Event, Handshake, Identity, Peer, Role, SmkexMode};
+use psp_core::handshake::{Config, Event, Handshake, Identity, KemMode, Peer, Role, SmkexMode};
 use psp_core::time::Instant;
 
 /// A fast deterministic RNG (splitmix64): benches only.
@@ -48,10 +50,20 @@ impl CryptoRng for Rng {}
 const A: [u8; 6] = [2, 0, 0, 0, 0, 1];
 const B: [u8; 6] = [2, 0, 0, 0, 0, 2];
 
-fn config(mac: [u8; 6], n: u8, paths: u8, smkex: SmkexMode, id: Option<&Identity>) -> Config {
+/// The handshake's modes: paths, SMKEX and the KEM.
+#[derive(Clone, Copy)]
+struct Modes(u8, SmkexMode, KemMode);
+
+const SEP: Modes = Modes(1, SmkexMode::Off, KemMode::Off);
+const SMKEX: Modes = Modes(2, SmkexMode::Required, KemMode::Off);
+const SEP_KEM: Modes = Modes(1, SmkexMode::Off, KemMode::Required);
+const SMKEX_KEM: Modes = Modes(2, SmkexMode::Required, KemMode::Required);
+
+fn config(mac: [u8; 6], n: u8, m: Modes, id: Option<&Identity>) -> Config {
     let mut c = Config::new(mac, format!("10.0.0.{n}").parse().unwrap(), 24);
-    c.paths = paths;
-    c.smkex = smkex;
+    c.paths = m.0;
+    c.smkex = m.1;
+    c.kem = m.2;
     c.static_key = id.map(Identity::static_key);
     c
 }
@@ -65,12 +77,7 @@ fn peer(mac: [u8; 6], n: u8) -> Peer {
 }
 
 /// One complete handshake; returns whether both sides got keys.
-fn handshake(
-    rng: &mut Rng,
-    paths: u8,
-    smkex: SmkexMode,
-    ids: Option<&(Identity, Identity)>,
-) -> bool {
+fn handshake(rng: &mut Rng, m: Modes, ids: Option<&(Identity, Identity)>) -> bool {
     let now = Instant::ZERO;
     let (ia, ib) = match ids {
         Some((a, b)) => (Some(a), Some(b)),
@@ -78,28 +85,21 @@ fn handshake(
     };
     let mut a = Handshake::initiate(
         now,
-        config(A, 1, paths, smkex, ia),
+        config(A, 1, m, ia),
         peer(B, 2),
         psp_core::handshake::Tai64n::from_unix(1, 0),
         rng,
     );
     let mut b: Option<Handshake> = None;
-    let mut buf = [0u8; 512];
+    let mut buf = [0u8; MAX_MESSAGE_LEN];
     let (mut done_a, mut done_b) = (false, false);
     for _ in 0..32 {
         while let Some(t) = a.poll_transmit(now, &mut buf) {
             let msg = &buf[..t.len];
             match b.as_mut() {
                 None => {
-                    b = Handshake::respond(
-                        now,
-                        config(B, 2, paths, smkex, ib),
-                        peer(A, 1),
-                        t.path,
-                        msg,
-                        rng,
-                    )
-                    .ok();
+                    b = Handshake::respond(now, config(B, 2, m, ib), peer(A, 1), t.path, msg, rng)
+                        .ok();
                 }
                 Some(b) => {
                     let _ = b.handle_message(now, t.path, msg);
@@ -127,8 +127,9 @@ fn handshake(
 fn bench(c: &mut Criterion) {
     let mut g = c.benchmark_group("handshake");
     let mut rng = Rng(1);
-    assert!(handshake(&mut rng, 1, SmkexMode::Off, None));
-    assert!(handshake(&mut rng, 2, SmkexMode::Required, None));
+    for m in [SEP, SMKEX, SEP_KEM, SMKEX_KEM] {
+        assert!(handshake(&mut rng, m, None));
+    }
     g.bench_function("plain_x25519_dh", |b| {
         b.iter(|| {
             let mut s = [0u8; 32];
@@ -144,17 +145,26 @@ fn bench(c: &mut Criterion) {
         });
     });
     g.bench_function("sep_single_path", |b| {
-        b.iter(|| assert!(handshake(&mut rng, 1, SmkexMode::Off, None)));
+        b.iter(|| assert!(handshake(&mut rng, SEP, None)));
+    });
+    g.bench_function("sep_single_path_kem", |b| {
+        b.iter(|| assert!(handshake(&mut rng, SEP_KEM, None)));
     });
     g.bench_function("smkex_two_paths", |b| {
-        b.iter(|| assert!(handshake(&mut rng, 2, SmkexMode::Required, None)));
+        b.iter(|| assert!(handshake(&mut rng, SMKEX, None)));
+    });
+    g.bench_function("smkex_two_paths_kem", |b| {
+        b.iter(|| assert!(handshake(&mut rng, SMKEX_KEM, None)));
     });
     let ids = (
         Identity::generate(|s| rng.fill_bytes(s)).unwrap(),
         Identity::generate(|s| rng.fill_bytes(s)).unwrap(),
     );
     g.bench_function("smkex_two_paths_identities", |b| {
-        b.iter(|| assert!(handshake(&mut rng, 2, SmkexMode::Required, Some(&ids))));
+        b.iter(|| assert!(handshake(&mut rng, SMKEX, Some(&ids))));
+    });
+    g.bench_function("smkex_two_paths_identities_kem", |b| {
+        b.iter(|| assert!(handshake(&mut rng, SMKEX_KEM, Some(&ids))));
     });
     g.finish();
 }

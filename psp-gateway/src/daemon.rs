@@ -153,6 +153,7 @@ async fn serve(config: Config, opts: &Options) -> Result<(), DaemonError> {
     let uplink_mtu = uplink.mtu().map_err(|e| runtime("uplink MTU", e))?;
     let max_frame = max_frame(&uplink, uplink_mtu);
     check_frame_sizes(&config, max_frame)?;
+    check_kem_fits(&config, max_frame, uplink_mtu)?;
     let user = opts.user.clone().or_else(|| config.daemon.user.clone());
     let state = Arc::new(open_state(&config.daemon.state_directory, user.as_deref())?);
     let tofu = match crate::tofu::Tofu::load(&crate::tofu::known_peers_path(&config)) {
@@ -325,6 +326,11 @@ async fn serve(config: Config, opts: &Options) -> Result<(), DaemonError> {
             _ => "smkex-preferred",
         }),
         paths = 1 + usize::from(config.uplink2.is_some()),
+        kem = config.session.as_ref().map_or("off", |s| match s.kem {
+            psp_core::handshake::KemMode::Required => "require",
+            psp_core::handshake::KemMode::Preferred => "prefer",
+            _ => "off",
+        }),
         user = user.as_deref().unwrap_or("root"),
         metrics = %config.metrics.map_or_else(|| "off".to_string(), |m| m.listen.to_string()),
         "ready"
@@ -389,6 +395,25 @@ fn check_frame_sizes(config: &Config, max_frame: usize) -> Result<(), DaemonErro
         }
     }
     Ok(())
+}
+
+/// `[session] kem` on an uplink too small for the KemShare's frame: refused at start, since
+/// every hybrid handshake would fail.
+fn check_kem_fits(config: &Config, max_frame: usize, uplink_mtu: usize) -> Result<(), DaemonError> {
+    match build::kem_frame_len(config) {
+        Some(need) if need > max_frame => Err(ConfigError {
+            file: config.path.clone(),
+            key: "session.kem".into(),
+            problem: format!(
+                "the KemShare (ML-KEM-768's key) needs {need}-byte frames on path 1 and the \
+                 uplink carries {max_frame} (MTU {uplink_mtu}): raise the uplink MTU by {} or \
+                 set kem = \"off\"",
+                need - max_frame
+            ),
+        }
+        .into()),
+        _ => Ok(()),
+    }
 }
 
 /// Some peers normalized, some not: broadcast and multicast frames for the others leave under

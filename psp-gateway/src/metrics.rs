@@ -261,6 +261,11 @@ fn sessions(snap: &Snapshot) -> Vec<Family> {
         Gauge,
         "1 if the newest session ran SMKEX over two paths, 0 if single-path SEP.",
     );
+    let mut kem = Family::new(
+        "psp_peer_session_kem",
+        Gauge,
+        "1 if the newest session's keys hold an ML-KEM-768 secret beside X25519 ([session] kem).",
+    );
     let mut hs = Family::new(
         "psp_peer_handshake_seconds",
         Gauge,
@@ -291,6 +296,7 @@ fn sessions(snap: &Snapshot) -> Vec<Family> {
             let secs = snap.now.saturating_since(at).total_micros() as f64 / 1e6;
             age.push(peer(), Num::Float(secs));
             two.push(peer(), Num::Int(u64::from(info.two_path)));
+            kem.push(peer(), Num::Int(u64::from(info.kem)));
             hs.push(peer(), Num::Float(info.handshake_us as f64 / 1e6));
         }
         if st.paths[1].is_some() {
@@ -304,7 +310,7 @@ fn sessions(snap: &Snapshot) -> Vec<Family> {
             }
         }
     }
-    [up, age, two, hs, path_up, path_since, path_downs]
+    [up, age, two, kem, hs, path_up, path_since, path_downs]
         .into_iter()
         .filter(|f| !f.samples.is_empty())
         .collect()

@@ -224,6 +224,7 @@ fn session_json(st: &SessionStatus, now: Instant) -> Map<String, Value> {
             "single-path"
         };
         m.insert("paths".into(), paths.into());
+        m.insert("kem".into(), info.kem.into());
         m.insert(
             "handshake_ms".into(),
             (info.handshake_us as f64 / 1000.0).into(),
@@ -718,7 +719,10 @@ fn render_sessions(s: &mut String, peers: &[Value]) {
                 .as_u64()
                 .map_or_else(|| "never".into(), |a| format!("{a}s ago")),
             x["suite"].as_str().unwrap_or("-"),
-            x["paths"].as_str().unwrap_or("-"),
+            match (x["paths"].as_str(), x["kem"].as_bool()) {
+                (Some(p), Some(true)) => format!("{p},kem"),
+                (p, _) => p.unwrap_or("-").to_string(),
+            },
             u(&x["session_rekeys"]),
             x["handshake_ms"].as_f64().unwrap_or(0.0),
             u(&x["no_session"]),
@@ -784,6 +788,10 @@ pub(crate) fn diagnose(peer: &Value, doc: &Value) -> Option<String> {
                 "too_few_paths" => {
                     "one host requires two paths (smkex = \"require\") and the other has one \
                      uplink, or path 2 does not connect them"
+                }
+                "kem_required" => {
+                    "one host requires ML-KEM-768 (kem = \"require\") and the other has it off \
+                     (or runs a version without it): set kem the same on both"
                 }
                 "smkex_mismatch" => {
                     "the two paths carried different handshakes: a message was changed on one \

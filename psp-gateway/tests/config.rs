@@ -879,6 +879,32 @@ fn the_two_paths_settings_load_and_their_errors_name_the_key() {
     );
 }
 
+/// `kem`: off by default; the three modes; anything else is refused with the choices.
+#[test]
+fn session_kem_modes_parse_and_others_are_refused() {
+    use psp_core::handshake::KemMode;
+    let dir = base_dir();
+    let peer = "[[peer]]\nname = \"vm2\"\nmac = \"02:00:00:00:00:02\"\n";
+    let kem = |line: &str| {
+        dir.load(&format!("{TWO_PATHS}[session]\n{line}\n{peer}"))
+            .unwrap()
+            .session
+            .unwrap()
+            .kem
+    };
+    assert_eq!(kem(""), KemMode::Off);
+    assert_eq!(kem("kem = \"off\""), KemMode::Off);
+    assert_eq!(kem("kem = \"prefer\""), KemMode::Preferred);
+    assert_eq!(kem("kem = \"require\""), KemMode::Required);
+    assert_eq!(
+        dir.error(&format!(
+            "{TWO_PATHS}[session]\nkem = \"ml-kem-1024\"\n{peer}"
+        )),
+        "session.kem: \"ml-kem-1024\" is not a KEM mode; want \"require\", \"prefer\" or \"off\" \
+         (ML-KEM-768 beside X25519)"
+    );
+}
+
 /// `smkex = "require"` with one uplink could never set up a session (`too_few_paths` on every
 /// handshake): refused at load, with the fix.
 #[test]

@@ -303,3 +303,70 @@ fn root_a_restarted_normalized_peer_flows_again_at_once() {
     assert_eq!(s["session_rekeys"], 0, "a new session, not a rekey: {s}");
     assert!(s["unknown_key"].as_u64().unwrap_or(0) < 200, "{s}");
 }
+
+/// `[session] kem = "require"` on both hosts: a hybrid session (status, table and metrics say
+/// so) that carries iperf3; a host set to `off` meets it with no session, `kem_required`
+/// counted and the hint naming the key; and a host whose uplink cannot carry the KemShare's
+/// frame refuses to start, naming the MTU it needs.
+#[test]
+fn root_kem_require_gives_a_hybrid_session_and_refuses_what_cannot_run_it() {
+    let tb = session_testbed(2, "kem = \"require\"\n");
+    let vm1 = tb.start(1);
+    let vm2 = tb.start(2);
+    tb.ping_until_up(1, 2, Duration::from_secs(10));
+    let mbps = tb.iperf3(1, 2, 2, false);
+    assert!(
+        mbps > 1.0,
+        "iperf3 through the hybrid session: {mbps} Mbit/s"
+    );
+    for (gw, peer) in [(&vm1, "vm2"), (&vm2, "vm1")] {
+        let s = gw.status_json();
+        let sess = session(&s, peer);
+        assert_eq!(sess["state"], "up", "{sess}");
+        assert_eq!(sess["kem"], true, "{sess}");
+        assert_eq!(sess["paths"], "two-path", "{sess}");
+        assert!(
+            gw.status_table().contains("two-path,kem"),
+            "{}",
+            gw.status_table()
+        );
+    }
+    assert!(vm1.log().contains("kem=true"), "{}", vm1.log());
+    drop((vm1, vm2));
+    drop(tb);
+
+    // vm1 with kem off, vm2 requiring it: no session, no traffic, counted, hinted.
+    let tb = session_testbed(2, "kem = \"require\"\n");
+    let path = tb.config_path(1);
+    let text = std::fs::read_to_string(&path).expect("read vm1.toml");
+    let off = text.replacen("kem = \"require\"", "kem = \"off\"", 1);
+    assert!(off != text, "{text}");
+    std::fs::write(&path, off).expect("write vm1.toml");
+    let vm1 = tb.start(1);
+    let vm2 = tb.start(2);
+    assert_eq!(tb.ping(1, 2, 3).received, 0, "no session, no traffic");
+    let s2 = wait_status(&vm2, Duration::from_secs(5), |s2| {
+        counter(s2, "peer:vm1.session.handshake_failures.kem_required") > 0
+    });
+    assert!(
+        counter(&s2, "peer:vm1.session.handshake_failures.kem_required") > 0,
+        "{s2}"
+    );
+    let table = vm2.status_table();
+    assert!(table.contains("kem = \"require\""), "{table}");
+    drop((vm1, vm2));
+    drop(tb);
+
+    // An uplink MTU of 1200 cannot carry the KemShare (1,238 bytes of message): refused at start.
+    let tb = session_testbed(2, "kem = \"prefer\"\n");
+    tb.ns_ok("vm1", &["ip", "link", "set", "up0", "mtu", "1200"]);
+    let mut gw = tb.spawn(1, &[], &[]);
+    let code = gw.wait_exit(Duration::from_secs(10));
+    assert!(code.is_some_and(|c| !c.success()), "{code:?}: {}", gw.log());
+    let log = gw.log();
+    assert!(
+        log.contains("session.kem: the KemShare (ML-KEM-768's key) needs")
+            && log.contains("(MTU 1200)"),
+        "{log}"
+    );
+}

@@ -5,7 +5,7 @@ use core::net::IpAddr;
 use std::path::{Path, PathBuf};
 
 use psp_core::crypto::SuiteId;
-use psp_core::handshake::SmkexMode;
+use psp_core::handshake::{KemMode, SmkexMode};
 use psp_core::host::PathMode;
 use psp_core::time::Duration;
 use serde::Deserialize;
@@ -22,6 +22,7 @@ pub(super) struct RawSession {
     rekey_seq: Option<i64>,
     grace_s: Option<i64>,
     smkex: Option<String>,
+    kem: Option<String>,
     suites: Option<Vec<String>>,
     identity_file: Option<String>,
     known_peers: Option<String>,
@@ -66,6 +67,10 @@ pub struct SessionConfig {
     pub grace: Duration,
     /// `smkex = "require" | "prefer" | "off"` (default `prefer`).
     pub smkex: SmkexMode,
+    /// `kem = "require" | "prefer" | "off"` (default `off`): ML-KEM-768 beside X25519 in every
+    /// handshake (docs/SESSIONS.md, "Hybrid post-quantum sessions"), offered and refused as
+    /// `smkex` is.
+    pub kem: KemMode,
     /// Suites offered in order, and allowed as responder (`suites`, default
     /// `["aes128-gcm", "chacha20-poly1305"]`).
     pub suites: Vec<SuiteId>,
@@ -153,6 +158,21 @@ pub(super) fn build(
                 file,
                 "smkex",
                 format_args!("{o:?} is not an SMKEX mode; want \"require\", \"prefer\" or \"off\""),
+            ));
+        }
+    };
+    let kem = match raw.kem.as_deref() {
+        None | Some("off") => KemMode::Off,
+        Some("prefer") => KemMode::Preferred,
+        Some("require") => KemMode::Required,
+        Some(o) => {
+            return Err(err(
+                file,
+                "kem",
+                format_args!(
+                    "{o:?} is not a KEM mode; want \"require\", \"prefer\" or \"off\" \
+                     (ML-KEM-768 beside X25519)"
+                ),
             ));
         }
     };
@@ -284,6 +304,7 @@ pub(super) fn build(
         rekey_seq: u32::try_from(rekey_seq).unwrap_or(u32::MAX),
         grace: secs(grace),
         smkex,
+        kem,
         suites,
         identity,
         known_peers,

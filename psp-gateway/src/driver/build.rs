@@ -51,6 +51,7 @@ pub(crate) fn host_config(
         let mut hs = handshake::Config::new(mac, addr, prefix);
         hs.suites = handshake::messages::SuiteList::from_suites(&s.suites);
         hs.smkex = s.smkex;
+        hs.kem = s.kem;
         hs.lifetime = s.lifetime;
         hs.min_lifetime = Duration::from_secs(60).min(s.lifetime);
         hs.static_key = s
@@ -206,21 +207,7 @@ fn norm_spec(n: &NormalizeConfig, max_frame: usize, endpoint: Option<SocketAddr>
 /// large broadcast costs a unicast frame's overhead plus 8 instead of the signed group key's
 /// ([`psp_core::host::tap_overhead`]). The TAP MTU leaves room for it.
 pub(crate) fn max_overhead(config: &Config, max_frame: usize) -> usize {
-    use psp_core::crypto::SuiteKey;
-    use psp_core::protect::Sealer;
-    let sealer_overhead = |s: &PeerSecurity, signed: bool| -> usize {
-        let Ok(key) = SuiteKey::new(s.suite, &s.key.bytes) else {
-            return 0;
-        };
-        let Ok(sealer) = Sealer::new(key, psp_core::Seq(0), s.sealer_config()) else {
-            return 0;
-        };
-        let sealer = match signer(config).filter(|_| signed) {
-            Some(k) => sealer.with_signer(k),
-            None => sealer,
-        };
-        sealer.overhead()
-    };
+    let sealer_overhead = |s: &PeerSecurity, signed: bool| sealer_overhead(config, s, signed);
     let group = sealer_overhead(&config.group, true);
     let statics = config
         .peers
@@ -237,6 +224,35 @@ pub(crate) fn max_overhead(config: &Config, max_frame: usize) -> usize {
     let _ = max_frame;
     let copies = config.session.as_ref().is_some_and(|s| s.group_copies);
     host::tap_overhead(group, statics.max(sessions), copies)
+}
+
+/// The overhead of a sealer with `s`'s suite and settings (signed with the host's identity when
+/// `signed` and it has one); 0 for a key the sealer refuses.
+fn sealer_overhead(config: &Config, s: &PeerSecurity, signed: bool) -> usize {
+    use psp_core::crypto::SuiteKey;
+    use psp_core::protect::Sealer;
+    let Ok(key) = SuiteKey::new(s.suite, &s.key.bytes) else {
+        return 0;
+    };
+    let Ok(sealer) = Sealer::new(key, psp_core::Seq(0), s.sealer_config()) else {
+        return 0;
+    };
+    match signer(config).filter(|_| signed) {
+        Some(k) => sealer.with_signer(k).overhead(),
+        None => sealer.overhead(),
+    }
+}
+
+/// With `[session] kem` on: the length of the frame that carries the KemShare (the longest
+/// handshake message, sealed and signed under the group key on path 1), which the uplink must
+/// carry unfragmented. `None` with the KEM off.
+pub(crate) fn kem_frame_len(config: &Config) -> Option<usize> {
+    let s = config.session.as_ref()?;
+    (s.kem != handshake::KemMode::Off).then(|| {
+        psp_core::wire::ETHERNET_HEADER_LEN
+            + sealer_overhead(config, &config.group, true)
+            + handshake::messages::MAX_MESSAGE_LEN
+    })
 }
 
 /// The host of `config` (its TAP's MAC `mac`, uplinks carrying `max_frame`, `udp` endpoints),

@@ -55,9 +55,9 @@ impl<T: TapIo, U: UplinkIo> Driver<T, U> {
                     };
                     let ms = info.handshake_us as f64 / 1000.0;
                     if info.rekey {
-                        tracing::debug!(peer = %name, suite = info.suite.name(), paths, role = ?info.role, handshake_ms = ms, "session rekeyed");
+                        tracing::debug!(peer = %name, suite = info.suite.name(), paths, kem = info.kem, role = ?info.role, handshake_ms = ms, "session rekeyed");
                     } else {
-                        tracing::info!(peer = %name, suite = info.suite.name(), paths, role = ?info.role, handshake_ms = ms, "session established");
+                        tracing::info!(peer = %name, suite = info.suite.name(), paths, kem = info.kem, role = ?info.role, handshake_ms = ms, "session established");
                     }
                 }
                 HostEvent::HandshakeStarted { peer, why } => {
