@@ -288,6 +288,7 @@ impl<T: TapIo, U: UplinkIo> Driver<T, U> {
                 () = tokio::time::sleep_until(wake) => {
                     let now = self.clock.now();
                     self.host.handle_timeout(now, &mut *self.rng);
+                    self.write_deliveries(now, &mut delivered, &mut writer).await;
                 }
             }
             self.after(&mut out).await;
@@ -426,18 +427,7 @@ impl<T: TapIo, U: UplinkIo> Driver<T, U> {
                 Received::Consumed | Received::Dropped(_) => {}
             }
         }
-        delivered.clear();
-        while !delivered.is_full() {
-            let mut got = None;
-            delivered.push_with(None, |slot| {
-                let r = self.host.poll_delivery(now, slot, &mut *self.rng);
-                got = r;
-                r.map(|(_, len)| len)
-            });
-            if got.is_none() {
-                break;
-            }
-        }
+        let more = self.fill_deliveries(now, delivered);
         let mut frames: [(&[u8], bool); 2 * BATCH] = [(&[], false); 2 * BATCH];
         let mut m = 0;
         for &(i, s, e, trusted) in &spans[..k] {
@@ -450,6 +440,50 @@ impl<T: TapIo, U: UplinkIo> Driver<T, U> {
         }
         if m > 0 {
             self.io.rx_tap_error += self.tap.write(writer, &frames[..m]).await;
+        }
+        if more {
+            self.write_deliveries(now, delivered, writer).await;
+        }
+    }
+
+    /// Fills `delivered` with what the host hands out (a normalized stream's inner frames, the
+    /// reorder buffer's frames in their turn); whether more waits.
+    fn fill_deliveries(&mut self, now: Instant, delivered: &mut Batch) -> bool {
+        delivered.clear();
+        while !delivered.is_full() {
+            let mut got = None;
+            delivered.push_with(None, |slot| {
+                let r = self.host.poll_delivery(now, slot, &mut *self.rng);
+                got = r;
+                r.map(|(_, len)| len)
+            });
+            if got.is_none() {
+                return false;
+            }
+        }
+        true
+    }
+
+    /// Writes everything the host hands out to the TAP, a batch at a time (after a timer
+    /// released frames from the reorder buffer, or after a batch that filled `delivered`).
+    async fn write_deliveries(
+        &mut self,
+        now: Instant,
+        delivered: &mut Batch,
+        writer: &mut T::Writer,
+    ) {
+        loop {
+            let more = self.fill_deliveries(now, delivered);
+            if !delivered.is_empty() {
+                let mut frames: [(&[u8], bool); BATCH] = [(&[], false); BATCH];
+                for (j, f) in frames.iter_mut().enumerate().take(delivered.len()) {
+                    *f = (delivered.frame(j), true);
+                }
+                self.io.rx_tap_error += self.tap.write(writer, &frames[..delivered.len()]).await;
+            }
+            if !more {
+                return;
+            }
         }
     }
 

@@ -136,6 +136,14 @@ declare! {
         pub spoofed_addr: u64,
         /// Frames from a peer whose certificate is revoked (dropped).
         pub revoked: u64,
+        /// Frames of the peer that overtook an earlier one on the other path and waited for it (`paths = "both"`).
+        pub reorder_held: u64,
+        /// Sequence numbers the reorder buffer gave up (lost on their path, or waited for too long).
+        pub reorder_gaps: u64,
+        /// Frames that came after the reorder buffer gave their place up, delivered at once.
+        pub reorder_late: u64,
+        /// Frames delivered out of order because the reorder buffer was full.
+        pub reorder_overflow: u64,
         ["Frames from the peer dropped, by reason."]
         pub drops: [u64; DROP_LABELS],
         ["Handshakes with the peer that failed, by reason."]
@@ -258,7 +266,7 @@ mod tests {
         c.tx_frames = 3;
         let mut seen = Vec::new();
         c.visit(&mut |k| seen.push(k));
-        assert_eq!(seen.len(), 16 + DROP_LABELS.len() + FAIL_REASONS.len());
+        assert_eq!(seen.len(), 20 + DROP_LABELS.len() + FAIL_REASONS.len());
         assert!(seen.iter().all(|k| !k.help.is_empty()));
         assert!(seen.contains(&Counter {
             name: "drops",

@@ -87,7 +87,7 @@ pub use members::ANNOUNCE_EVERY;
 pub use membership::{Pki, Refusal, source_allowed};
 pub use peer::{
     DOWN_AFTER, Down, NormCounters, NormSpec, PROBE_EVERY, PathChange, PathMode, PathState, Peer,
-    SessionInfo, Status as SessionStatus, addr_from_frame,
+    REORDER_CAPACITY, REORDER_WAIT, SessionInfo, Status as SessionStatus, addr_from_frame,
 };
 pub use shared::Shared;
 pub use unknown::UNKNOWN_REPORTED;
@@ -613,7 +613,7 @@ impl Host {
         rng: &mut dyn CryptoRngCore,
     ) -> Option<(PeerId, usize)> {
         for i in 0..self.peers.len() {
-            if self.peers[i].stream.as_ref().is_none_or(|s| !s.delivering) {
+            if !self.peers[i].delivering() {
                 continue;
             }
             let got = self.peers[i].poll_delivery(now, &mut self.shared, out, rng);

@@ -13,9 +13,11 @@
 //! | `tx.rs` | frames to the peer: data, group copies, handshake and keepalive messages, stream frames |
 //! | `session.rs` | a session peer's policy: handshakes, key ring, rekeys, freshness, backoff, liveness |
 //! | `stream.rs` | a normalized peer's stream |
+//! | `reorder.rs` | the reorder buffer of a peer whose frames are spread over two paths |
 //! | `timers.rs` | [`Timer`], [`TimerTable`] |
 
 mod paths;
+mod reorder;
 mod rx;
 mod session;
 mod stream;
@@ -29,6 +31,8 @@ use alloc::vec::Vec;
 use rand_core::CryptoRngCore;
 
 pub use self::paths::{Change as PathChange, DOWN_AFTER, PROBE_EVERY, PathMode, PathState};
+use self::reorder::Reorder;
+pub use self::reorder::{CAPACITY as REORDER_CAPACITY, REORDER_WAIT};
 pub(crate) use self::session::{Cx, KEEPALIVE, OWE_KEY, OWE_LIST, OWE_STATE, PROBE, Session};
 pub use self::session::{Down, SessionInfo, Status, addr_from_frame};
 pub(crate) use self::stream::Stream;
@@ -69,6 +73,8 @@ pub struct Peer {
     pub(crate) ready: bool,
     /// Opens its broadcasts under the broadcast keys (`[pki]`), by key id.
     pub(crate) bkeys: Vec<(u32, GroupOpener)>,
+    /// Puts its session frames back in order (`paths = "both"`, two paths, not normalized).
+    pub(crate) reorder: Option<Reorder>,
 }
 
 impl Peer {
@@ -150,8 +156,18 @@ impl Peer {
             )?),
             _ => None,
         };
+        let both = cfg
+            .session
+            .as_ref()
+            .is_some_and(|s| s.paths == PathMode::Both);
+        let reorder = (both
+            && session.is_some()
+            && spec.paths.min(cfg.paths) >= 2
+            && spec.normalize.is_none())
+        .then(|| Reorder::new(cfg.max_frame, REORDER_WAIT));
         let mut p = Self {
             id,
+            reorder,
             stream,
             group: [group_opener(0)?, group_opener(1)?],
             spec,
@@ -188,6 +204,11 @@ impl Peer {
                 self.session = old.session.take();
                 self.timers = old.timers.clone();
                 self.timers.stop(Timer::Departure);
+                // Frames that wait keep waiting (`[session]`, which decides whether there is a
+                // buffer, does not change on a reload).
+                if self.reorder.is_some() && old.reorder.is_some() {
+                    self.reorder = old.reorder.take();
+                }
             }
             if old.spec.normalize == self.spec.normalize && old.stream.is_some() {
                 self.stream = old.stream.take();
@@ -218,6 +239,26 @@ impl Peer {
             }
         }
         self.arm_departure();
+    }
+
+    /// After the reorder buffer moved: its timer and counters.
+    pub(crate) fn sync_reorder(&mut self) {
+        let Some(r) = self.reorder.as_ref() else {
+            return;
+        };
+        self.timers.set_opt(Timer::Reorder, r.poll_timeout());
+        let c = &r.counters;
+        self.counters.reorder_held = c.held;
+        self.counters.reorder_gaps = c.gaps;
+        self.counters.reorder_late = c.late;
+        self.counters.reorder_overflow = c.overflow;
+    }
+
+    /// Whether frames wait to be handed out by `poll_delivery` (a stream's, or the reorder
+    /// buffer's).
+    pub(crate) fn delivering(&self) -> bool {
+        self.stream.as_ref().is_some_and(|s| s.delivering)
+            || self.reorder.as_ref().is_some_and(Reorder::has_ready)
     }
 
     /// Its place in the host's peer list.
@@ -276,6 +317,13 @@ impl Peer {
         rng: &mut dyn CryptoRngCore,
     ) {
         while let Some(t) = self.timers.take_due(now) {
+            if t == Timer::Reorder {
+                if let Some(r) = self.reorder.as_mut() {
+                    r.handle_timeout(now);
+                }
+                self.sync_reorder();
+                continue;
+            }
             // The stream's frame is prepared by `poll_transmit`, which sets its timer again.
             if t != Timer::Departure {
                 self.with_session(now, shared, rng, |s, cx| s.handle_timer(cx, t));

@@ -143,6 +143,7 @@ impl Peer {
             return self.receive_path2(now, shared, frame, rng);
         }
         let normalized = self.spec.normalize.is_some();
+        let mut numbered = None;
         let (under, protocol, range, genuine, trusted) = if session_frame {
             let Some(s) = self.session.as_deref_mut() else {
                 return Received::Consumed;
@@ -153,6 +154,7 @@ impl Peer {
             match s.ring().open(now, frame) {
                 Ok(o) => {
                     let (protocol, range) = (o.protocol(), o.range());
+                    numbered = o.security_number().map(|k| (k.get(), o.seq().0));
                     let promoted = waiting && s.ring().next().is_none();
                     let first = !heard_before || promoted;
                     self.with_session(now, shared, rng, |s, cx| s.heard(cx, first, path));
@@ -230,7 +232,43 @@ impl Peer {
             genuine,
             trusted,
         );
-        self.act(now, shared, kind, frame, rng)
+        let got = self.act(now, shared, kind, frame, rng);
+        match numbered {
+            Some((key, seq)) if self.reorder.is_some() => {
+                self.reorder(now, key, seq, path, frame, got)
+            }
+            _ => got,
+        }
+    }
+
+    /// A session frame, handled, passes the reorder buffer: one to deliver may wait there for
+    /// the frames before it (it is then handed out by `poll_delivery`); any other fills its
+    /// number's place.
+    fn reorder(
+        &mut self,
+        now: Instant,
+        key: u32,
+        seq: u32,
+        path: PathId,
+        frame: &[u8],
+        got: Received,
+    ) -> Received {
+        let up = self.session.as_deref().map_or([true; 2], |s| {
+            [s.paths.is_up(PathId::FIRST), s.paths.is_up(PathId::SECOND)]
+        });
+        let Some(r) = self.reorder.as_mut() else {
+            return got;
+        };
+        let inner = match &got {
+            Received::Deliver { range, .. } => Some(&frame[range.clone()]),
+            _ => None,
+        };
+        let placed = r.arrive(now, key, seq, path, inner, up);
+        self.sync_reorder();
+        match placed {
+            super::reorder::Placement::Held => Received::Consumed,
+            super::reorder::Placement::Now => got,
+        }
     }
 
     fn act(
@@ -399,6 +437,9 @@ impl Peer {
         out: &mut [u8],
         rng: &mut dyn CryptoRngCore,
     ) -> Option<usize> {
+        if let Some(n) = self.reorder.as_mut().and_then(|r| r.poll_ready(out)) {
+            return Some(n);
+        }
         let ours = shared.cfg.mac;
         loop {
             match self.next_delivered(ours, out)? {

@@ -29,11 +29,14 @@ pub enum Timer {
     Departure,
     /// The paths' liveness check and probes ([`PROBE_EVERY`](super::PROBE_EVERY)).
     Probe,
+    /// A frame in the reorder buffer ([`PathMode::Both`](super::PathMode::Both)) has waited
+    /// for the ones before it long enough ([`REORDER_WAIT`](super::REORDER_WAIT)).
+    Reorder,
 }
 
 impl Timer {
     /// Every timer, in table order.
-    pub const ALL: [Self; 9] = [
+    pub const ALL: [Self; 10] = [
         Self::Handshake,
         Self::KeyExpiry,
         Self::Rekey,
@@ -43,6 +46,7 @@ impl Timer {
         Self::Keepalive,
         Self::Departure,
         Self::Probe,
+        Self::Reorder,
     ];
 
     /// Its name (status, tests).
@@ -57,6 +61,7 @@ impl Timer {
             Self::Keepalive => "keepalive",
             Self::Departure => "departure",
             Self::Probe => "probe",
+            Self::Reorder => "reorder",
         }
     }
 
@@ -68,7 +73,7 @@ impl Timer {
 /// When each of a peer's timers fires, if it is set.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct TimerTable {
-    at: [Option<Instant>; 9],
+    at: [Option<Instant>; 10],
     /// The earliest of `at`.
     next: Option<Instant>,
 }

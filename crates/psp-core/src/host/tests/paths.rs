@@ -189,3 +189,79 @@ fn a_frame_replayed_from_one_path_onto_the_other_is_refused() {
     }
     assert_eq!(n.delivered[0].len() + n.delivered[1].len(), before);
 }
+
+/// The ping numbers host 2 was handed from `from` on.
+fn delivered_seqs(n: &Net, from: usize) -> Vec<u16> {
+    n.delivered[1][from..]
+        .iter()
+        .map(|f| u16::from_be_bytes([f[40], f[41]]))
+        .collect()
+}
+
+/// Host 1 sends `count` pings from `first`; the wire's frames are taken off it, path 1's first.
+fn burst(n: &mut Net, first: u16, count: u16) -> (Vec<Wire>, Vec<Wire>) {
+    for s in 0..count {
+        let _ = n.send(0, &ping(1, first + s));
+    }
+    core::mem::take(&mut n.wire)
+        .into_iter()
+        .partition(|w| w.path == PathId::FIRST)
+}
+
+#[test]
+fn both_puts_frames_that_crossed_paths_back_in_order() {
+    let mut n = net(PathMode::Both, SmkexMode::Required);
+    let before = n.delivered[1].len();
+    // Path 2 is slower: all of path 1's frames arrive first.
+    let (p1, p2) = burst(&mut n, 500, 20);
+    assert!(p1.len() >= 9 && p2.len() >= 9, "{} {}", p1.len(), p2.len());
+    for w in p1.into_iter().chain(p2) {
+        let _ = n.deliver(w);
+    }
+    n.settle();
+    assert_eq!(delivered_seqs(&n, before), (500..520).collect::<Vec<_>>());
+    let c = n.counters(1);
+    assert!(c.reorder_held >= 9, "{c:?}");
+    assert_eq!(
+        (c.reorder_gaps, c.reorder_late, c.reorder_overflow),
+        (0, 0, 0)
+    );
+}
+
+#[test]
+fn both_gives_a_lost_frame_up_as_soon_as_the_other_path_carried_a_later_one() {
+    let mut n = net(PathMode::Both, SmkexMode::Required);
+    let before = n.delivered[1].len();
+    let (p1, mut p2) = burst(&mut n, 600, 10);
+    // The first frame on path 2 is lost; the rest come in turn, interleaved.
+    let _lost = p2.remove(0);
+    let mut p2 = p2.into_iter();
+    for w in p1 {
+        let _ = n.deliver(w);
+        if let Some(w) = p2.next() {
+            let _ = n.deliver(w);
+        }
+    }
+    n.settle();
+    let got = delivered_seqs(&n, before);
+    assert_eq!(got.len(), 9, "{got:?}");
+    assert!(got.windows(2).all(|p| p[0] < p[1]), "in order: {got:?}");
+    assert_eq!(n.counters(1).reorder_gaps, 1);
+}
+
+#[test]
+fn both_waits_for_a_silent_path_at_most_reorder_wait() {
+    let mut n = net(PathMode::Both, SmkexMode::Required);
+    let before = n.delivered[1].len();
+    let (p1, _lost) = burst(&mut n, 700, 6);
+    for w in p1 {
+        let _ = n.deliver(w);
+    }
+    // Path 1's frames after the first wait: path 2 said nothing since.
+    let waiting = n.delivered[1].len() - before;
+    assert!(waiting <= 1, "{waiting}");
+    n.advance(REORDER_WAIT.total_micros() / 1000 + 10);
+    let got = delivered_seqs(&n, before);
+    assert_eq!(got.len(), 3, "{got:?}");
+    assert!(got.windows(2).all(|p| p[0] < p[1]), "{got:?}");
+}
