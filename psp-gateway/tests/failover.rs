@@ -35,6 +35,7 @@ fn root_failover_quick_keeps_tcp_through_cuts_of_path_1_with_nothing_in_clear() 
         .rev()
         .find(|l| l.starts_with("RESULT "))
         .unwrap_or_else(|| panic!("no RESULT line:\n{stdout}\n{stderr}"));
+    println!("{result}");
     assert!(out.status.success(), "{stdout}\n{stderr}");
     assert_eq!(field(result, "tcp_survived"), "1", "{stdout}");
     assert_eq!(field(result, "cleartext_frames"), "0", "{stdout}");
