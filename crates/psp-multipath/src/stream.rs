@@ -53,7 +53,12 @@ pub struct MultipathStream {
     setup_time: core::time::Duration,
     handshake_time: core::time::Duration,
     connect_time: core::time::Duration,
+    /// From the set-up's start: its first write done, the first bytes read after it.
+    first_write: Option<core::time::Duration>,
+    first_read: Option<core::time::Duration>,
     peer_static: Option<[u8; 32]>,
+    kem: bool,
+    smkex: bool,
 }
 
 /// Applies the path-failure socket options (`Continue` only): `TCP_USER_TIMEOUT` (sent data
@@ -91,6 +96,7 @@ impl MultipathStream {
             .collect();
         let (setup_time, handshake_time, peer_static) =
             (est.setup_time(), est.handshake_time(), est.peer_static());
+        let (kem, smkex) = (est.kem(), est.smkex());
         Self {
             conn: Connection::new(clock.now(), est, options),
             sockets,
@@ -105,7 +111,11 @@ impl MultipathStream {
             setup_time,
             handshake_time,
             connect_time: core::time::Duration::ZERO,
+            first_write: None,
+            first_read: None,
             peer_static,
+            kem,
+            smkex,
         }
     }
 
@@ -125,17 +135,48 @@ impl MultipathStream {
         self.peer_static
     }
 
+    /// Whether the stream's keys hold an ML-KEM-768 secret beside X25519's (the hybrid
+    /// handshake, [`Options::kem`](crate::Options::kem) on both sides): a recording of the
+    /// set-up then yields nothing to an attacker who can break X25519 but not ML-KEM-768.
+    pub fn kem(&self) -> bool {
+        self.kem
+    }
+
+    /// Whether the key exchange ran SMKEX (the transcript hash checked across two paths) rather
+    /// than single-path SEP. In kernel MPTCP mode both of SMKEX's paths were the one MPTCP
+    /// connection (docs/MULTIPATH.md, "Kernel MPTCP mode": what that still guarantees).
+    pub fn smkex(&self) -> bool {
+        self.smkex
+    }
+
     /// Where set-up time went on this side.
     pub fn setup_profile(&self) -> crate::SetupProfile {
+        let hs = self.handshake_time;
+        let wrote = self.first_write.unwrap_or_default().min(hs);
+        let read = self.first_read.unwrap_or(wrote).clamp(wrote, hs);
         crate::SetupProfile {
             connect: self.connect_time,
-            handshake: self.handshake_time,
-            binding: self.setup_time.saturating_sub(self.handshake_time),
+            handshake: hs,
+            binding: self.setup_time.saturating_sub(hs),
+            first_flight: wrote,
+            reply: read - wrote,
+            keys: hs - read,
         }
     }
 
-    pub(crate) fn set_connect_time(&mut self, d: core::time::Duration) {
-        self.connect_time = d;
+    /// The driver's marks: the set-up started at `start` (the clock's origin is just before
+    /// the connects: the connect time is `start`), and its first write and read.
+    pub(crate) fn set_profile_marks(
+        &mut self,
+        start: psp_core::time::Instant,
+        marks: crate::tcp::Marks,
+    ) {
+        let since = |t: Option<psp_core::time::Instant>| {
+            t.map(|t| core::time::Duration::from(t.saturating_since(start)))
+        };
+        self.connect_time = core::time::Duration::from_micros(start.total_micros());
+        self.first_write = since(marks.first_write);
+        self.first_read = since(marks.first_read);
     }
 
     /// Per-path counters, `[untrusted, trusted]` (indexes [`UNTRUSTED`](crate::UNTRUSTED) and

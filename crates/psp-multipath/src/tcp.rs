@@ -63,6 +63,16 @@ fn check_rng() -> Result<(), Error> {
     getrandom::fill(&mut b).map_err(|_| Error::Config("the OS random number generator failed"))
 }
 
+/// When the driver first wrote and first read during a set-up (the I/O half of
+/// [`crate::SetupProfile`]; the set-up itself times its keys and the binding).
+#[derive(Clone, Copy, Debug, Default)]
+pub(crate) struct Marks {
+    /// The first write (hellos and the first flight) handed to the socket(s).
+    pub(crate) first_write: Option<psp_core::time::Instant>,
+    /// The first bytes read after it.
+    pub(crate) first_read: Option<psp_core::time::Instant>,
+}
+
 /// Drives `setup` over `sockets` (by slot) until it reports.
 ///
 /// # Errors
@@ -71,15 +81,18 @@ async fn drive(
     setup: &mut Setup,
     sockets: &mut [TcpStream],
     clock: &Clock,
+    marks: &mut Marks,
 ) -> Result<Established, Error> {
     let roles = roles(if sockets.len() == 1 {
         Mode::KernelMptcp
     } else {
         Mode::Dispersal
     });
+    // The largest message (a KemShare, 1,238 bytes) fits with room; a larger read grows it.
     let mut bufs = vec![Vec::with_capacity(4096); sockets.len()];
     loop {
         let event = setup.poll_event();
+        let mut wrote = false;
         for (i, s) in sockets.iter_mut().enumerate() {
             let out = setup.poll_transmit(i);
             if out.is_empty() {
@@ -87,11 +100,17 @@ async fn drive(
             }
             let n = out.len();
             match (s.write_all(out).await, &event) {
-                (Ok(()), _) => setup.transmitted(i, n),
+                (Ok(()), _) => {
+                    setup.transmitted(i, n);
+                    wrote = true;
+                }
                 // A failed set-up's last bytes (a refusal, a Reject) are best effort.
                 (Err(_), Some(SetupEvent::Failed(_))) => {}
                 (Err(e), _) => return Err(Error::io(Some(roles[i]), e)),
             }
+        }
+        if wrote && marks.first_write.is_none() {
+            marks.first_write = Some(clock.now());
         }
         match event {
             Some(SetupEvent::Established(e)) => return Ok(*e),
@@ -121,7 +140,7 @@ async fn drive(
                 }
             }
             [a] => tokio::select! {
-                r = a.read_buf(&mut bufs[0]) => (0, r),
+                r = a.read_buf(&mut bufs[0]), if setup.wants_input(0) => (0, r),
                 () = sleep => {
                     setup.handle_timeout(clock.now());
                     continue;
@@ -130,14 +149,14 @@ async fn drive(
             _ => return Err(Error::Config("one or two connections")),
         };
         match r {
-            Ok(0) => {
-                return Err(Error::io(
-                    Some(roles[i]),
-                    io::Error::new(io::ErrorKind::UnexpectedEof, "peer closed during set-up"),
-                ));
-            }
+            // The set-up says what a close at this point means.
+            Ok(0) => setup.handle_eof(clock.now(), i),
             Ok(_) => {
-                setup.handle_recv(clock.now(), i, &bufs[i]);
+                let now = clock.now();
+                if marks.first_write.is_some() && marks.first_read.is_none() {
+                    marks.first_read = Some(now);
+                }
+                setup.handle_recv(now, i, &bufs[i]);
                 bufs[i].clear();
             }
             Err(e) => return Err(Error::io(Some(roles[i]), e)),
@@ -165,18 +184,26 @@ pub async fn connect(paths: &[Path], options: &Options) -> Result<MultipathStrea
     let clock = Clock::new();
     let go = async {
         let (cu, ct) = tokio::try_join!(connect_one(u), connect_one(t))?;
-        // The clock started just before the connects.
-        let connect_time = core::time::Duration::from_micros(clock.now().total_micros());
-        let mut sockets = vec![cu, ct];
-        let mut setup = Setup::initiate(clock.now(), options, timestamp(), os_rng());
-        let est = drive(&mut setup, &mut sockets, &clock).await?;
-        Ok::<_, Error>((sockets, est, connect_time))
+        initiate(vec![cu, ct], options, &clock).await
     };
-    let (sockets, est, connect_time) = tokio::time::timeout(options.handshake_timeout, go)
+    tokio::time::timeout(options.handshake_timeout, go)
         .await
-        .map_err(|_| Error::Timeout)??;
-    let mut s = MultipathStream::new(sockets, est, options, clock);
-    s.set_connect_time(connect_time);
+        .map_err(|_| Error::Timeout)?
+}
+
+/// The initiator's set-up on connected `sockets` (by slot), `clock` started just before the
+/// connects.
+async fn initiate(
+    mut sockets: Vec<TcpStream>,
+    options: &Options,
+    clock: &Clock,
+) -> Result<MultipathStream, Error> {
+    let start = clock.now();
+    let mut setup = Setup::initiate(start, options, timestamp(), os_rng());
+    let mut marks = Marks::default();
+    let est = drive(&mut setup, &mut sockets, clock, &mut marks).await?;
+    let mut s = MultipathStream::new(sockets, est, options, *clock);
+    s.set_profile_marks(start, marks);
     Ok(s)
 }
 
@@ -221,15 +248,11 @@ async fn connect_mptcp(paths: &[Path], options: &Options) -> Result<MultipathStr
         let sock = TcpSocket::from_std_stream(sock.into());
         let s = sock.connect(remote).await.map_err(e)?;
         s.set_nodelay(true).map_err(e)?;
-        let mut sockets = vec![s];
-        let mut setup = Setup::initiate(clock.now(), options, timestamp(), os_rng());
-        let est = drive(&mut setup, &mut sockets, &clock).await?;
-        Ok::<_, Error>((sockets, est))
+        initiate(vec![s], options, &clock).await
     };
-    let (sockets, est) = tokio::time::timeout(options.handshake_timeout, go)
+    tokio::time::timeout(options.handshake_timeout, go)
         .await
-        .map_err(|_| Error::Timeout)??;
-    Ok(MultipathStream::new(sockets, est, options, clock))
+        .map_err(|_| Error::Timeout)?
 }
 
 /// Binds listeners for the two paths; see [`Listener::bind`].
@@ -446,11 +469,15 @@ async fn respond(arrived: Vec<Arrived>, options: &Options) -> Result<MultipathSt
         }
         sockets.push(a.socket);
     }
+    let start = clock.now();
+    let mut marks = Marks::default();
     let est = tokio::time::timeout(
         options.handshake_timeout,
-        drive(&mut setup, &mut sockets, &clock),
+        drive(&mut setup, &mut sockets, &clock, &mut marks),
     )
     .await
     .map_err(|_| Error::Timeout)??;
-    Ok(MultipathStream::new(sockets, est, options, clock))
+    let mut s = MultipathStream::new(sockets, est, options, clock);
+    s.set_profile_marks(start, marks);
+    Ok(s)
 }
