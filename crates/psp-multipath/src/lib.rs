@@ -100,6 +100,7 @@ pub use psp_core::handshake::KemMode;
 pub mod attack;
 mod clock;
 pub mod proto;
+mod rng;
 mod stream;
 mod sys;
 mod tcp;
@@ -423,26 +424,30 @@ impl PathStats {
     }
 }
 
-/// Where one side's set-up time went ([`MultipathStream::setup_profile`]). `handshake` is
-/// split into `first_flight`, `reply` and `keys` (they add up to it).
+/// Where one side's set-up time went ([`MultipathStream::setup_profile`]), by the driver's
+/// clock, each reading taken after the work it ends. `handshake` is `first_flight + reply +
+/// keys`; what follows `binding` (building the stream) is in none of them.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct SetupProfile {
     /// TCP (or MPTCP) connects, both paths in parallel (initiator; zero on the responder).
     pub connect: Duration,
-    /// From the first hello to the handshake's keys (hellos, SEP, SMKEX).
+    /// From the set-up's start to the handshake's keys (hellos, SEP, SMKEX).
     pub handshake: Duration,
-    /// Binding tags: ours sent, the peer's received and checked.
+    /// From the keys to the set-up's end: our binding tag written, the peer's read and checked,
+    /// the stream keys derived. Zero-ish when the peer's tag came with its last handshake
+    /// message (the compact flow's initiator): that work is then in `keys`.
     pub binding: Duration,
-    /// From the start of the handshake until this side's first write of it was handed to the
-    /// socket(s) (initiator: drawing the ephemeral keys, ML-KEM key generation included, and
-    /// writing the hellos and the first flight).
+    /// From the start until this side's first write was handed to the socket(s) (initiator:
+    /// the ephemeral keys, ML-KEM key generation included, and writing the hellos and the
+    /// first flight).
     pub first_flight: Duration,
     /// From that write until the first bytes of the peer's answer were read (the network's
     /// round trip and the peer's work).
     pub reply: Duration,
-    /// From those bytes to the handshake's keys (the rest of the answer, parsing, DH, ML-KEM
-    /// decapsulation, transcript hash and key derivation).
+    /// From those bytes until the read that completed the handshake was processed (the rest
+    /// of the answer, parsing, DH, ML-KEM decapsulation, transcript hash, key schedule, our
+    /// binding tag).
     pub keys: Duration,
 }
 

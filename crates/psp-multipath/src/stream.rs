@@ -51,11 +51,8 @@ pub struct MultipathStream {
     /// forgets them once the connection closes).
     subflow_snapshot: Option<Vec<crate::Subflow>>,
     setup_time: core::time::Duration,
-    handshake_time: core::time::Duration,
-    connect_time: core::time::Duration,
-    /// From the set-up's start: its first write done, the first bytes read after it.
-    first_write: Option<core::time::Duration>,
-    first_read: Option<core::time::Duration>,
+    /// Where the set-up's time went, by the driver's clock.
+    profile: crate::SetupProfile,
     peer_static: Option<[u8; 32]>,
     kem: bool,
     smkex: bool,
@@ -96,6 +93,7 @@ impl MultipathStream {
             .collect();
         let (setup_time, handshake_time, peer_static) =
             (est.setup_time(), est.handshake_time(), est.peer_static());
+        let zero = core::time::Duration::ZERO;
         let (kem, smkex) = (est.kem(), est.smkex());
         Self {
             conn: Connection::new(clock.now(), est, options),
@@ -109,10 +107,15 @@ impl MultipathStream {
             reader_waits_flush: false,
             subflow_snapshot: None,
             setup_time,
-            handshake_time,
-            connect_time: core::time::Duration::ZERO,
-            first_write: None,
-            first_read: None,
+            // The set-up's own view until the driver gives its profile.
+            profile: crate::SetupProfile {
+                connect: zero,
+                handshake: handshake_time,
+                binding: setup_time.saturating_sub(handshake_time),
+                first_flight: zero,
+                reply: zero,
+                keys: handshake_time,
+            },
             peer_static,
             kem,
             smkex,
@@ -149,34 +152,13 @@ impl MultipathStream {
         self.smkex
     }
 
-    /// Where set-up time went on this side.
+    /// Where set-up time went on this side (see [`SetupProfile`](crate::SetupProfile)).
     pub fn setup_profile(&self) -> crate::SetupProfile {
-        let hs = self.handshake_time;
-        let wrote = self.first_write.unwrap_or_default().min(hs);
-        let read = self.first_read.unwrap_or(wrote).clamp(wrote, hs);
-        crate::SetupProfile {
-            connect: self.connect_time,
-            handshake: hs,
-            binding: self.setup_time.saturating_sub(hs),
-            first_flight: wrote,
-            reply: read - wrote,
-            keys: hs - read,
-        }
+        self.profile
     }
 
-    /// The driver's marks: the set-up started at `start` (the clock's origin is just before
-    /// the connects: the connect time is `start`), and its first write and read.
-    pub(crate) fn set_profile_marks(
-        &mut self,
-        start: psp_core::time::Instant,
-        marks: crate::tcp::Marks,
-    ) {
-        let since = |t: Option<psp_core::time::Instant>| {
-            t.map(|t| core::time::Duration::from(t.saturating_since(start)))
-        };
-        self.connect_time = core::time::Duration::from_micros(start.total_micros());
-        self.first_write = since(marks.first_write);
-        self.first_read = since(marks.first_read);
+    pub(crate) fn set_profile(&mut self, profile: crate::SetupProfile) {
+        self.profile = profile;
     }
 
     /// Per-path counters, `[untrusted, trusted]` (indexes [`UNTRUSTED`](crate::UNTRUSTED) and

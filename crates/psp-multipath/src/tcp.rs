@@ -6,14 +6,16 @@ use std::collections::HashMap;
 use std::io;
 
 use psp_core::handshake::Tai64n;
+use psp_core::time::Instant;
 use socket2::{Domain, Protocol, Socket, Type};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpSocket, TcpStream};
 
 use crate::clock::Clock;
 use crate::proto::{Established, Setup, SetupEvent, roles};
+use crate::rng::SetupRng;
 use crate::wire::{HELLO_LEN, Hello, PathRole, caps};
-use crate::{Error, Mode, MultipathStream, Options, Path, TRUSTED, UNTRUSTED};
+use crate::{Error, Mode, MultipathStream, Options, Path, SetupProfile, TRUSTED, UNTRUSTED};
 
 /// `[untrusted, trusted]` out of two paths, or an error.
 fn split_paths(paths: &[Path]) -> Result<[&Path; 2], Error> {
@@ -44,6 +46,9 @@ async fn connect_one(p: &Path) -> Result<TcpStream, Error> {
         sock.bind_device(Some(dev.as_bytes())).map_err(e)?;
     }
     if let Some(local) = p.local {
+        if local.port() == 0 {
+            crate::sys::bind_address_no_port(&sock);
+        }
         sock.bind(local).map_err(e)?;
     }
     let s = sock.connect(remote).await.map_err(e)?;
@@ -51,26 +56,50 @@ async fn connect_one(p: &Path) -> Result<TcpStream, Error> {
     Ok(s)
 }
 
-/// The OS random number generator, boxed for a [`Setup`].
-fn os_rng() -> Box<rand_core::OsRng> {
-    Box::new(rand_core::OsRng)
+/// The OS random number generator for one [`Setup`], read once ([`SetupRng`]). Fails early,
+/// with a clear error, if it does not work (the handshake would otherwise panic in it).
+fn os_rng() -> Result<Box<SetupRng>, Error> {
+    SetupRng::new()
+        .map(Box::new)
+        .map_err(|_| Error::Config("the OS random number generator failed"))
 }
 
-/// Fails early, with a clear error, if the OS random number generator does not work (the
-/// handshake would otherwise panic inside `OsRng`).
-fn check_rng() -> Result<(), Error> {
-    let mut b = [0u8; 1];
-    getrandom::fill(&mut b).map_err(|_| Error::Config("the OS random number generator failed"))
-}
-
-/// When the driver first wrote and first read during a set-up (the I/O half of
-/// [`crate::SetupProfile`]; the set-up itself times its keys and the binding).
+/// The driver's clock readings during a set-up, for [`crate::SetupProfile`]. Each is taken
+/// after the work it ends (a write returned, a read's bytes processed), so CPU time falls in
+/// the phase that spent it.
 #[derive(Clone, Copy, Debug, Default)]
-pub(crate) struct Marks {
+struct Marks {
     /// The first write (hellos and the first flight) handed to the socket(s).
-    pub(crate) first_write: Option<psp_core::time::Instant>,
-    /// The first bytes read after it.
-    pub(crate) first_read: Option<psp_core::time::Instant>,
+    first_write: Option<Instant>,
+    /// The first bytes of the peer's answer read (before processing them).
+    first_read: Option<Instant>,
+    /// The read that gave the handshake's keys processed (parsing, DH, ML-KEM, key schedule,
+    /// our binding tag; and the peer's tag if it came in the same read).
+    keys: Option<Instant>,
+    /// The set-up over: the peer's binding tag verified, the stream keys derived, our last
+    /// bytes written.
+    done: Option<Instant>,
+}
+
+impl Marks {
+    /// The profile of a set-up that started at `start` (the clock's origin just before the
+    /// connects, so `start` is the connect time).
+    fn profile(&self, start: Instant) -> SetupProfile {
+        let since = |a: Instant, b: Option<Instant>| {
+            core::time::Duration::from(b.unwrap_or(a).saturating_since(a))
+        };
+        let wrote = self.first_write.unwrap_or(start);
+        let read = self.first_read.unwrap_or(wrote);
+        let keys = self.keys.unwrap_or(read);
+        SetupProfile {
+            connect: core::time::Duration::from_micros(start.total_micros()),
+            handshake: since(start, Some(keys)),
+            binding: since(keys, self.done),
+            first_flight: since(start, Some(wrote)),
+            reply: since(wrote, Some(read)),
+            keys: since(read, Some(keys)),
+        }
+    }
 }
 
 /// Drives `setup` over `sockets` (by slot) until it reports.
@@ -113,7 +142,10 @@ async fn drive(
             marks.first_write = Some(clock.now());
         }
         match event {
-            Some(SetupEvent::Established(e)) => return Ok(*e),
+            Some(SetupEvent::Established(e)) => {
+                marks.done = Some(clock.now());
+                return Ok(*e);
+            }
             Some(SetupEvent::Failed(e)) => return Err(e),
             None => {}
         }
@@ -158,6 +190,9 @@ async fn drive(
                 }
                 setup.handle_recv(now, i, &bufs[i]);
                 bufs[i].clear();
+                if marks.keys.is_none() && setup.has_keys() {
+                    marks.keys = Some(clock.now());
+                }
             }
             Err(e) => return Err(Error::io(Some(roles[i]), e)),
         }
@@ -176,7 +211,6 @@ fn timestamp() -> Tai64n {
 /// addresses; any set-up failure ([`Error::Handshake`] for an attacker replacing a share,
 /// [`Error::Refused`], [`Error::Timeout`], [`Error::Io`]).
 pub async fn connect(paths: &[Path], options: &Options) -> Result<MultipathStream, Error> {
-    check_rng()?;
     if options.mode == Mode::KernelMptcp {
         return connect_mptcp(paths, options).await;
     }
@@ -199,11 +233,11 @@ async fn initiate(
     clock: &Clock,
 ) -> Result<MultipathStream, Error> {
     let start = clock.now();
-    let mut setup = Setup::initiate(start, options, timestamp(), os_rng());
+    let mut setup = Setup::initiate(start, options, timestamp(), os_rng()?);
     let mut marks = Marks::default();
     let est = drive(&mut setup, &mut sockets, clock, &mut marks).await?;
     let mut s = MultipathStream::new(sockets, est, options, *clock);
-    s.set_profile_marks(start, marks);
+    s.set_profile(marks.profile(start));
     Ok(s)
 }
 
@@ -242,6 +276,9 @@ async fn connect_mptcp(paths: &[Path], options: &Options) -> Result<MultipathStr
             sock.bind_device(Some(dev.as_bytes())).map_err(e)?;
         }
         if let Some(local) = t.local {
+            if local.port() == 0 {
+                crate::sys::bind_address_no_port(&sock);
+            }
             sock.bind(&local.into()).map_err(e)?;
         }
         sock.set_nonblocking(true).map_err(e)?;
@@ -406,7 +443,6 @@ impl Listener {
     /// # Errors
     /// Set-up failures of a paired client (as [`connect`]); [`Error::Io`] if accepting fails.
     pub async fn accept(&mut self, options: &Options) -> Result<MultipathStream, Error> {
-        check_rng()?;
         if self.listeners.len() == 1 {
             return self.accept_mptcp(options).await;
         }
@@ -461,7 +497,7 @@ impl Listener {
 async fn respond(arrived: Vec<Arrived>, options: &Options) -> Result<MultipathStream, Error> {
     let clock = Clock::new();
     let hellos: Vec<[u8; HELLO_LEN]> = arrived.iter().map(|a| a.hello).collect();
-    let mut setup = Setup::respond(clock.now(), options, &hellos, os_rng());
+    let mut setup = Setup::respond(clock.now(), options, &hellos, os_rng()?);
     let mut sockets = Vec::with_capacity(arrived.len());
     for (i, a) in arrived.into_iter().enumerate() {
         if !a.rest.is_empty() {
@@ -478,6 +514,6 @@ async fn respond(arrived: Vec<Arrived>, options: &Options) -> Result<MultipathSt
     .await
     .map_err(|_| Error::Timeout)??;
     let mut s = MultipathStream::new(sockets, est, options, clock);
-    s.set_profile_marks(start, marks);
+    s.set_profile(marks.profile(start));
     Ok(s)
 }

@@ -194,6 +194,8 @@ pub struct Setup {
     phase: Phase,
     started: Instant,
     keys_after: StdDuration,
+    /// The handshake gave its keys.
+    keyed: bool,
     /// A connection closed while another may still hold the peer's last words (a Reject, a
     /// refusal hello): when to stop waiting for them and fail.
     eof_deadline: Option<Instant>,
@@ -300,6 +302,7 @@ impl Setup {
             phase: Phase::Handshake,
             started: now,
             keys_after: StdDuration::ZERO,
+            keyed: false,
             eof_deadline: None,
             event: None,
         }
@@ -434,6 +437,12 @@ impl Setup {
             path,
             std::io::Error::new(std::io::ErrorKind::UnexpectedEof, why),
         ));
+    }
+
+    /// Whether the handshake has given its keys (our binding tag is queued; the set-up may
+    /// still wait for the peer's, or be over).
+    pub fn has_keys(&self) -> bool {
+        self.keyed
     }
 
     /// Runs the handshake's timers.
@@ -588,6 +597,7 @@ impl Setup {
         match hs.poll_event() {
             Some(HsEvent::Established(keys)) => {
                 self.keys_after = StdDuration::from(now.saturating_since(self.started));
+                self.keyed = true;
                 if let Err(e) = self.on_keys(keys) {
                     self.fail(e);
                 }
