@@ -130,6 +130,11 @@ enum Command {
         /// its share and the ciphertext): the baseline of `--kem`. Give it on both sides.
         #[arg(long)]
         kem: bool,
+        /// Client: print `TOTAL CONNECT FIRST_FLIGHT REPLY KEYS` (µs) per exchange, as
+        /// `connect --setup-only` does: the connect; the keys drawn and the first message
+        /// written; the whole answer read; the shared secret computed.
+        #[arg(long)]
+        profile: bool,
     },
 }
 
@@ -575,7 +580,8 @@ async fn run(cli: Cli) -> Result<(), String> {
             count,
             mptcp,
             kem,
-        } => dh(listen, addr, count, mptcp, kem).await,
+            profile,
+        } => dh(listen, addr, count, mptcp, kem, profile).await,
     }
 }
 
@@ -842,6 +848,7 @@ async fn dh(
     count: u32,
     mptcp: bool,
     kem: bool,
+    profile: bool,
 ) -> Result<(), String> {
     use psp_core::handshake::Role;
     use psp_core::handshake::kem::{KemKeyPair, encapsulate};
@@ -916,6 +923,7 @@ async fn dh(
             .await
             .map_err(|e| e.to_string())?;
         s.set_nodelay(true).map_err(|e| e.to_string())?;
+        let connected = t.elapsed();
         let eph = ephemeral()?;
         let mut first = eph.public_share().to_vec();
         let pair = if kem {
@@ -930,8 +938,10 @@ async fn dh(
             None
         };
         s.write_all(&first).await.map_err(|e| e.to_string())?;
+        let written = t.elapsed();
         let mut peer = vec![0u8; answer];
         s.read_exact(&mut peer).await.map_err(|e| e.to_string())?;
+        let read = t.elapsed();
         let secret = match &pair {
             Some(p) => {
                 let mut ct = KemCiphertext([0; KEM_CIPHERTEXT_LEN]);
@@ -943,7 +953,20 @@ async fn dh(
         let share: [u8; 32] = peer[..32].try_into().map_err(|_| "short share")?;
         eph.complete_hybrid(Role::Initiator, secret.as_ref(), &share, None, None)
             .map_err(|e| e.to_string())?;
-        let _ = writeln!(out, "{}", t.elapsed().as_micros());
+        let total = t.elapsed();
+        let _ = if profile {
+            writeln!(
+                out,
+                "{} {} {} {} {}",
+                total.as_micros(),
+                connected.as_micros(),
+                (written - connected).as_micros(),
+                (read - written).as_micros(),
+                (total - read).as_micros()
+            )
+        } else {
+            writeln!(out, "{}", total.as_micros())
+        };
     }
     Ok(())
 }
