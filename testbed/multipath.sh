@@ -521,7 +521,8 @@ if [ "$MPTCP" -eq 1 ]; then
     SU_KINDS+=" kernel-mptcp-compact-x25519 kernel-mptcp-compact-kem kernel-mptcp-thesis-x25519 kernel-mptcp-thesis-kem"
     DH_KINDS+=" kernel-mptcp-x25519 kernel-mptcp-kem"
 fi
-SU_ROUNDS=$((SETUPS >= 40 ? 4 : 1))
+# Chunks of about 25 set-ups: the shared machine's slow stretches are shorter than a kind's run.
+SU_ROUNDS=$((SETUPS >= 50 ? SETUPS / 25 : 1))
 SU_PER=$(((SETUPS + SU_ROUNDS - 1) / SU_ROUNDS))
 say "set-up time: SMKEX vs one-path X25519 (+ ML-KEM-768), $((SU_PER * SU_ROUNDS)) set-ups per kind in $SU_ROUNDS interleaved rounds"
 # smkex_setups KIND N: N SMKEX set-ups of KIND (MODE-FLOW-KEX), one line each appended to
@@ -627,7 +628,6 @@ SETUP_TABLE=$RUN_DIR/setup-table.md
         echo "| $mode | one-path baseline | $kexname | ${DH_MED_OF[$k]} | $(pct "$RUN_DIR/dh.$k" 90) | $((${DH_MED_OF[$k]} - ${DH_MED_OF[$mode-x25519]})) | $((${DH_MED_OF[$k]} - ${DH_MED_OF[$mode-kem]})) | ${DH_PART[$k,2]} | ${DH_PART[$k,3]} | ${DH_PART[$k,4]} | ${DH_PART[$k,5]} | - |"
     done
 } >"$SETUP_TABLE"
-cat "$SETUP_TABLE" >&2
 
 if [ "$ONLY_SETUP" -eq 1 ]; then
     {

@@ -117,8 +117,13 @@ async fn drive(
     } else {
         Mode::Dispersal
     });
-    // The largest message (a KemShare, 1,238 bytes) fits with room; a larger read grows it.
-    let mut bufs = vec![Vec::with_capacity(4096); sockets.len()];
+    // A whole flight fits (the largest message, a KemShare, is 1,238 bytes); a read takes at
+    // most the room there is, so a smaller buffer would split a flight over reads. (Not
+    // `vec![Vec::with_capacity(4096); n]`: its clones have no capacity, and a `Vec` with none
+    // grows by 64 bytes per read, which read the untrusted connection 64 bytes at a time.)
+    let mut bufs: Vec<Vec<u8>> = (0..sockets.len())
+        .map(|_| Vec::with_capacity(4096))
+        .collect();
     loop {
         let event = setup.poll_event();
         let mut wrote = false;
@@ -357,7 +362,10 @@ fn listen_socket(p: &Path, mptcp: bool) -> Result<TcpListener, Error> {
 /// Reads a connection's hello (and whatever came with it), within `options`' set-up timeout.
 async fn read_hello(mut socket: TcpStream, options: &Options) -> Option<(Arrived, Hello)> {
     let _ = socket.set_nodelay(true);
-    let mut buf = Vec::with_capacity(1024);
+    // Room for the hello and the whole first flight behind it (a hybrid handshake's KemShare
+    // alone is 1,238 bytes): read in one go, it is answered in one write. With 1 KiB the
+    // KemShare was cut, and the responder answered hello and Accept first, the rest after.
+    let mut buf = Vec::with_capacity(4096);
     let read = async {
         while buf.len() < HELLO_LEN {
             if socket.read_buf(&mut buf).await.ok()? == 0 {
