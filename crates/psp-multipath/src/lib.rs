@@ -33,7 +33,11 @@
 //!   before any data flows;
 //! - an active attacker on **both** paths can run the key exchange with each side and read
 //!   everything, unless the peer's long-term key is pinned ([`Options::static_key`],
-//!   [`Options::pinned_peer`]).
+//!   [`Options::pinned_peer`]);
+//! - a recording of both paths gives up the stream to an attacker who later breaks X25519 (a
+//!   quantum computer), unless both sides set [`Options::kem`] (ML-KEM-768 beside X25519);
+//! - in [`Mode::KernelMptcp`] the kernel places every byte, the key exchange's too: none of
+//!   the two-path properties above is guaranteed there.
 //!
 //! The listener's cipher is a requirement: a client asking for another is refused on both
 //! sides ([`Error::CipherRequired`], [`Error::CipherRefused`]); plain is chosen only in the
