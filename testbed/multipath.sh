@@ -5,9 +5,14 @@
 # `--quick` is the CI variant (crates/psp-mp/tests/netns.rs runs it).
 #
 # Usage:
-#   sudo testbed/multipath.sh [--quick] [--no-build] [--no-write] [--keep] [--setups N] [--rounds N]
+#   sudo testbed/multipath.sh [--quick] [--only-setup] [--no-build] [--no-write] [--keep]
+#                             [--setups N] [--rounds N]
 #
 #   --quick      unshaped links only, 4 MB transfers, 20 set-ups: a smoke run (CI)
+#   --only-setup the set-up time comparison alone (topology, then seed 002 Fig 13's set-ups of
+#                every kind), no transfers, captures or attacks; implies --no-write. To rerun it
+#                pinned on a quiet machine: build first (cargo build --release -p psp-mp), then
+#                `sudo taskset -c 1 chrt -f 50 testbed/multipath.sh --only-setup --no-build`
 #   --no-build   use $MP_BIN (default target/release/psp-mp) as it is
 #   --no-write   do not touch BENCHMARKS.md and docs/multipath.png
 #   --keep       keep the run directory (captures, logs)
@@ -35,7 +40,9 @@
 # 20/40/60/80 MB plain / scrambled / aes128-gcm / chacha20-poly1305 on the shaped links,
 # dispersal mode, with the CPU time per stream byte of client and server), the same CPU cost on
 # unshaped links, two equal unshaped paths vs one, seed 002 Fig 13 (SMKEX set-up time vs
-# one-path X25519), a share replaced on the untrusted path (the handshake must fail), and the
+# one-path X25519, in both modes, both flows, with and without ML-KEM-768, each against the
+# one-path baseline of its transport and key exchange, with where the time went), a share
+# replaced on the untrusted path (the handshake must fail, also with ML-KEM-768), and the
 # honest limits: an attacker on both paths reads the stream (unless the server's long-term key
 # is pinned); 65 known plaintext bytes recover one segment of the untrusted path.
 #
@@ -45,11 +52,20 @@
 #          eve_recovered_pct_plain=P eve_recovered_pct_digits_scrambled=P
 #          eve_recovered_pct_digits_aes=P cpu_ns_per_byte_plain=… cpu_ns_per_byte_scrambled=…
 #          cpu_ns_per_byte_aes=… cpu_ns_per_byte_chacha=… smkex_extra_us=…
-#          mitm_one_path_detected=1 two_paths_vs_one=… eve_both_paths_hits=N
+#          smkex_faithful_extra_us=… smkex_kem_extra_us=… mptcp_smkex_extra_us=…
+#          mptcp_smkex_kem_extra_us=… mptcp_faithful_extra_us=…
+#          mitm_one_path_detected=1 kem_mitm_one_path_detected=1 kem_stream_ok=1
+#          two_paths_vs_one=… eve_both_paths_hits=N
 #          pinned_both_paths_refused=1 known_plaintext_recovered_bytes=N
 #          continue_after_path_loss_ok=1
 #   (eve_recovered_pct_*: the file transfer, Figs 16/17; *_digits_*: the digit stream, Figs
-#   13/14; cpu_ns_per_byte_*: client + server CPU per stream byte, the largest Fig 18 transfer)
+#   13/14; cpu_ns_per_byte_*: client + server CPU per stream byte, the largest Fig 18 transfer;
+#   *_extra_us: median set-up time minus the median of the one-path baseline over the same
+#   transport with the same key exchange: smkex_* dispersal, mptcp_* kernel-mptcp, *_kem_* with
+#   --kem require against X25519 + ML-KEM-768, faithful the thesis flow; n/a without MPTCP)
+#   --only-setup prints only the set-up fields:
+#   RESULT smkex_extra_us=… smkex_faithful_extra_us=… smkex_kem_extra_us=…
+#          mptcp_smkex_extra_us=… mptcp_smkex_kem_extra_us=… mptcp_faithful_extra_us=…
 # Exit 0 when every measurement ran (and the security checks came out as expected), 1
 # otherwise, 2 on bad arguments.
 set -euo pipefail
@@ -57,6 +73,7 @@ set -euo pipefail
 HERE=$(cd "$(dirname "$0")" && pwd)
 ROOT=$(cd "$HERE/.." && pwd)
 QUICK=0
+ONLY_SETUP=0
 BUILD=1
 WRITE=1
 KEEP=0
@@ -74,6 +91,7 @@ say() { echo "== $*" >&2; }
 while [ $# -gt 0 ]; do
     case $1 in
     --quick) QUICK=1; shift ;;
+    --only-setup) ONLY_SETUP=1; WRITE=0; shift ;;
     --no-build) BUILD=0; shift ;;
     --no-write) WRITE=0; shift ;;
     --keep) KEEP=1; shift ;;
@@ -171,6 +189,8 @@ shape() { # on|off
 
 SRV_PATHS=(--path trusted,10.71.11.2:7000 --path untrusted,10.71.3.2:7001)
 MODE_ARGS=()
+# Extra listen arguments of xfer (the client's are its own arguments).
+SRV_EXTRA=()
 XFER_SRV_PATHS=("${SRV_PATHS[@]}")
 CLI_PATHS=(--path trusted,10.71.1.1=10.71.11.2:7000 --path untrusted,10.71.2.1=10.71.3.2:7001)
 FAILED=0
@@ -192,8 +212,8 @@ wait_port() {
 xfer() {
     local cipher=$1 bytes=$2 log=$RUN_DIR/srv.log
     shift 2
-    $S "$MP_BIN" listen "${XFER_SRV_PATHS[@]}" "${MODE_ARGS[@]}" --cipher "$cipher" --discard -v \
-        </dev/null 2>"$log" &
+    $S "$MP_BIN" listen "${XFER_SRV_PATHS[@]}" "${MODE_ARGS[@]}" "${SRV_EXTRA[@]}" --cipher "$cipher" \
+        --discard -v </dev/null 2>"$log" &
     local spid=$!
     wait_port "$NS_S" 7000 || { fail "server did not listen"; echo 0; return; }
     if ! $C "$MP_BIN" connect "${CLI_PATHS[@]}" "${MODE_ARGS[@]}" --cipher "$cipher" \
@@ -291,6 +311,21 @@ ratio() { awk -v a="$1" -v b="$2" 'BEGIN{ if (b > 0) printf "%.2f", a / b; else 
 CPU=$(grep -m1 'model name' /proc/cpuinfo | sed 's/.*: //')
 say "CPU: $CPU, $(nproc) cores; binary: $MP_BIN"
 
+# --- kernel MPTCP: the server announces its wlan address, the client accepts one more subflow --
+MPTCP=1
+if ! $C sysctl -qn net.mptcp.enabled 2>/dev/null | grep -q 1; then
+    MPTCP=0
+    say "this kernel has no MPTCP: kernel-mptcp rows skipped"
+else
+    for ns in "$NS_C" "$NS_S"; do
+        ip netns exec "$ns" sysctl -qw net.mptcp.enabled=1
+        ip -n "$ns" mptcp limits set subflows 2 add_addr_accepted 2
+    done
+    ip -n "$NS_S" mptcp endpoint add 10.71.3.2 dev wlan0 signal
+fi
+
+if [ "$ONLY_SETUP" -eq 0 ]; then
+
 # --- Figs 13/14: the iperf-style stream as eve sees it ----------------------------------------
 shape off
 say "Figs 13/14: repeated 0123456789, eve on the untrusted path"
@@ -343,19 +378,6 @@ ge "${EVE_FILE[none]}" 99.9 || fail "plain file: the analyst should read all (${
 ge "${EVE_FILE[scramble]}" 90 || fail "scrambled file: the analyst recovered only ${EVE_FILE[scramble]} %"
 ge 1 "${EVE_FILE[aes128-gcm]}" || fail "aes128-gcm file: the analyst recovered ${EVE_FILE[aes128-gcm]} %"
 ge 1 "${EVE_DIGITS[aes128-gcm]}" || fail "aes128-gcm digits: the analyst recovered ${EVE_DIGITS[aes128-gcm]} %"
-
-# --- kernel MPTCP: the server announces its wlan address, the client accepts one more subflow --
-MPTCP=1
-if ! $C sysctl -qn net.mptcp.enabled 2>/dev/null | grep -q 1; then
-    MPTCP=0
-    say "this kernel has no MPTCP: kernel-mptcp rows skipped"
-else
-    for ns in "$NS_C" "$NS_S"; do
-        ip netns exec "$ns" sysctl -qw net.mptcp.enabled=1
-        ip -n "$ns" mptcp limits set subflows 2 add_addr_accepted 2
-    done
-    ip -n "$NS_S" mptcp endpoint add 10.71.3.2 dev wlan0 signal
-fi
 
 # --- Fig 18: throughput -----------------------------------------------------------------------
 [ "$QUICK" -eq 1 ] && shape off || shape on
@@ -483,40 +505,142 @@ ip -n "$NS_C" route replace 10.71.3.0/24 via 10.71.2.254
 shape off
 $C ping -c1 -W2 10.71.3.2 >/dev/null || fail "path loss: untrusted link not back"
 
+fi # ONLY_SETUP
+
 # --- seed 002 Fig 13: set-up time -------------------------------------------------------------
-say "set-up time: SMKEX over two paths vs X25519 over one ($SETUPS each)"
-$S "$MP_BIN" listen "${SRV_PATHS[@]}" --count "$SETUPS" --discard </dev/null >/dev/null 2>"$RUN_DIR/srv.log" &
-spid=$!
-wait_port "$NS_S" 7001
-$C "$MP_BIN" connect "${CLI_PATHS[@]}" --setup-only "$SETUPS" >"$RUN_DIR/smkex.prof" || fail "SMKEX set-ups"
-# Columns: total, TCP connects, hellos + SEP/SMKEX, binding tags (µs).
-for col in 1 2 3 4; do awk -v c="$col" '{print $c}' "$RUN_DIR/smkex.prof" >"$RUN_DIR/smkex.c$col"; done
-cp "$RUN_DIR/smkex.c1" "$RUN_DIR/smkex.us"
-wait "$spid" || fail "SMKEX set-up server"
-# The thesis' flow (SEP Request/Accept, SMKEX, Confirm/ConfirmAck), kept for comparison.
-$S "$MP_BIN" listen "${SRV_PATHS[@]}" --count "$SETUPS" --discard </dev/null >/dev/null 2>"$RUN_DIR/srv-f.log" &
-spid=$!
-wait_port "$NS_S" 7001
-$C "$MP_BIN" connect "${CLI_PATHS[@]}" --setup-only "$SETUPS" --faithful-handshake \
-    >"$RUN_DIR/faithful.prof" || fail "faithful SMKEX set-ups"
-awk '{print $1}' "$RUN_DIR/faithful.prof" >"$RUN_DIR/faithful.us"
-wait "$spid" || fail "faithful SMKEX set-up server"
-$S "$MP_BIN" dh --listen 10.71.11.2:7002 --count "$SETUPS" &
-spid=$!
-wait_port "$NS_S" 7002
-$C "$MP_BIN" dh 10.71.11.2:7002 --count "$SETUPS" >"$RUN_DIR/dh.us" || fail "DH set-ups"
-wait "$spid" || fail "DH server"
+#   SMKEX set-ups (psp-mp connect --setup-only against listen --count N --discard) of every kind:
+#   mode (dispersal: two TCP connections; kernel-mptcp: one MPTCP connection) x flow (compact,
+#   the default; thesis, --faithful-handshake) x key exchange (X25519; --kem require: X25519 +
+#   ML-KEM-768), and the one-path baselines (psp-mp dh: one exchange over one TCP or MPTCP
+#   connection, X25519 or X25519 + ML-KEM-768). Rounds outermost, kinds interleaved: a slow
+#   stretch of the shared machine hits every kind alike.
+shape off
+SU_KINDS="dispersal-compact-x25519 dispersal-compact-kem dispersal-thesis-x25519 dispersal-thesis-kem"
+DH_KINDS="dispersal-x25519 dispersal-kem"
+if [ "$MPTCP" -eq 1 ]; then
+    SU_KINDS+=" kernel-mptcp-compact-x25519 kernel-mptcp-compact-kem kernel-mptcp-thesis-x25519 kernel-mptcp-thesis-kem"
+    DH_KINDS+=" kernel-mptcp-x25519 kernel-mptcp-kem"
+fi
+# Chunks of about 25 set-ups: the shared machine's slow stretches are shorter than a kind's run.
+SU_ROUNDS=$((SETUPS >= 50 ? SETUPS / 25 : 1))
+SU_PER=$(((SETUPS + SU_ROUNDS - 1) / SU_ROUNDS))
+say "set-up time: SMKEX vs one-path X25519 (+ ML-KEM-768), $((SU_PER * SU_ROUNDS)) set-ups per kind in $SU_ROUNDS interleaved rounds"
+# smkex_setups KIND N: N SMKEX set-ups of KIND (MODE-FLOW-KEX), one line each appended to
+# $RUN_DIR/su.KIND: TOTAL CONNECT HANDSHAKE BINDING FIRST_FLIGHT REPLY KEYS (µs).
+smkex_setups() {
+    local kind=$1 n=$2 args=() srv=("${SRV_PATHS[@]}")
+    case $kind in kernel-mptcp-*)
+        args+=(--mode kernel-mptcp)
+        # The wildcard address: MP_JOINs to the announced wlan address find the listener.
+        srv=(--path trusted,0.0.0.0:7000 --path untrusted,10.71.3.2:7001) ;;
+    esac
+    case $kind in *-thesis-*) args+=(--faithful-handshake) ;; esac
+    case $kind in *-kem) args+=(--kem require) ;; esac
+    $S "$MP_BIN" listen "${srv[@]}" "${args[@]}" --count "$n" --discard </dev/null >/dev/null \
+        2>"$RUN_DIR/su-srv.log" &
+    local spid=$!
+    wait_port "$NS_S" 7000 || { fail "set-up server $kind did not listen"; return; }
+    $C "$MP_BIN" connect "${CLI_PATHS[@]}" "${args[@]}" --setup-only "$n" >>"$RUN_DIR/su.$kind" \
+        2>"$RUN_DIR/su-cli.log" || fail "set-ups $kind: $(tail -n1 "$RUN_DIR/su-cli.log")"
+    wait "$spid" || fail "set-up server $kind: $(tail -n1 "$RUN_DIR/su-srv.log")"
+}
+# dh_setups KIND N: N one-path exchanges of KIND (MODE-KEX), one line each appended to
+# $RUN_DIR/dh.KIND.prof: TOTAL CONNECT FIRST_FLIGHT REPLY KEYS (µs).
+dh_setups() {
+    local kind=$1 n=$2 args=() laddr=10.71.11.2:7002
+    case $kind in kernel-mptcp-*) args+=(--mptcp); laddr=0.0.0.0:7002 ;; esac
+    case $kind in *-kem) args+=(--kem) ;; esac
+    $S "$MP_BIN" dh --listen "$laddr" --count "$n" "${args[@]}" 2>"$RUN_DIR/dh-srv.log" &
+    local spid=$!
+    wait_port "$NS_S" 7002 || { fail "DH server $kind did not listen"; return; }
+    $C "$MP_BIN" dh 10.71.11.2:7002 --count "$n" --profile "${args[@]}" >>"$RUN_DIR/dh.$kind.prof" \
+        2>"$RUN_DIR/dh-cli.log" || fail "DH set-ups $kind: $(tail -n1 "$RUN_DIR/dh-cli.log")"
+    wait "$spid" || fail "DH server $kind: $(tail -n1 "$RUN_DIR/dh-srv.log")"
+}
+for k in $SU_KINDS; do : >"$RUN_DIR/su.$k"; done
+for k in $DH_KINDS; do : >"$RUN_DIR/dh.$k.prof"; done
+for r in $(seq "$SU_ROUNDS"); do
+    for k in $SU_KINDS; do smkex_setups "$k" "$SU_PER"; done
+    for k in $DH_KINDS; do dh_setups "$k" "$SU_PER"; done
+    say "  round $r of $SU_ROUNDS done"
+done
+# col KIND N: column N of $RUN_DIR/su.KIND, one value a line.
+col() { awk -v c="$2" '{print $c}' "$RUN_DIR/su.$1"; }
+declare -A SU_MED DH_MED_OF
+for k in $SU_KINDS; do
+    for c in 1 2 3 4 5 6 7; do
+        col "$k" "$c" >"$RUN_DIR/su.$k.c$c"
+        SU_MED[$k,$c]=$(median "$RUN_DIR/su.$k.c$c")
+    done
+done
+declare -A DH_PART
+for k in $DH_KINDS; do
+    awk '{print $1}' "$RUN_DIR/dh.$k.prof" >"$RUN_DIR/dh.$k"
+    DH_MED_OF[$k]=$(median "$RUN_DIR/dh.$k")
+    for c in 2 3 4 5; do
+        awk -v c="$c" '{print $c}' "$RUN_DIR/dh.$k.prof" >"$RUN_DIR/dh.$k.c$c"
+        DH_PART[$k,$c]=$(median "$RUN_DIR/dh.$k.c$c")
+    done
+done
+# extra KIND: KIND's median minus the baseline's over the same transport, same key exchange.
+extra() {
+    local k=$1 mode=${1%%-compact-*}
+    mode=${mode%%-thesis-*}
+    echo $((${SU_MED[$k,1]} - ${DH_MED_OF[$mode-${k##*-}]}))
+}
+# The files of the comparison chart and the seed-002 table (dispersal, X25519).
+cp "$RUN_DIR/su.dispersal-compact-x25519.c1" "$RUN_DIR/smkex.us"
+cp "$RUN_DIR/su.dispersal-thesis-x25519.c1" "$RUN_DIR/faithful.us"
+cp "$RUN_DIR/dh.dispersal-x25519" "$RUN_DIR/dh.us"
+for c in 2 3 4; do cp "$RUN_DIR/su.dispersal-compact-x25519.c$c" "$RUN_DIR/smkex.c$c"; done
 PING_US=$($C ping -c 50 -i 0.01 -q 10.71.11.2 | sed -n 's|.* = [0-9.]*/\([0-9.]*\)/.*|\1|p' |
     awk '{printf "%d", $1 * 1000}')
 SMKEX_MED=$(median "$RUN_DIR/smkex.us")
 DH_MED=$(median "$RUN_DIR/dh.us")
-SMKEX_EXTRA=$((SMKEX_MED - DH_MED))
-FAITHFUL_EXTRA=$(($(median "$RUN_DIR/faithful.us") - DH_MED))
+SMKEX_EXTRA=$(extra dispersal-compact-x25519)
+FAITHFUL_EXTRA=$(extra dispersal-thesis-x25519)
+SMKEX_KEM_EXTRA=$(extra dispersal-compact-kem)
+MPTCP_EXTRA=n/a MPTCP_KEM_EXTRA=n/a MPTCP_FAITHFUL_EXTRA=n/a
+if [ "$MPTCP" -eq 1 ]; then
+    MPTCP_EXTRA=$(extra kernel-mptcp-compact-x25519)
+    MPTCP_KEM_EXTRA=$(extra kernel-mptcp-compact-kem)
+    MPTCP_FAITHFUL_EXTRA=$(extra kernel-mptcp-thesis-x25519)
+fi
 PCTS="10 25 50 75 90 99"
 SMKEX_P=$(for p in $PCTS; do pct "$RUN_DIR/smkex.us" "$p"; done | xargs)
 DH_P=$(for p in $PCTS; do pct "$RUN_DIR/dh.us" "$p"; done | xargs)
 FAITHFUL_P=$(for p in $PCTS; do pct "$RUN_DIR/faithful.us" "$p"; done | xargs)
-say "  median SMKEX $SMKEX_MED us (thesis flow $(median "$RUN_DIR/faithful.us")), DH $DH_MED us"
+say "  median SMKEX $SMKEX_MED us (thesis flow $(median "$RUN_DIR/faithful.us")), DH $DH_MED us; kernel-mptcp compact: +$MPTCP_EXTRA us over DH on MPTCP (with ML-KEM-768: +$MPTCP_KEM_EXTRA)"
+# The set-up table (markdown), for both reports.
+SETUP_TABLE=$RUN_DIR/setup-table.md
+{
+    echo "| mode | flow | key exchange | p50 | p90 | Δ p50 vs one-path X25519 | Δ p50 vs one-path X25519 + ML-KEM-768 | connect | first flight | reply | keys | binding |"
+    echo "|---|---|---|---|---|---|---|---|---|---|---|---|"
+    for k in $SU_KINDS; do
+        mode=${k%%-compact-*}; mode=${mode%%-thesis-*}
+        rest=${k#"$mode"-}; flow=${rest%%-*}; kex=${rest#*-}
+        kexname=$([ "$kex" = kem ] && echo "X25519 + ML-KEM-768" || echo X25519)
+        echo "| $mode | $flow | $kexname | ${SU_MED[$k,1]} | $(pct "$RUN_DIR/su.$k.c1" 90) | $((${SU_MED[$k,1]} - ${DH_MED_OF[$mode-x25519]})) | $((${SU_MED[$k,1]} - ${DH_MED_OF[$mode-kem]})) | ${SU_MED[$k,2]} | ${SU_MED[$k,5]} | ${SU_MED[$k,6]} | ${SU_MED[$k,7]} | ${SU_MED[$k,4]} |"
+    done
+    for k in $DH_KINDS; do
+        mode=${k%-*}; kex=${k##*-}
+        kexname=$([ "$kex" = kem ] && echo "X25519 + ML-KEM-768" || echo X25519)
+        echo "| $mode | one-path baseline | $kexname | ${DH_MED_OF[$k]} | $(pct "$RUN_DIR/dh.$k" 90) | $((${DH_MED_OF[$k]} - ${DH_MED_OF[$mode-x25519]})) | $((${DH_MED_OF[$k]} - ${DH_MED_OF[$mode-kem]})) | ${DH_PART[$k,2]} | ${DH_PART[$k,3]} | ${DH_PART[$k,4]} | ${DH_PART[$k,5]} | - |"
+    done
+} >"$SETUP_TABLE"
+
+if [ "$ONLY_SETUP" -eq 1 ]; then
+    {
+        echo "Command: \`sudo $(basename "$0") --only-setup\` (affinity $(taskset -pc $$ 2>/dev/null | sed 's/.*: //'), policy $(chrt -p $$ 2>/dev/null | sed 's/.*: //' | xargs)); CPU: $CPU, $(nproc) vCPUs; load average $(cut -d' ' -f1-3 /proc/loadavg); $(date -u +%Y-%m-%d)."
+        echo
+        echo "Set-up time in µs, medians over $((SU_PER * SU_ROUNDS)) set-ups per kind (unshaped links, $SU_ROUNDS interleaved rounds); the parts are the client's (connect: TCP or MPTCP connects; first flight: until the hellos and the first flight are written; reply: until the first bytes of the answer; keys: the rest of the answer and the key derivation; binding: until the server's binding tag verified). Ping RTT on the trusted path: $PING_US µs."
+        echo
+        cat "$SETUP_TABLE"
+    } >&2
+    echo "RESULT smkex_extra_us=$SMKEX_EXTRA smkex_faithful_extra_us=$FAITHFUL_EXTRA smkex_kem_extra_us=$SMKEX_KEM_EXTRA mptcp_smkex_extra_us=$MPTCP_EXTRA mptcp_smkex_kem_extra_us=$MPTCP_KEM_EXTRA mptcp_faithful_extra_us=$MPTCP_FAITHFUL_EXTRA"
+    [ -e "$RUN_DIR/failed" ] && FAILED=1
+    exit $FAILED
+fi
 
 # --- active attacker on the untrusted path replaces a share -----------------------------------
 say "MITM on one path: eve replaces the client's SMKEX share"
@@ -540,6 +664,50 @@ say "  client: $(cat "$RUN_DIR/mitm-cli.log")"
 kill "$spid" 2>/dev/null || true
 wait "$spid" 2>/dev/null || true
 kill "${PIDS[-1]}" 2>/dev/null || true
+
+say "  ... also with ML-KEM-768 (--kem require): eve replaces the share and the key in the KemShare"
+$E "$MP_BIN" proxy --listen 10.71.2.254:7102 --to 10.71.3.2:7001 --replace-share &
+PIDS+=($!)
+$S "$MP_BIN" listen "${SRV_PATHS[@]}" --kem require </dev/null >/dev/null 2>"$RUN_DIR/kem-mitm-srv.log" &
+spid=$!
+wait_port "$NS_S" 7001
+wait_port "$NS_E" 7102
+KEM_MITM_DETECTED=0
+if $C "$MP_BIN" connect --kem require --path trusted,10.71.1.1=10.71.11.2:7000 \
+    --path untrusted,10.71.2.1=10.71.2.254:7102 --send-bytes 1000 </dev/null >/dev/null \
+    2>"$RUN_DIR/kem-mitm-cli.log"; then
+    fail "the hybrid handshake succeeded with a replaced KemShare"
+elif grep -q smkex_mismatch "$RUN_DIR/kem-mitm-cli.log"; then
+    KEM_MITM_DETECTED=1
+else
+    fail "KEM MITM: unexpected client error: $(cat "$RUN_DIR/kem-mitm-cli.log")"
+fi
+say "  client: $(cat "$RUN_DIR/kem-mitm-cli.log")"
+kill "$spid" 2>/dev/null || true
+wait "$spid" 2>/dev/null || true
+kill "${PIDS[-1]}" 2>/dev/null || true
+
+# --- the hybrid key exchange: a stream with --kem require on both sides, each mode ------------
+say "ML-KEM-768: 1 MB with --kem require on both sides, each mode"
+KEM_STREAM_OK=1
+for mode in dispersal $([ "$MPTCP" -eq 1 ] && echo kernel-mptcp); do
+    if [ "$mode" = kernel-mptcp ]; then
+        MODE_ARGS=(--mode kernel-mptcp)
+        XFER_SRV_PATHS=(--path trusted,0.0.0.0:7000 --path untrusted,10.71.3.2:7001)
+    fi
+    SRV_EXTRA=(--kem require)
+    v=$(xfer aes128-gcm 1000000 --kem require)
+    for log in "$RUN_DIR/cli.log" "$RUN_DIR/srv.log"; do
+        if ! grep -q "kem on (x25519 + ml-kem-768)" "$log"; then
+            KEM_STREAM_OK=0
+            fail "kem $mode: no 'kem on' in $(basename "$log"): $(grep connected "$log")"
+        fi
+    done
+    say "  $mode: $v Mbit/s; $(grep -h 'connected' "$RUN_DIR/cli.log" | sed 's/^psp-mp: //')"
+    SRV_EXTRA=()
+    MODE_ARGS=()
+    XFER_SRV_PATHS=("${SRV_PATHS[@]}")
+done
 
 # --- the honest limits ------------------------------------------------------------------------
 say "limit 1: an active attacker on both paths (no long-term keys) reads the stream"
@@ -688,9 +856,13 @@ REPORT=$RUN_DIR/report.md
     echo
     echo "SMKEX set-up profile (medians, µs): TCP connects of both paths $(median "$RUN_DIR/smkex.c2"), hellos + SEP/SMKEX $(median "$RUN_DIR/smkex.c3"), binding tags $(median "$RUN_DIR/smkex.c4"); the baseline's total $DH_MED."
     echo
+    echo "Every mode, flow and key exchange against the one-path baseline of the same transport (medians in µs over $((SU_PER * SU_ROUNDS)) set-ups each, $SU_ROUNDS interleaved rounds; the parts are the client's: connect, first flight written, first bytes of the answer, keys, binding):"
+    echo
+    cat "$SETUP_TABLE"
+    echo
     echo "SMKEX extra at the median: $SMKEX_EXTRA µs (paper, seed 002 Fig 13: about +50 µs). Ping RTT client-server on the trusted path: $PING_US µs (mean of 50). The default set-up is 2 round trips, like the baseline (TCP connect; then the SEP offer with the share and the nonce, answered by Accept, the share, the hash and the responder's binding tag); the thesis flow is 4 (TCP connect, SEP Request/Accept, shares and nonces, Confirm/ConfirmAck): extra at the median $FAITHFUL_EXTRA µs."
     echo
-    echo "Attacks: a share replaced on the untrusted path detected: $MITM_DETECTED (client error: \`$(cat "$RUN_DIR/mitm-cli.log")\`); an active attacker on both paths read $EVE_BOTH of 100000 patterns, and was refused when the client pinned the server's long-term key: $PINNED_REFUSED (\`$(cat "$RUN_DIR/pinned-cli.log")\`); 65 known plaintext bytes recovered $KP_BYTES bytes (one whole segment) of the untrusted path without the key."
+    echo "Attacks: a share replaced on the untrusted path detected: $MITM_DETECTED (client error: \`$(cat "$RUN_DIR/mitm-cli.log")\`), with ML-KEM-768 (share and key replaced): $KEM_MITM_DETECTED; an active attacker on both paths read $EVE_BOTH of 100000 patterns, and was refused when the client pinned the server's long-term key: $PINNED_REFUSED (\`$(cat "$RUN_DIR/pinned-cli.log")\`); 65 known plaintext bytes recovered $KP_BYTES bytes (one whole segment) of the untrusted path without the key."
     echo
     echo "Path loss (\`--continue-on-path-failure --path-timeout 2\`, links shaped, $LOSS_BYTES bytes, client's wlan0 set down 0.5 s into the transfer): all bytes arrived: $CONT_OK; $(grep -h "FAILED\|re-sent" "$RUN_DIR/loss-cli.log" | sed 's/^psp-mp: //' | xargs)."
 } >"$REPORT"
@@ -742,6 +914,6 @@ EOF
     fi
 fi
 
-echo "RESULT scrambled_vs_plain=$SCR_VS_PLAIN aes_vs_plain=$AES_VS_PLAIN chacha_vs_plain=$CHACHA_VS_PLAIN eve_hits_plain=${EVE_HITS[none]} eve_hits_scrambled=${EVE_HITS[scramble]} eve_recovered_pct_scrambled=${EVE_FILE[scramble]} eve_recovered_pct_aes=${EVE_FILE[aes128-gcm]} eve_recovered_pct_plain=${EVE_FILE[none]} eve_recovered_pct_digits_scrambled=${EVE_DIGITS[scramble]} eve_recovered_pct_digits_aes=${EVE_DIGITS[aes128-gcm]} cpu_ns_per_byte_plain=${CPU[none,$LAST_MB]} cpu_ns_per_byte_scrambled=${CPU[scramble,$LAST_MB]} cpu_ns_per_byte_aes=${CPU[aes128-gcm,$LAST_MB]} cpu_ns_per_byte_chacha=${CPU[chacha20-poly1305,$LAST_MB]} smkex_extra_us=$SMKEX_EXTRA smkex_faithful_extra_us=$FAITHFUL_EXTRA mitm_one_path_detected=$MITM_DETECTED two_paths_vs_one=$TWO_VS_ONE eve_both_paths_hits=$EVE_BOTH pinned_both_paths_refused=$PINNED_REFUSED known_plaintext_recovered_bytes=$KP_BYTES continue_after_path_loss_ok=$CONT_OK"
+echo "RESULT scrambled_vs_plain=$SCR_VS_PLAIN aes_vs_plain=$AES_VS_PLAIN chacha_vs_plain=$CHACHA_VS_PLAIN eve_hits_plain=${EVE_HITS[none]} eve_hits_scrambled=${EVE_HITS[scramble]} eve_recovered_pct_scrambled=${EVE_FILE[scramble]} eve_recovered_pct_aes=${EVE_FILE[aes128-gcm]} eve_recovered_pct_plain=${EVE_FILE[none]} eve_recovered_pct_digits_scrambled=${EVE_DIGITS[scramble]} eve_recovered_pct_digits_aes=${EVE_DIGITS[aes128-gcm]} cpu_ns_per_byte_plain=${CPU[none,$LAST_MB]} cpu_ns_per_byte_scrambled=${CPU[scramble,$LAST_MB]} cpu_ns_per_byte_aes=${CPU[aes128-gcm,$LAST_MB]} cpu_ns_per_byte_chacha=${CPU[chacha20-poly1305,$LAST_MB]} smkex_extra_us=$SMKEX_EXTRA smkex_faithful_extra_us=$FAITHFUL_EXTRA smkex_kem_extra_us=$SMKEX_KEM_EXTRA mptcp_smkex_extra_us=$MPTCP_EXTRA mptcp_smkex_kem_extra_us=$MPTCP_KEM_EXTRA mptcp_faithful_extra_us=$MPTCP_FAITHFUL_EXTRA mitm_one_path_detected=$MITM_DETECTED kem_mitm_one_path_detected=$KEM_MITM_DETECTED kem_stream_ok=$KEM_STREAM_OK two_paths_vs_one=$TWO_VS_ONE eve_both_paths_hits=$EVE_BOTH pinned_both_paths_refused=$PINNED_REFUSED known_plaintext_recovered_bytes=$KP_BYTES continue_after_path_loss_ok=$CONT_OK"
 [ -e "$RUN_DIR/failed" ] && FAILED=1
 exit $FAILED

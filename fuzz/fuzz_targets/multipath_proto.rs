@@ -1,7 +1,8 @@
 //! psp-multipath's sans-I/O protocol never panics and never hangs on hostile bytes: a
-//! responder's set-up fed arbitrary bytes after two valid hellos, and an established data-phase
-//! connection (each cipher, each path-failure policy) fed arbitrary bytes on both paths, with
-//! reads, path failures and timers in between. Errors are fine; a panic is a bug.
+//! responder's set-up fed arbitrary bytes (and closes) after valid hellos, in either mode, with
+//! or without ML-KEM-768, and an established data-phase connection (each cipher, each
+//! path-failure policy) fed arbitrary bytes on both paths, with reads, path failures and timers
+//! in between. Errors are fine; a panic is a bug.
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
@@ -10,7 +11,7 @@ use psp_core::handshake::rand_core::{CryptoRng, Error as RngError, RngCore};
 use psp_core::time::{Duration, Instant};
 use psp_multipath::proto::{Connection, Established, Read, Setup, SetupEvent};
 use psp_multipath::wire::HELLO_LEN;
-use psp_multipath::{Cipher, Error, OnPathFailure, Options};
+use psp_multipath::{Cipher, Error, KemMode, Mode, OnPathFailure, Options};
 
 /// A deterministic RNG (an LCG; no security needed here).
 struct Lcg(u64);
@@ -93,15 +94,37 @@ fuzz_target!(|input: &[u8]| {
         ..Options::default()
     };
     if mode & 0x80 != 0 {
-        // A responder's set-up: valid hellos, then the input as what follows on each path.
+        // A responder's set-up: valid hellos, then the input as what follows on each path;
+        // with ML-KEM-768 offered (0x40), in kernel MPTCP mode (0x20: one connection), a peer
+        // closing a connection (a chunk starting 0xee).
+        let o = Options {
+            kem: if mode & 0x40 != 0 {
+                KemMode::Preferred
+            } else {
+                KemMode::Off
+            },
+            mode: if mode & 0x20 != 0 {
+                Mode::KernelMptcp
+            } else {
+                Mode::Dispersal
+            },
+            ..o
+        };
+        let slots = if o.mode == Mode::KernelMptcp { 1 } else { 2 };
         let init = Setup::initiate(T0, &o, Tai64n::from_unix(1, 0), Box::new(Lcg(3)));
-        let hellos: Vec<[u8; HELLO_LEN]> = (0..2)
+        let hellos: Vec<[u8; HELLO_LEN]> = (0..slots)
             .map(|i| init.poll_transmit(i)[..HELLO_LEN].try_into().unwrap())
             .collect();
         let mut resp = Setup::respond(T0, &o, &hellos, Box::new(Lcg(4)));
         for (k, chunk) in rest.chunks(37).enumerate() {
-            resp.handle_recv(T0 + Duration::from_millis(k as u64), k % 2, chunk);
+            let now = T0 + Duration::from_millis(k as u64);
+            if chunk.first() == Some(&0xee) {
+                resp.handle_eof(now, k % slots);
+            } else {
+                resp.handle_recv(now, k % slots, chunk);
+            }
             let _ = resp.poll_event();
+            let _ = resp.poll_timeout();
         }
         resp.handle_timeout(T0 + Duration::from_secs(60));
         return;

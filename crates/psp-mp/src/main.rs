@@ -11,11 +11,11 @@ use std::time::Instant;
 use clap::{Args, Parser, Subcommand, ValueEnum};
 use psp_multipath::attack::{self, Capture};
 use psp_multipath::{
-    Cipher, Listener, LongTermKey, Mode, MultipathStream, OnPathFailure, Options, Path, PathRole,
-    SharePolicy,
+    Cipher, KemMode, Listener, LongTermKey, Mode, MultipathStream, OnPathFailure, Options, Path,
+    PathRole, SharePolicy,
 };
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::{TcpListener, TcpStream};
+use tokio::net::TcpListener;
 
 #[derive(Parser)]
 #[command(
@@ -51,9 +51,11 @@ enum Command {
         #[command(flatten)]
         common: Common,
         /// Set up this many connections one after another, each sending an empty stream, and
-        /// print one line per set-up: `TOTAL CONNECT HANDSHAKE BINDING` in µs (from before the
-        /// connects to the stream; both TCP connects; hellos and SEP/SMKEX to the keys; the
-        /// binding tags). Serve them with `listen --count N --discard`.
+        /// print one line per set-up: `TOTAL CONNECT HANDSHAKE BINDING FIRST_FLIGHT REPLY KEYS`
+        /// in µs (from before the connects to the stream; both TCP connects; hellos and
+        /// SEP/SMKEX to the keys; the binding tags; then HANDSHAKE's three parts: writing the
+        /// first flight, waiting for the first bytes of the answer, the rest to the keys).
+        /// Serve them with `listen --count N --discard`.
         #[arg(long)]
         setup_only: Option<u32>,
     },
@@ -109,7 +111,8 @@ enum Command {
         #[arg(long)]
         key_file: std::path::PathBuf,
     },
-    /// Baseline for set-up times: X25519 over one TCP connection (server with --listen).
+    /// Baseline for set-up times: X25519 over one TCP connection (server with --listen); the
+    /// client prints the µs of each exchange, connect included.
     Dh {
         /// Serve (else connect to ADDR).
         #[arg(long)]
@@ -119,6 +122,19 @@ enum Command {
         /// Number of exchanges.
         #[arg(long, default_value_t = 1)]
         count: u32,
+        /// Over an MPTCP connection (the baseline of `--mode kernel-mptcp`); give it on both
+        /// sides.
+        #[arg(long)]
+        mptcp: bool,
+        /// X25519 and ML-KEM-768 (the client sends its share and encapsulation key, the server
+        /// its share and the ciphertext): the baseline of `--kem`. Give it on both sides.
+        #[arg(long)]
+        kem: bool,
+        /// Client: print `TOTAL CONNECT FIRST_FLIGHT REPLY KEYS` (µs) per exchange, as
+        /// `connect --setup-only` does: the connect; the keys drawn and the first message
+        /// written; the whole answer read; the shared secret computed.
+        #[arg(long)]
+        profile: bool,
     },
 }
 
@@ -136,7 +152,7 @@ struct Common {
     cipher: CipherArg,
     /// dispersal (one TCP connection per path, this tool places the data) or kernel-mptcp (one
     /// MPTCP socket on the trusted path; subflows from `ip mptcp endpoint`; the kernel decides
-    /// placement and the key exchange is single-path).
+    /// placement, also of the key exchange's two paths: docs/MULTIPATH.md).
     #[arg(long, value_enum, default_value_t = ModeArg::Dispersal)]
     mode: ModeArg,
     /// With --cipher scramble: run in clear if one side cannot scramble (the papers'
@@ -189,10 +205,23 @@ struct Common {
     #[arg(long, default_value_t = 10)]
     path_timeout: u64,
     /// Connect with the thesis' three-round-trip key exchange (SEP Request/Accept, SMKEX,
-    /// Confirm) instead of the one-round-trip one, for comparison (kernel-mptcp mode always
-    /// runs that flow, single-path).
+    /// Confirm) instead of the one-round-trip one, for comparison (in kernel-mptcp mode
+    /// single-path SEP).
     #[arg(long)]
     faithful_handshake: bool,
+    /// ML-KEM-768 beside X25519 in the key exchange (the hybrid post-quantum handshake: a
+    /// recording of the set-up stays secret to an attacker who later breaks X25519): off
+    /// (default), prefer (used when the peer runs it too), require (no stream without it).
+    /// Both sides need this version once it is not off.
+    #[arg(long, value_enum, default_value_t = KemArg::Off)]
+    kem: KemArg,
+}
+
+#[derive(Clone, Copy, ValueEnum)]
+enum KemArg {
+    Off,
+    Prefer,
+    Require,
 }
 
 #[derive(Clone, Copy, ValueEnum)]
@@ -322,6 +351,11 @@ impl Common {
             },
             path_timeout: Duration::from_secs(self.path_timeout.max(1)),
             compact_handshake: !self.faithful_handshake,
+            kem: match self.kem {
+                KemArg::Off => KemMode::Off,
+                KemArg::Prefer => KemMode::Preferred,
+                KemArg::Require => KemMode::Required,
+            },
             ..Options::default()
         })
     }
@@ -468,13 +502,17 @@ async fn run(cli: Cli) -> Result<(), String> {
                         .map_err(|e| e.to_string())?;
                     let us = t.elapsed().as_micros();
                     let p = s.setup_profile();
-                    // total, then its parts: connects, hellos + SEP/SMKEX, binding tags.
+                    // total, then its parts: connects, hellos + SEP/SMKEX, binding tags; then
+                    // the handshake's: first flight written, the answer's first bytes, keys.
                     let _ = writeln!(
                         out,
-                        "{us} {} {} {}",
+                        "{us} {} {} {} {} {} {}",
                         p.connect.as_micros(),
                         p.handshake.as_micros(),
-                        p.binding.as_micros()
+                        p.binding.as_micros(),
+                        p.first_flight.as_micros(),
+                        p.reply.as_micros(),
+                        p.keys.as_micros()
                     );
                     s.shutdown().await.map_err(|e| e.to_string())?;
                     let mut sink = Vec::new();
@@ -540,7 +578,10 @@ async fn run(cli: Cli) -> Result<(), String> {
             listen,
             addr,
             count,
-        } => dh(listen, addr, count).await,
+            mptcp,
+            kem,
+            profile,
+        } => dh(listen, addr, count, mptcp, kem, profile).await,
     }
 }
 
@@ -641,8 +682,18 @@ async fn pump(
     let cpu_start = cpu_time();
     if verbose {
         eprintln!(
-            "psp-mp: connected, cipher {}, set-up {} µs",
+            "psp-mp: connected, cipher {}, {}, {}, set-up {} µs",
             s.cipher().name(),
+            if s.kem() {
+                "kem on (x25519 + ml-kem-768)"
+            } else {
+                "kem off (x25519 only)"
+            },
+            match (s.smkex(), common.mode) {
+                (true, ModeArg::Dispersal) => "smkex over both paths",
+                (true, ModeArg::KernelMptcp) => "smkex on the one mptcp connection",
+                (false, _) => "single-path sep",
+            },
             s.setup_time().as_micros()
         );
         if let Some(k) = s.peer_static() {
@@ -788,27 +839,70 @@ async fn pump(
 
 /// One-path X25519 exchange: the client sends its share, the server answers with its own;
 /// each side then computes the shared secret (the set-up seed 002 Fig 13 compares against).
-async fn dh(listen: bool, addr: SocketAddr, count: u32) -> Result<(), String> {
+/// With `kem` the client's share is followed by an ML-KEM-768 encapsulation key and the
+/// server's by the ciphertext, and both secrets are combined as psp-core's hybrid handshake
+/// does; with `mptcp` the connection is an MPTCP one.
+async fn dh(
+    listen: bool,
+    addr: SocketAddr,
+    count: u32,
+    mptcp: bool,
+    kem: bool,
+    profile: bool,
+) -> Result<(), String> {
     use psp_core::handshake::Role;
+    use psp_core::handshake::kem::{KemKeyPair, encapsulate};
+    use psp_core::handshake::messages::{KEM_CIPHERTEXT_LEN, KEM_KEY_LEN, KemCiphertext, KemKey};
     use psp_core::handshake::schedule::Ephemeral;
+    let random = |out: &mut [u8]| getrandom::fill(out).map_err(|e| format!("OS RNG: {e}"));
     let ephemeral = || -> Result<Ephemeral, String> {
         let mut secret = [0u8; 32];
-        getrandom::fill(&mut secret).map_err(|e| format!("OS RNG: {e}"))?;
+        random(&mut secret)?;
         Ok(Ephemeral::from_bytes(secret))
     };
+    let proto = mptcp.then_some(socket2::Protocol::MPTCP);
+    let (ask, answer) = if kem {
+        (32 + KEM_KEY_LEN, 32 + KEM_CIPHERTEXT_LEN)
+    } else {
+        (32, 32)
+    };
     if listen {
-        let l = TcpListener::bind(addr)
-            .await
+        let sock = socket2::Socket::new(
+            socket2::Domain::for_address(addr),
+            socket2::Type::STREAM,
+            proto,
+        )
+        .map_err(|e| format!("{addr}: {e}"))?;
+        sock.set_reuse_address(true)
             .map_err(|e| format!("{addr}: {e}"))?;
+        sock.bind(&addr.into())
+            .map_err(|e| format!("{addr}: {e}"))?;
+        sock.listen(128).map_err(|e| format!("{addr}: {e}"))?;
+        sock.set_nonblocking(true)
+            .map_err(|e| format!("{addr}: {e}"))?;
+        let l = TcpListener::from_std(sock.into()).map_err(|e| format!("{addr}: {e}"))?;
         for _ in 0..count {
             let (mut s, _) = l.accept().await.map_err(|e| e.to_string())?;
-            let mut peer = [0u8; 32];
+            s.set_nodelay(true).map_err(|e| e.to_string())?;
+            let mut peer = vec![0u8; ask];
             s.read_exact(&mut peer).await.map_err(|e| e.to_string())?;
             let eph = ephemeral()?;
-            s.write_all(&eph.public_share())
-                .await
-                .map_err(|e| e.to_string())?;
-            eph.complete(Role::Responder, &peer, None, None)
+            let mut reply = eph.public_share().to_vec();
+            let secret = if kem {
+                let ek: &[u8; KEM_KEY_LEN] = peer[32..].try_into().map_err(|_| "short key")?;
+                let ek =
+                    KemKey::new(ek).ok_or("the client's ML-KEM key fails the modulus check")?;
+                let mut m = [0u8; 32];
+                random(&mut m)?;
+                let (ct, k) = encapsulate(&ek, &m);
+                reply.extend_from_slice(&ct.0);
+                Some(k)
+            } else {
+                None
+            };
+            s.write_all(&reply).await.map_err(|e| e.to_string())?;
+            let share: [u8; 32] = peer[..32].try_into().map_err(|_| "short share")?;
+            eph.complete_hybrid(Role::Responder, secret.as_ref(), &share, None, None)
                 .map_err(|e| e.to_string())?;
         }
         return Ok(());
@@ -816,17 +910,63 @@ async fn dh(listen: bool, addr: SocketAddr, count: u32) -> Result<(), String> {
     let mut out = std::io::stdout().lock();
     for _ in 0..count {
         let t = Instant::now();
-        let mut s = TcpStream::connect(addr).await.map_err(|e| e.to_string())?;
-        s.set_nodelay(true).map_err(|e| e.to_string())?;
-        let eph = ephemeral()?;
-        s.write_all(&eph.public_share())
+        let sock = socket2::Socket::new(
+            socket2::Domain::for_address(addr),
+            socket2::Type::STREAM,
+            proto,
+        )
+        .map_err(|e| format!("{addr}: {e}"))?;
+        sock.set_nonblocking(true)
+            .map_err(|e| format!("{addr}: {e}"))?;
+        let mut s = tokio::net::TcpSocket::from_std_stream(sock.into())
+            .connect(addr)
             .await
             .map_err(|e| e.to_string())?;
-        let mut peer = [0u8; 32];
+        s.set_nodelay(true).map_err(|e| e.to_string())?;
+        let connected = t.elapsed();
+        let eph = ephemeral()?;
+        let mut first = eph.public_share().to_vec();
+        let pair = if kem {
+            let mut seed = zeroize::Zeroizing::new([0u8; 64]);
+            random(&mut seed[..])?;
+            let d: &[u8; 32] = seed[..32].try_into().map_err(|_| "seed")?;
+            let z: &[u8; 32] = seed[32..].try_into().map_err(|_| "seed")?;
+            let pair = KemKeyPair::from_seed(d, z);
+            first.extend_from_slice(pair.encapsulation_key().as_bytes());
+            Some(pair)
+        } else {
+            None
+        };
+        s.write_all(&first).await.map_err(|e| e.to_string())?;
+        let written = t.elapsed();
+        let mut peer = vec![0u8; answer];
         s.read_exact(&mut peer).await.map_err(|e| e.to_string())?;
-        eph.complete(Role::Initiator, &peer, None, None)
+        let read = t.elapsed();
+        let secret = match &pair {
+            Some(p) => {
+                let mut ct = KemCiphertext([0; KEM_CIPHERTEXT_LEN]);
+                ct.0.copy_from_slice(&peer[32..]);
+                Some(p.decapsulate(&ct))
+            }
+            None => None,
+        };
+        let share: [u8; 32] = peer[..32].try_into().map_err(|_| "short share")?;
+        eph.complete_hybrid(Role::Initiator, secret.as_ref(), &share, None, None)
             .map_err(|e| e.to_string())?;
-        let _ = writeln!(out, "{}", t.elapsed().as_micros());
+        let total = t.elapsed();
+        let _ = if profile {
+            writeln!(
+                out,
+                "{} {} {} {} {}",
+                total.as_micros(),
+                connected.as_micros(),
+                (written - connected).as_micros(),
+                (read - written).as_micros(),
+                (total - read).as_micros()
+            )
+        } else {
+            writeln!(out, "{}", total.as_micros())
+        };
     }
     Ok(())
 }

@@ -258,3 +258,90 @@ fn two_psp_mp_with_allow_plain_still_scramble() {
         );
     }
 }
+
+/// Runs `listen` with `listen_args` and `connect` with `connect_args` on two free loopback
+/// ports (both `-v`, stdin empty); returns (client, listener) outputs.
+fn listen_and_connect(listen_args: &[&str], connect_args: &[&str]) -> (Output, Output) {
+    let [t, u] = free_ports();
+    let paths = [
+        "--path".to_owned(),
+        format!("trusted,127.0.0.1:{t}"),
+        "--path".to_owned(),
+        format!("untrusted,127.0.0.1:{u}"),
+        "-v".to_owned(),
+    ];
+    let server = Command::new(env!("CARGO_BIN_EXE_psp-mp"))
+        .arg("listen")
+        .args(&paths)
+        .args(listen_args)
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut client = None;
+    for _ in 0..100 {
+        let o = Command::new(env!("CARGO_BIN_EXE_psp-mp"))
+            .arg("connect")
+            .args(&paths)
+            .args(connect_args)
+            .stdin(std::process::Stdio::null())
+            .output()
+            .unwrap();
+        if !stderr(&o).contains("Connection refused") {
+            client = Some(o);
+            break;
+        }
+        std::thread::sleep(core::time::Duration::from_millis(50));
+    }
+    let client = client.expect("the listener came up");
+    (client, server.wait_with_output().unwrap())
+}
+
+/// `--kem` on both subcommands: `require` on both sides gives a stream whose keys hold
+/// ML-KEM-768 (the `-v` line says `kem on`), in both flows; `prefer` against `off` runs
+/// without it (`kem off`); `require` against `off` (either side) ends both with one line
+/// naming it (`kem_required` and the option to change); the default is off.
+#[test]
+fn kem_option_reaches_the_key_exchange_and_the_report() {
+    for flow in [&[][..], &["--faithful-handshake"][..]] {
+        let with = |kem: &'static str| [&["--kem", kem][..], flow].concat();
+        let (client, server) = listen_and_connect(&["--kem", "require"], &with("require"));
+        for (who, o) in [("client", &client), ("listener", &server)] {
+            assert!(o.status.success(), "{who} {flow:?}: {}", stderr(o));
+            assert!(
+                stderr(o).contains(
+                    "psp-mp: connected, cipher aes128-gcm, kem on (x25519 + ml-kem-768), \
+                     smkex over both paths,"
+                ),
+                "{who} {flow:?}: {}",
+                stderr(o)
+            );
+        }
+        let (client, server) = listen_and_connect(&["--kem", "off"], &with("prefer"));
+        for (who, o) in [("client", &client), ("listener", &server)] {
+            assert!(o.status.success(), "{who} {flow:?}: {}", stderr(o));
+            assert!(
+                stderr(o).contains("kem off (x25519 only)"),
+                "{who}: {}",
+                stderr(o)
+            );
+        }
+        for (listen_kem, connect_kem) in [("off", "require"), ("require", "off")] {
+            let (client, server) = listen_and_connect(&["--kem", listen_kem], &with(connect_kem));
+            for (who, o) in [("client", &client), ("listener", &server)] {
+                assert!(!o.status.success(), "{who}: must fail");
+                assert_eq!(
+                    stderr(o),
+                    "psp-mp: key exchange failed: kem_required (one side requires ML-KEM-768 \
+                     and the other runs without it: give both sides --kem prefer or require, \
+                     or neither --kem require)\n",
+                    "{who} (listen {listen_kem}, connect {connect_kem}, {flow:?})"
+                );
+            }
+        }
+    }
+    let help = String::from_utf8(psp_mp(&["listen", "--help"]).stdout).unwrap();
+    assert!(help.contains("--kem <KEM>"), "{help}");
+    assert!(help.contains("[default: off]"), "{help}");
+}

@@ -190,10 +190,11 @@ fn listen_out_dir_refuses_to_overwrite() {
 }
 
 /// MULTIPATH.md "Edge cases" 12: `connect --setup-only N` against `listen --count N
-/// --discard` prints N lines of four integers (µs): TOTAL CONNECT HANDSHAKE BINDING, TOTAL at
-/// least the sum of the others; both sides exit 0.
+/// --discard` prints N lines of seven integers (µs): TOTAL CONNECT HANDSHAKE BINDING, TOTAL at
+/// least the sum of those three, then FIRST_FLIGHT REPLY KEYS, which add up to HANDSHAKE; both
+/// sides exit 0.
 #[test]
-fn setup_only_prints_four_columns_per_set_up() {
+fn setup_only_prints_seven_columns_per_set_up() {
     let [t, u] = free_ports();
     let server = bin()
         .args(["listen", "--path", &format!("trusted,127.0.0.1:{t}")])
@@ -227,8 +228,9 @@ fn setup_only_prints_four_columns_per_set_up() {
     assert_eq!(lines.len(), 3, "{text}");
     for l in lines {
         let v: Vec<u64> = l.split(' ').map(|x| x.parse().unwrap()).collect();
-        assert_eq!(v.len(), 4, "{l}");
+        assert_eq!(v.len(), 7, "{l}");
         assert!(v[0] >= v[1] + v[2] + v[3], "{l}");
+        assert_eq!(v[4] + v[5] + v[6], v[2], "{l}");
     }
     let server = wait_for(server, Duration::from_secs(20)).expect("the listener ends");
     assert!(server.status.success(), "{}", stderr(&server));

@@ -2,8 +2,10 @@
 //! (client with a trusted and an untrusted link, eve routing both and capturing the untrusted
 //! one, server). Checks the security half of the RESULT line (the papers' "0 known-text hits",
 //! and the ciphertext-only analyst who reads the scrambled file anyway but not the sealed one)
-//! and that a stream outlives its untrusted link going down (`--continue-on-path-failure`); the
-//! timing half of a debug build means nothing and is not checked. Fails loudly (never skips)
+//! and that a stream outlives its untrusted link going down (`--continue-on-path-failure`), and
+//! the hybrid key exchange (`--kem require`: a stream in each mode, a replaced KemShare caught);
+//! the timing half of a debug build means nothing and is not checked (the set-ups of every kind
+//! must still succeed). Fails loudly (never skips)
 //! when it cannot set up.
 #![allow(missing_docs)]
 
@@ -47,6 +49,10 @@ fn root_quick_testbed_run_eve_reads_scrambled_text_not_sealed_and_mitm_is_detect
     assert!(pct("eve_recovered_pct_plain") >= 99.9, "{result}");
     assert!(pct("eve_recovered_pct_digits_aes") < 1.0, "{result}");
     assert_eq!(n("mitm_one_path_detected"), 1, "{result}");
+    // ML-KEM-768 (`--kem require` on both sides): a replaced KemShare is caught as a replaced
+    // Share is, and a stream in each mode reports its keys hold the KEM secret.
+    assert_eq!(n("kem_mitm_one_path_detected"), 1, "{result}");
+    assert_eq!(n("kem_stream_ok"), 1, "{result}");
     assert!(n("eve_both_paths_hits") > 1000, "{result}");
     assert_eq!(n("pinned_both_paths_refused"), 1, "{result}");
     assert!(n("known_plaintext_recovered_bytes") > 65, "{result}");

@@ -33,7 +33,11 @@
 //!   before any data flows;
 //! - an active attacker on **both** paths can run the key exchange with each side and read
 //!   everything, unless the peer's long-term key is pinned ([`Options::static_key`],
-//!   [`Options::pinned_peer`]).
+//!   [`Options::pinned_peer`]);
+//! - a recording of both paths gives up the stream to an attacker who later breaks X25519 (a
+//!   quantum computer), unless both sides set [`Options::kem`] (ML-KEM-768 beside X25519);
+//! - in [`Mode::KernelMptcp`] the kernel places every byte, the key exchange's too: none of
+//!   the two-path properties above is guaranteed there.
 //!
 //! The listener's cipher is a requirement: a client asking for another is refused on both
 //! sides ([`Error::CipherRequired`], [`Error::CipherRefused`]); plain is chosen only in the
@@ -93,11 +97,14 @@ use core::time::Duration;
 use std::io;
 
 use psp_core::handshake::FailReason;
+/// The ML-KEM-768 policy of [`Options::kem`] (psp-core's).
+pub use psp_core::handshake::KemMode;
 
 #[cfg(feature = "attack")]
 pub mod attack;
 mod clock;
 pub mod proto;
+mod rng;
 mod stream;
 mod sys;
 mod tcp;
@@ -198,8 +205,11 @@ pub enum Mode {
     /// One `IPPROTO_MPTCP` socket whose initial subflow is bound to the trusted path; further
     /// subflows come from `ip mptcp endpoint`. **The kernel decides placement** (it cannot pin
     /// data to a subflow and may reinject on any), so neither the first-segment rule nor the
-    /// share holds, and the key exchange runs single-path (SEP over the one connection: safe
-    /// against passive observers only). See [`MultipathStream::subflows`].
+    /// share holds. The compact key exchange (default) runs SMKEX with both of its paths on
+    /// the one connection, so its two-path check guards against nothing the kernel does not
+    /// happen to split (docs/MULTIPATH.md, "Kernel MPTCP mode"); the thesis flow runs
+    /// single-path SEP. Either is safe against passive observers only. See
+    /// [`MultipathStream::subflows`].
     KernelMptcp,
 }
 
@@ -304,13 +314,20 @@ pub struct Options {
     /// Initiator: the one-round-trip key exchange (default; `psp_core::handshake::Config::compact`:
     /// the SEP offer travels with the SMKEX share and nonce, the binding tags confirm the keys)
     /// instead of the thesis' three round trips (SEP Request/Accept, SMKEX, Confirm/ConfirmAck),
-    /// kept for comparison. A responder serves both; dispersal mode only.
+    /// kept for comparison. A responder serves both. In [`Mode::KernelMptcp`] the compact flow
+    /// carries both SMKEX paths on the one connection and the thesis flow is single-path SEP.
     pub compact_handshake: bool,
+    /// ML-KEM-768 beside X25519 in the key exchange (psp-core's hybrid post-quantum handshake,
+    /// `psp_core::handshake::Config::kem`; docs/SESSIONS.md "Hybrid post-quantum sessions"):
+    /// [`KemMode::Off`] (default), [`KemMode::Preferred`] (used when the peer runs it too),
+    /// [`KemMode::Required`] (no stream without it: [`Error::Handshake`]`(KemRequired)`).
+    /// [`MultipathStream::kem`] says whether a stream has it.
+    pub kem: KemMode,
 }
 
 impl Default for Options {
     /// AES-128-GCM, refuse plain, default share policy, 16 KiB segments, 10 s set-up, no
-    /// long-term keys, the one-round-trip key exchange.
+    /// long-term keys, the one-round-trip key exchange, X25519 only (no ML-KEM).
     fn default() -> Self {
         Self {
             mode: Mode::Dispersal,
@@ -325,6 +342,7 @@ impl Default for Options {
             on_path_failure: OnPathFailure::Close,
             path_timeout: Duration::from_secs(10),
             compact_handshake: true,
+            kem: KemMode::Off,
         }
     }
 }
@@ -410,16 +428,31 @@ impl PathStats {
     }
 }
 
-/// Where one side's set-up time went ([`MultipathStream::setup_profile`]).
+/// Where one side's set-up time went ([`MultipathStream::setup_profile`]), by the driver's
+/// clock, each reading taken after the work it ends. `handshake` is `first_flight + reply +
+/// keys`; what follows `binding` (building the stream) is in none of them.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct SetupProfile {
     /// TCP (or MPTCP) connects, both paths in parallel (initiator; zero on the responder).
     pub connect: Duration,
-    /// From the first hello to the handshake's keys (hellos, SEP, SMKEX).
+    /// From the set-up's start to the handshake's keys (hellos, SEP, SMKEX).
     pub handshake: Duration,
-    /// Binding tags: ours sent, the peer's received and checked.
+    /// From the keys to the set-up's end: our binding tag written, the peer's read and checked,
+    /// the stream keys derived. Zero-ish when the peer's tag came with its last handshake
+    /// message (the compact flow's initiator): that work is then in `keys`.
     pub binding: Duration,
+    /// From the start until this side's first write was handed to the socket(s) (initiator:
+    /// the ephemeral keys, ML-KEM key generation included, and writing the hellos and the
+    /// first flight).
+    pub first_flight: Duration,
+    /// From that write until the first bytes of the peer's answer were read (the network's
+    /// round trip and the peer's work).
+    pub reply: Duration,
+    /// From those bytes until the read that completed the handshake was processed (the rest
+    /// of the answer, parsing, DH, ML-KEM decapsulation, transcript hash, key schedule, our
+    /// binding tag).
+    pub keys: Duration,
 }
 
 /// One MPTCP subflow in kernel MPTCP mode, as the kernel reports it.
@@ -544,6 +577,11 @@ impl fmt::Display for Error {
         match self {
             Self::Io { path, source } => write!(f, "{source}{}", path_name(*path)),
             Self::Wire { path, error } => write!(f, "bad bytes{}: {error}", path_name(*path)),
+            Self::Handshake(FailReason::KemRequired) => f.write_str(
+                "key exchange failed: kem_required (one side requires ML-KEM-768 and the other \
+                 runs without it: give both sides --kem prefer or require, or neither --kem \
+                 require)",
+            ),
             Self::Handshake(r) => write!(f, "key exchange failed: {r}"),
             Self::BindMismatch => f.write_str("hello binding tag mismatch (tampered set-up)"),
             Self::Refused(why) => write!(f, "refused: {why}"),

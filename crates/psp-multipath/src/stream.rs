@@ -51,9 +51,11 @@ pub struct MultipathStream {
     /// forgets them once the connection closes).
     subflow_snapshot: Option<Vec<crate::Subflow>>,
     setup_time: core::time::Duration,
-    handshake_time: core::time::Duration,
-    connect_time: core::time::Duration,
+    /// Where the set-up's time went, by the driver's clock.
+    profile: crate::SetupProfile,
     peer_static: Option<[u8; 32]>,
+    kem: bool,
+    smkex: bool,
 }
 
 /// Applies the path-failure socket options (`Continue` only): `TCP_USER_TIMEOUT` (sent data
@@ -91,6 +93,8 @@ impl MultipathStream {
             .collect();
         let (setup_time, handshake_time, peer_static) =
             (est.setup_time(), est.handshake_time(), est.peer_static());
+        let zero = core::time::Duration::ZERO;
+        let (kem, smkex) = (est.kem(), est.smkex());
         Self {
             conn: Connection::new(clock.now(), est, options),
             sockets,
@@ -103,9 +107,18 @@ impl MultipathStream {
             reader_waits_flush: false,
             subflow_snapshot: None,
             setup_time,
-            handshake_time,
-            connect_time: core::time::Duration::ZERO,
+            // The set-up's own view until the driver gives its profile.
+            profile: crate::SetupProfile {
+                connect: zero,
+                handshake: handshake_time,
+                binding: setup_time.saturating_sub(handshake_time),
+                first_flight: zero,
+                reply: zero,
+                keys: handshake_time,
+            },
             peer_static,
+            kem,
+            smkex,
         }
     }
 
@@ -125,17 +138,27 @@ impl MultipathStream {
         self.peer_static
     }
 
-    /// Where set-up time went on this side.
-    pub fn setup_profile(&self) -> crate::SetupProfile {
-        crate::SetupProfile {
-            connect: self.connect_time,
-            handshake: self.handshake_time,
-            binding: self.setup_time.saturating_sub(self.handshake_time),
-        }
+    /// Whether the stream's keys hold an ML-KEM-768 secret beside X25519's (the hybrid
+    /// handshake, [`Options::kem`](crate::Options::kem) on both sides): a recording of the
+    /// set-up then yields nothing to an attacker who can break X25519 but not ML-KEM-768.
+    pub fn kem(&self) -> bool {
+        self.kem
     }
 
-    pub(crate) fn set_connect_time(&mut self, d: core::time::Duration) {
-        self.connect_time = d;
+    /// Whether the key exchange ran SMKEX (the transcript hash checked across two paths) rather
+    /// than single-path SEP. In kernel MPTCP mode both of SMKEX's paths were the one MPTCP
+    /// connection (docs/MULTIPATH.md, "Kernel MPTCP mode": what that still guarantees).
+    pub fn smkex(&self) -> bool {
+        self.smkex
+    }
+
+    /// Where set-up time went on this side (see [`SetupProfile`](crate::SetupProfile)).
+    pub fn setup_profile(&self) -> crate::SetupProfile {
+        self.profile
+    }
+
+    pub(crate) fn set_profile(&mut self, profile: crate::SetupProfile) {
+        self.profile = profile;
     }
 
     /// Per-path counters, `[untrusted, trusted]` (indexes [`UNTRUSTED`](crate::UNTRUSTED) and

@@ -1,5 +1,6 @@
-//! The one system call nothing safe wraps: `getsockopt(TCP_INFO)` for the per-path RTT and
-//! retransmission counters. The only module with `unsafe`.
+//! The socket calls nothing safe wraps: `getsockopt(TCP_INFO)` for the per-path RTT and
+//! retransmission counters, the MPTCP subflow report, and `IP_BIND_ADDRESS_NO_PORT`. The only
+//! module with `unsafe`.
 #![allow(unsafe_code)]
 
 use std::os::fd::AsRawFd;
@@ -42,6 +43,36 @@ pub(crate) fn tcp_info(s: &TcpStream) -> Option<TcpInfo> {
 #[cfg(not(target_os = "linux"))]
 pub(crate) fn tcp_info(_: &TcpStream) -> Option<TcpInfo> {
     None
+}
+
+/// Sets `IP_BIND_ADDRESS_NO_PORT` on a socket about to be bound to a local address with port 0
+/// and connected: the kernel then picks the port at connect, by the whole 4-tuple, instead of a
+/// port free for every destination at bind (a search through the bound ports, which thousands
+/// of `TIME_WAIT` sockets of earlier set-ups make slow). Best effort: `false` where refused.
+#[cfg(target_os = "linux")]
+pub(crate) fn bind_address_no_port(s: &impl AsRawFd) -> bool {
+    let on: libc::c_int = 1;
+    let Ok(len) = libc::socklen_t::try_from(size_of::<libc::c_int>()) else {
+        return false;
+    };
+    // SAFETY: `s` owns a valid socket fd for the call's duration; `on` is a readable c_int and
+    // `len` its size.
+    let rc = unsafe {
+        libc::setsockopt(
+            s.as_raw_fd(),
+            libc::IPPROTO_IP,
+            libc::IP_BIND_ADDRESS_NO_PORT,
+            (&raw const on).cast(),
+            len,
+        )
+    };
+    rc == 0
+}
+
+/// Not Linux: nothing.
+#[cfg(not(target_os = "linux"))]
+pub(crate) fn bind_address_no_port(_: &impl AsRawFd) -> bool {
+    false
 }
 
 /// `SOL_MPTCP` and its options (linux/mptcp.h; not in the libc crate).

@@ -6,14 +6,16 @@ use std::collections::HashMap;
 use std::io;
 
 use psp_core::handshake::Tai64n;
+use psp_core::time::Instant;
 use socket2::{Domain, Protocol, Socket, Type};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpSocket, TcpStream};
 
 use crate::clock::Clock;
 use crate::proto::{Established, Setup, SetupEvent, roles};
+use crate::rng::SetupRng;
 use crate::wire::{HELLO_LEN, Hello, PathRole, caps};
-use crate::{Error, Mode, MultipathStream, Options, Path, TRUSTED, UNTRUSTED};
+use crate::{Error, Mode, MultipathStream, Options, Path, SetupProfile, TRUSTED, UNTRUSTED};
 
 /// `[untrusted, trusted]` out of two paths, or an error.
 fn split_paths(paths: &[Path]) -> Result<[&Path; 2], Error> {
@@ -44,6 +46,9 @@ async fn connect_one(p: &Path) -> Result<TcpStream, Error> {
         sock.bind_device(Some(dev.as_bytes())).map_err(e)?;
     }
     if let Some(local) = p.local {
+        if local.port() == 0 {
+            crate::sys::bind_address_no_port(&sock);
+        }
         sock.bind(local).map_err(e)?;
     }
     let s = sock.connect(remote).await.map_err(e)?;
@@ -51,16 +56,50 @@ async fn connect_one(p: &Path) -> Result<TcpStream, Error> {
     Ok(s)
 }
 
-/// The OS random number generator, boxed for a [`Setup`].
-fn os_rng() -> Box<rand_core::OsRng> {
-    Box::new(rand_core::OsRng)
+/// The OS random number generator for one [`Setup`], read once ([`SetupRng`]). Fails early,
+/// with a clear error, if it does not work (the handshake would otherwise panic in it).
+fn os_rng() -> Result<Box<SetupRng>, Error> {
+    SetupRng::new()
+        .map(Box::new)
+        .map_err(|_| Error::Config("the OS random number generator failed"))
 }
 
-/// Fails early, with a clear error, if the OS random number generator does not work (the
-/// handshake would otherwise panic inside `OsRng`).
-fn check_rng() -> Result<(), Error> {
-    let mut b = [0u8; 1];
-    getrandom::fill(&mut b).map_err(|_| Error::Config("the OS random number generator failed"))
+/// The driver's clock readings during a set-up, for [`crate::SetupProfile`]. Each is taken
+/// after the work it ends (a write returned, a read's bytes processed), so CPU time falls in
+/// the phase that spent it.
+#[derive(Clone, Copy, Debug, Default)]
+struct Marks {
+    /// The first write (hellos and the first flight) handed to the socket(s).
+    first_write: Option<Instant>,
+    /// The first bytes of the peer's answer read (before processing them).
+    first_read: Option<Instant>,
+    /// The read that gave the handshake's keys processed (parsing, DH, ML-KEM, key schedule,
+    /// our binding tag; and the peer's tag if it came in the same read).
+    keys: Option<Instant>,
+    /// The set-up over: the peer's binding tag verified, the stream keys derived, our last
+    /// bytes written.
+    done: Option<Instant>,
+}
+
+impl Marks {
+    /// The profile of a set-up that started at `start` (the clock's origin just before the
+    /// connects, so `start` is the connect time).
+    fn profile(&self, start: Instant) -> SetupProfile {
+        let since = |a: Instant, b: Option<Instant>| {
+            core::time::Duration::from(b.unwrap_or(a).saturating_since(a))
+        };
+        let wrote = self.first_write.unwrap_or(start);
+        let read = self.first_read.unwrap_or(wrote);
+        let keys = self.keys.unwrap_or(read);
+        SetupProfile {
+            connect: core::time::Duration::from_micros(start.total_micros()),
+            handshake: since(start, Some(keys)),
+            binding: since(keys, self.done),
+            first_flight: since(start, Some(wrote)),
+            reply: since(wrote, Some(read)),
+            keys: since(read, Some(keys)),
+        }
+    }
 }
 
 /// Drives `setup` over `sockets` (by slot) until it reports.
@@ -71,15 +110,23 @@ async fn drive(
     setup: &mut Setup,
     sockets: &mut [TcpStream],
     clock: &Clock,
+    marks: &mut Marks,
 ) -> Result<Established, Error> {
     let roles = roles(if sockets.len() == 1 {
         Mode::KernelMptcp
     } else {
         Mode::Dispersal
     });
-    let mut bufs = vec![Vec::with_capacity(4096); sockets.len()];
+    // A whole flight fits (the largest message, a KemShare, is 1,238 bytes); a read takes at
+    // most the room there is, so a smaller buffer would split a flight over reads. (Not
+    // `vec![Vec::with_capacity(4096); n]`: its clones have no capacity, and a `Vec` with none
+    // grows by 64 bytes per read, which read the untrusted connection 64 bytes at a time.)
+    let mut bufs: Vec<Vec<u8>> = (0..sockets.len())
+        .map(|_| Vec::with_capacity(4096))
+        .collect();
     loop {
         let event = setup.poll_event();
+        let mut wrote = false;
         for (i, s) in sockets.iter_mut().enumerate() {
             let out = setup.poll_transmit(i);
             if out.is_empty() {
@@ -87,14 +134,23 @@ async fn drive(
             }
             let n = out.len();
             match (s.write_all(out).await, &event) {
-                (Ok(()), _) => setup.transmitted(i, n),
+                (Ok(()), _) => {
+                    setup.transmitted(i, n);
+                    wrote = true;
+                }
                 // A failed set-up's last bytes (a refusal, a Reject) are best effort.
                 (Err(_), Some(SetupEvent::Failed(_))) => {}
                 (Err(e), _) => return Err(Error::io(Some(roles[i]), e)),
             }
         }
+        if wrote && marks.first_write.is_none() {
+            marks.first_write = Some(clock.now());
+        }
         match event {
-            Some(SetupEvent::Established(e)) => return Ok(*e),
+            Some(SetupEvent::Established(e)) => {
+                marks.done = Some(clock.now());
+                return Ok(*e);
+            }
             Some(SetupEvent::Failed(e)) => return Err(e),
             None => {}
         }
@@ -121,7 +177,7 @@ async fn drive(
                 }
             }
             [a] => tokio::select! {
-                r = a.read_buf(&mut bufs[0]) => (0, r),
+                r = a.read_buf(&mut bufs[0]), if setup.wants_input(0) => (0, r),
                 () = sleep => {
                     setup.handle_timeout(clock.now());
                     continue;
@@ -130,15 +186,18 @@ async fn drive(
             _ => return Err(Error::Config("one or two connections")),
         };
         match r {
-            Ok(0) => {
-                return Err(Error::io(
-                    Some(roles[i]),
-                    io::Error::new(io::ErrorKind::UnexpectedEof, "peer closed during set-up"),
-                ));
-            }
+            // The set-up says what a close at this point means.
+            Ok(0) => setup.handle_eof(clock.now(), i),
             Ok(_) => {
-                setup.handle_recv(clock.now(), i, &bufs[i]);
+                let now = clock.now();
+                if marks.first_write.is_some() && marks.first_read.is_none() {
+                    marks.first_read = Some(now);
+                }
+                setup.handle_recv(now, i, &bufs[i]);
                 bufs[i].clear();
+                if marks.keys.is_none() && setup.has_keys() {
+                    marks.keys = Some(clock.now());
+                }
             }
             Err(e) => return Err(Error::io(Some(roles[i]), e)),
         }
@@ -157,7 +216,6 @@ fn timestamp() -> Tai64n {
 /// addresses; any set-up failure ([`Error::Handshake`] for an attacker replacing a share,
 /// [`Error::Refused`], [`Error::Timeout`], [`Error::Io`]).
 pub async fn connect(paths: &[Path], options: &Options) -> Result<MultipathStream, Error> {
-    check_rng()?;
     if options.mode == Mode::KernelMptcp {
         return connect_mptcp(paths, options).await;
     }
@@ -165,18 +223,26 @@ pub async fn connect(paths: &[Path], options: &Options) -> Result<MultipathStrea
     let clock = Clock::new();
     let go = async {
         let (cu, ct) = tokio::try_join!(connect_one(u), connect_one(t))?;
-        // The clock started just before the connects.
-        let connect_time = core::time::Duration::from_micros(clock.now().total_micros());
-        let mut sockets = vec![cu, ct];
-        let mut setup = Setup::initiate(clock.now(), options, timestamp(), os_rng());
-        let est = drive(&mut setup, &mut sockets, &clock).await?;
-        Ok::<_, Error>((sockets, est, connect_time))
+        initiate(vec![cu, ct], options, &clock).await
     };
-    let (sockets, est, connect_time) = tokio::time::timeout(options.handshake_timeout, go)
+    tokio::time::timeout(options.handshake_timeout, go)
         .await
-        .map_err(|_| Error::Timeout)??;
-    let mut s = MultipathStream::new(sockets, est, options, clock);
-    s.set_connect_time(connect_time);
+        .map_err(|_| Error::Timeout)?
+}
+
+/// The initiator's set-up on connected `sockets` (by slot), `clock` started just before the
+/// connects.
+async fn initiate(
+    mut sockets: Vec<TcpStream>,
+    options: &Options,
+    clock: &Clock,
+) -> Result<MultipathStream, Error> {
+    let start = clock.now();
+    let mut setup = Setup::initiate(start, options, timestamp(), os_rng()?);
+    let mut marks = Marks::default();
+    let est = drive(&mut setup, &mut sockets, clock, &mut marks).await?;
+    let mut s = MultipathStream::new(sockets, est, options, *clock);
+    s.set_profile(marks.profile(start));
     Ok(s)
 }
 
@@ -215,21 +281,20 @@ async fn connect_mptcp(paths: &[Path], options: &Options) -> Result<MultipathStr
             sock.bind_device(Some(dev.as_bytes())).map_err(e)?;
         }
         if let Some(local) = t.local {
+            if local.port() == 0 {
+                crate::sys::bind_address_no_port(&sock);
+            }
             sock.bind(&local.into()).map_err(e)?;
         }
         sock.set_nonblocking(true).map_err(e)?;
         let sock = TcpSocket::from_std_stream(sock.into());
         let s = sock.connect(remote).await.map_err(e)?;
         s.set_nodelay(true).map_err(e)?;
-        let mut sockets = vec![s];
-        let mut setup = Setup::initiate(clock.now(), options, timestamp(), os_rng());
-        let est = drive(&mut setup, &mut sockets, &clock).await?;
-        Ok::<_, Error>((sockets, est))
+        initiate(vec![s], options, &clock).await
     };
-    let (sockets, est) = tokio::time::timeout(options.handshake_timeout, go)
+    tokio::time::timeout(options.handshake_timeout, go)
         .await
-        .map_err(|_| Error::Timeout)??;
-    Ok(MultipathStream::new(sockets, est, options, clock))
+        .map_err(|_| Error::Timeout)?
 }
 
 /// Binds listeners for the two paths; see [`Listener::bind`].
@@ -297,7 +362,10 @@ fn listen_socket(p: &Path, mptcp: bool) -> Result<TcpListener, Error> {
 /// Reads a connection's hello (and whatever came with it), within `options`' set-up timeout.
 async fn read_hello(mut socket: TcpStream, options: &Options) -> Option<(Arrived, Hello)> {
     let _ = socket.set_nodelay(true);
-    let mut buf = Vec::with_capacity(1024);
+    // Room for the hello and the whole first flight behind it (a hybrid handshake's KemShare
+    // alone is 1,238 bytes): read in one go, it is answered in one write. With 1 KiB the
+    // KemShare was cut, and the responder answered hello and Accept first, the rest after.
+    let mut buf = Vec::with_capacity(4096);
     let read = async {
         while buf.len() < HELLO_LEN {
             if socket.read_buf(&mut buf).await.ok()? == 0 {
@@ -383,7 +451,6 @@ impl Listener {
     /// # Errors
     /// Set-up failures of a paired client (as [`connect`]); [`Error::Io`] if accepting fails.
     pub async fn accept(&mut self, options: &Options) -> Result<MultipathStream, Error> {
-        check_rng()?;
         if self.listeners.len() == 1 {
             return self.accept_mptcp(options).await;
         }
@@ -438,7 +505,7 @@ impl Listener {
 async fn respond(arrived: Vec<Arrived>, options: &Options) -> Result<MultipathStream, Error> {
     let clock = Clock::new();
     let hellos: Vec<[u8; HELLO_LEN]> = arrived.iter().map(|a| a.hello).collect();
-    let mut setup = Setup::respond(clock.now(), options, &hellos, os_rng());
+    let mut setup = Setup::respond(clock.now(), options, &hellos, os_rng()?);
     let mut sockets = Vec::with_capacity(arrived.len());
     for (i, a) in arrived.into_iter().enumerate() {
         if !a.rest.is_empty() {
@@ -446,11 +513,15 @@ async fn respond(arrived: Vec<Arrived>, options: &Options) -> Result<MultipathSt
         }
         sockets.push(a.socket);
     }
+    let start = clock.now();
+    let mut marks = Marks::default();
     let est = tokio::time::timeout(
         options.handshake_timeout,
-        drive(&mut setup, &mut sockets, &clock),
+        drive(&mut setup, &mut sockets, &clock, &mut marks),
     )
     .await
     .map_err(|_| Error::Timeout)??;
-    Ok(MultipathStream::new(sockets, est, options, clock))
+    let mut s = MultipathStream::new(sockets, est, options, clock);
+    s.set_profile(marks.profile(start));
+    Ok(s)
 }

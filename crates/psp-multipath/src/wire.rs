@@ -21,6 +21,8 @@
 use core::fmt;
 use core::ops::Range;
 
+use psp_core::handshake::messages::MAX_MESSAGE_LEN;
+
 /// Length of a segment header.
 pub const HEADER_LEN: usize = 20;
 /// The largest payload a segment may carry (16 KiB of data plus a 16-byte AEAD tag).
@@ -33,8 +35,10 @@ pub const MAGIC: [u8; 4] = *b"PSMP";
 pub const VERSION: u8 = 3;
 /// The only nonzero payload length a fin or an ack may have: the AEAD tag.
 pub const CONTROL_TAG_LEN: usize = 16;
-/// The largest handshake message accepted inside a [`HandshakeFrame`].
-pub const MAX_HANDSHAKE_LEN: usize = 512;
+/// The largest handshake message accepted inside a [`HandshakeFrame`]: psp-core's longest
+/// message, a hybrid handshake's KemShare (1,238 bytes; docs/MULTIPATH.md, "Connections and
+/// paths"). Before the KEM it was 512.
+pub const MAX_HANDSHAKE_LEN: usize = MAX_MESSAGE_LEN;
 /// The first two bytes of a binding-tag frame: a length no [`HandshakeFrame`] can have (above
 /// [`MAX_HANDSHAKE_LEN`]), so a receiver tells the tag from a handshake message by them.
 pub const TAG_MARKER: [u8; 2] = [0xff, 0xff];
@@ -525,7 +529,8 @@ impl HandshakeFrame {
     /// Appends a framed message to `out`.
     ///
     /// # Panics
-    /// If `msg` is longer than [`MAX_HANDSHAKE_LEN`] (psp-core's messages are far shorter).
+    /// If `msg` is longer than [`MAX_HANDSHAKE_LEN`] (psp-core's messages never are: it is
+    /// their maximum).
     pub fn emit(msg: &[u8], out: &mut Vec<u8>) {
         assert!(msg.len() <= MAX_HANDSHAKE_LEN, "handshake message too long");
         // Bounded by the assert above.
@@ -718,6 +723,15 @@ mod tests {
         assert_eq!(HandshakeFrame::parse(&out[..6]), Ok(None));
         assert_eq!(HandshakeFrame::parse(&out[..1]), Ok(None));
         assert_eq!(HandshakeFrame::parse(b"\xff\xff"), Err(Error::TooLong));
+        // The bound is psp-core's longest message, a KemShare: 1238 is a frame, 1239 is not.
+        assert_eq!(MAX_HANDSHAKE_LEN, 1238);
+        let mut kem_share = vec![0x04, 0xd6];
+        kem_share.resize(2 + 1238, 0xaa);
+        assert_eq!(HandshakeFrame::parse(&kem_share), Ok(Some((2..1240, 1240))));
+        assert_eq!(HandshakeFrame::parse(b"\x04\xd7"), Err(Error::TooLong));
+        let mut out = Vec::new();
+        HandshakeFrame::emit(&kem_share[2..], &mut out);
+        assert_eq!(out, kem_share);
         assert_eq!(
             HandshakeFrame::parse(b"\x00\x00"),
             Err(Error::BadField("handshake length"))

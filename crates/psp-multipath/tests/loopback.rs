@@ -8,8 +8,8 @@ use core::net::SocketAddr;
 use psp_core::handshake::FailReason;
 use psp_multipath::attack::{self, Capture, Mode};
 use psp_multipath::{
-    Cipher, Error, Listener, MultipathStream, OnPathFailure, Options, Path, PathRole, SharePolicy,
-    TRUSTED, UNTRUSTED, connect,
+    Cipher, Error, KemMode, Listener, MultipathStream, OnPathFailure, Options, Path, PathRole,
+    SharePolicy, TRUSTED, UNTRUSTED, connect,
 };
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpListener;
@@ -268,6 +268,93 @@ async fn share_replaced_on_one_path_fails_the_handshake() {
         // Compact: the responder has keys at once but waits for the initiator's binding tag,
         // which never comes; the thesis' flow: it never gets a Confirm.
         assert!(server.is_err(), "server must not establish: {server:?}");
+    }
+}
+
+/// `--kem require` on both sides, both flows: the stream round-trips in both directions and
+/// both ends report keys with ML-KEM-768 (the KemShare, 1,238 bytes, crosses the untrusted
+/// connection in one frame).
+#[tokio::test]
+async fn a_hybrid_stream_round_trips_in_both_flows() {
+    for compact_handshake in [true, false] {
+        let l = listener().await;
+        let paths = l.connect_paths();
+        let o = Options {
+            compact_handshake,
+            kem: KemMode::Required,
+            ..Options::default()
+        };
+        let data = pattern(200_003);
+        let (got, back, c) = exchange(l, paths, o.clone(), o, data.clone(), b"back".to_vec()).await;
+        assert_eq!(got, data, "{compact_handshake}");
+        assert_eq!(back, b"back");
+        assert!(c.kem() && c.smkex(), "{compact_handshake}");
+    }
+}
+
+/// A client that requires the KEM against a listener without it (`--kem require` / `off`), and
+/// the other way round: no stream, and both sides' errors name the KEM (the Request says
+/// whether the initiator requires it, so the responder rejects either way and both fail
+/// `kem_required`).
+#[tokio::test]
+async fn a_required_kem_against_off_fails_both_sides_naming_it() {
+    for compact_handshake in [true, false] {
+        for client_requires in [true, false] {
+            let mut l = listener().await;
+            let paths = l.connect_paths();
+            let (require, off) = (
+                Options {
+                    compact_handshake,
+                    kem: KemMode::Required,
+                    ..Options::default()
+                },
+                Options {
+                    compact_handshake,
+                    ..Options::default()
+                },
+            );
+            let (co, so) = if client_requires {
+                (require, off)
+            } else {
+                (off, require)
+            };
+            let srv = tokio::spawn(async move { l.accept(&so).await.map(|_| ()) });
+            let client = connect(&paths, &co).await.map(|_| ());
+            let server = srv.await.unwrap();
+            let case = format!("compact {compact_handshake}, client requires {client_requires}");
+            for e in [client.unwrap_err(), server.unwrap_err()] {
+                assert!(
+                    matches!(e, Error::Handshake(FailReason::KemRequired)),
+                    "{case}: {e:?}"
+                );
+                assert!(e.to_string().contains("kem_required"), "{case}: {e}");
+            }
+        }
+    }
+}
+
+/// With the KEM on both sides, an attacker on the untrusted path who replaces the X25519 share
+/// and the ML-KEM-768 key in the KemShare (the relay's `ReplaceShare`) is detected as with a
+/// plain Share: `smkex_mismatch` at the client, no stream at the server.
+#[tokio::test]
+async fn a_kem_share_replaced_on_one_path_fails_the_handshake() {
+    for compact_handshake in [true, false] {
+        let mut l = listener().await;
+        let (paths, cap) = via_relay(&l, Mode::ReplaceShare).await;
+        let o = Options {
+            compact_handshake,
+            kem: KemMode::Required,
+            ..Options::default()
+        };
+        let so = o.clone();
+        let srv = tokio::spawn(async move { l.accept(&so).await.map(|_| ()) });
+        let client = connect(&paths, &o).await.map(|_| ());
+        assert!(
+            matches!(client, Err(Error::Handshake(FailReason::SmkexMismatch))),
+            "{compact_handshake}: {client:?}"
+        );
+        assert_eq!(cap.shares_replaced(), 1);
+        assert!(srv.await.unwrap().is_err());
     }
 }
 
@@ -564,6 +651,62 @@ async fn kernel_mptcp_mode_round_trip_and_subflow_report() {
     assert_eq!(sfs[0].remote, Some(t), "{sfs:?}");
     assert!(sfs[0].bytes_acked > 0, "{sfs:?}");
     assert!(srv_subflows.is_some());
+}
+
+/// Kernel MPTCP mode on loopback in each flow, with and without the KEM: the compact flow runs
+/// SMKEX with both of its paths on the one MPTCP connection, `compact_handshake: false`
+/// single-path SEP; the stream round-trips and each end reports what it ran. Skips, saying so,
+/// where the kernel has no MPTCP.
+#[tokio::test]
+async fn kernel_mptcp_mode_runs_each_flow_with_and_without_the_kem() {
+    use psp_multipath::Mode as Transport;
+    for (compact_handshake, kem) in [
+        (true, KemMode::Off),
+        (true, KemMode::Required),
+        (false, KemMode::Required),
+    ] {
+        let o = Options {
+            mode: Transport::KernelMptcp,
+            compact_handshake,
+            kem,
+            ..Options::default()
+        };
+        let mut l = match Listener::bind_kernel_mptcp(&[Path::listen_trusted(any())]).await {
+            Ok(l) => l,
+            Err(e) => {
+                eprintln!("SKIP kernel_mptcp_mode: this kernel has no MPTCP ({e})");
+                return;
+            }
+        };
+        let t = l.local_addrs().unwrap()[0];
+        let so = o.clone();
+        let srv = tokio::spawn(async move {
+            let mut s = l.accept(&so).await.unwrap();
+            let mut got = Vec::new();
+            s.read_to_end(&mut got).await.unwrap();
+            (got, s.kem(), s.smkex())
+        });
+        let mut c = connect(&[Path::trusted(any(), t)], &o).await.unwrap();
+        c.write_all(&pattern(100_000)).await.unwrap();
+        c.shutdown().await.unwrap();
+        let (got, srv_kem, srv_smkex) = srv.await.unwrap();
+        let case = format!("compact {compact_handshake}, {kem:?}");
+        assert_eq!(got, pattern(100_000), "{case}");
+        let want_kem = kem == KemMode::Required;
+        assert_eq!((c.kem(), srv_kem), (want_kem, want_kem), "{case}");
+        assert_eq!(
+            (c.smkex(), srv_smkex),
+            (compact_handshake, compact_handshake),
+            "{case}"
+        );
+        let p = c.setup_profile();
+        assert_eq!(
+            p.first_flight + p.reply + p.keys,
+            p.handshake,
+            "{case}: {p:?}"
+        );
+        assert!(p.connect > core::time::Duration::ZERO, "{case}: {p:?}");
+    }
 }
 
 /// A path that dies mid-stream ends the stream with an error naming the path, on the receiver

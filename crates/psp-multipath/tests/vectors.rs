@@ -1030,6 +1030,7 @@ fn multipath_md_quotes_the_error_texts_the_code_prints() {
         .to_string(),
         Error::Protocol("the peer's two hellos differ").to_string(),
         Error::Protocol("the peer chose different ciphers on the two paths").to_string(),
+        Error::Handshake(psp_core::handshake::FailReason::KemRequired).to_string(),
         wire::Error::BadVersion(2).to_string(),
         wire::Error::EmptyData.to_string(),
         wire::Error::TooLong.to_string(),

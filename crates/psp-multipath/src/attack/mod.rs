@@ -11,6 +11,7 @@
 use core::net::SocketAddr;
 use std::sync::{Arc, Mutex};
 
+use psp_core::handshake::kem::KemKeyPair;
 use psp_core::handshake::messages::{Body, Repr};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
@@ -25,7 +26,8 @@ pub mod ciphertext_only;
 pub enum Mode {
     /// Forward unchanged (record only).
     Record,
-    /// Replace the X25519 share in the initiator's SMKEX `Share` message with the attacker's.
+    /// Replace the X25519 share in the initiator's SMKEX `Share` message with the attacker's
+    /// (in a hybrid handshake's `KemShare`, also the ML-KEM-768 encapsulation key).
     ReplaceShare,
     /// Once [`INJECT_AFTER`] bytes went client → server, write one forged ack into the quiet
     /// server → client direction: the path's next sequence number (0: the server sent no
@@ -239,17 +241,23 @@ fn forged_ack(sealed: bool, path_seq: usize) -> Vec<u8> {
     out
 }
 
-/// The message with its share replaced, if it is a `Share`.
+/// The message with its share replaced, if it is a `Share` or a `KemShare`.
 fn replace_share(msg: &[u8]) -> Option<Vec<u8>> {
     let mut repr = Repr::parse_bytes(msg).ok()?;
-    let Body::Share { expiry_secs, .. } = repr.body else {
-        return None;
-    };
     // The attacker's own share: any valid X25519 point works for the demonstration (this is
     // the public key of scalar 1... times the basepoint, i.e. the basepoint 9).
     let mut share = [0u8; 32];
     share[0] = 9;
-    repr.body = Body::Share { expiry_secs, share };
+    repr.body = match repr.body {
+        Body::Share { expiry_secs, .. } => Body::Share { expiry_secs, share },
+        // And its own ML-KEM-768 key, whose decapsulation key it would hold.
+        Body::KemShare { expiry_secs, .. } => Body::KemShare {
+            expiry_secs,
+            share,
+            kem_key: *KemKeyPair::from_seed(&[0x42; 32], &[0x43; 32]).encapsulation_key(),
+        },
+        _ => return None,
+    };
     let mut out = vec![0u8; repr.buffer_len()];
     let n = repr.emit(&mut out);
     out.truncate(n);

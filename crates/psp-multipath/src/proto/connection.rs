@@ -240,7 +240,11 @@ impl Connection {
                 inb[..left.len()].copy_from_slice(&left);
                 PathState {
                     role,
-                    out: Vec::with_capacity(2 * OUT_LIMIT + HEADER_LEN + MAX_PAYLOAD),
+                    // One segment's room; it grows (to about 2 * OUT_LIMIT + a segment) with
+                    // the first writes. Reserving all ~147 KiB here was an mmap and its page
+                    // faults per path on every set-up's critical path (20-60 µs of the
+                    // initiator's; docs/MULTIPATH.md, "Set-up cost").
+                    out: Vec::with_capacity(HEADER_LEN + MAX_PAYLOAD),
                     out_pos: 0,
                     in_end: left.len(),
                     inb,

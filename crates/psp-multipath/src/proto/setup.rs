@@ -5,12 +5,13 @@
 //! negotiated cipher and the per-direction stream keys, ready for a
 //! [`Connection`](super::Connection).
 //!
-//! Path mapping: the handshake's [`PathId::FIRST`] (SEP's messages and the DH shares) is the
-//! untrusted connection, [`PathId::SECOND`] (nonces, transcript hash, key confirmation) the
-//! trusted one. An attacker who replaces a share on the untrusted path changes the transcript;
-//! the responder's hash arrives on the trusted path and no longer matches
-//! (`FailReason::SmkexMismatch`). In kernel MPTCP mode there is one connection and the
-//! handshake runs single-path.
+//! Path mapping: the handshake's [`PathId::FIRST`] (SEP's messages and the DH shares, and with
+//! ML-KEM-768 the encapsulation key and ciphertext) is the untrusted connection,
+//! [`PathId::SECOND`] (nonces, transcript hash, key confirmation) the trusted one. An attacker
+//! who replaces a share on the untrusted path changes the transcript; the responder's hash
+//! arrives on the trusted path and no longer matches (`FailReason::SmkexMismatch`). In kernel
+//! MPTCP mode there is one connection: the compact flow carries both handshake paths on it (a
+//! message's path is its type's, see `path_of`), the thesis flow runs single-path.
 //!
 //! Call order: create with [`Setup::initiate`] or [`Setup::respond`]; feed the bytes read on
 //! each connection to [`handle_recv`](Setup::handle_recv) and call
@@ -24,14 +25,16 @@ use core::time::Duration as StdDuration;
 
 use psp_core::SuiteKey;
 use psp_core::crypto::SuiteId;
-use psp_core::handshake::messages::{MAX_MESSAGE_LEN, SuiteList};
+use psp_core::handshake::messages::{
+    Body as HsBody, MAX_MESSAGE_LEN, MessageType, Repr as HsRepr, SuiteList,
+};
 use psp_core::handshake::rand_core::CryptoRngCore;
 use psp_core::handshake::{
-    Config as HsConfig, Event as HsEvent, Handshake, PathId, Peer, Role, SessionKeys, SmkexMode,
-    StaticKey, Tai64n,
+    Config as HsConfig, Event as HsEvent, FailReason, Handshake, PathId, Peer, Role, SessionKeys,
+    SmkexMode, StaticKey, Tai64n,
 };
 use psp_core::scramble::{SEED_LEN, Seed};
-use psp_core::time::Instant;
+use psp_core::time::{Duration, Instant};
 use sha2::{Digest, Sha256};
 use zeroize::Zeroize;
 
@@ -54,6 +57,9 @@ const CHACHA_LABEL: &[u8] = b"psp-mp v1 chacha20-poly1305 ";
 
 /// A side's two hellos differ in more than the role byte (docs/MULTIPATH.md, "Edge cases").
 const HELLOS_DIFFER: &str = "the peer's two hellos differ";
+
+/// How long the other connection is still read after the peer closed one during set-up.
+const EOF_GRACE: Duration = Duration::from_millis(250);
 
 /// What a [`Setup`] reports, once.
 #[derive(Debug)]
@@ -82,6 +88,8 @@ pub struct Established {
     pub(crate) setup_time: StdDuration,
     pub(crate) handshake_time: StdDuration,
     pub(crate) peer_static: Option<[u8; 32]>,
+    pub(crate) kem: bool,
+    pub(crate) smkex: bool,
     pub(crate) peer_wants_acks: bool,
     /// Bytes received past the set-up on each slot (they may already be data segments).
     pub(crate) leftover: Vec<Vec<u8>>,
@@ -107,12 +115,25 @@ impl Established {
     pub fn handshake_time(&self) -> StdDuration {
         self.handshake_time
     }
+
+    /// Whether the session keys hold an ML-KEM-768 secret beside X25519's (the hybrid
+    /// handshake: [`Options::kem`] on both sides).
+    pub fn kem(&self) -> bool {
+        self.kem
+    }
+
+    /// Whether the handshake ran SMKEX (the transcript hash checked across two paths), not
+    /// single-path SEP. In kernel MPTCP mode both paths were one connection.
+    pub fn smkex(&self) -> bool {
+        self.smkex
+    }
 }
 
 impl core::fmt::Debug for Established {
     fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
         f.debug_struct("Established")
             .field("cipher", &self.cipher)
+            .field("kem", &self.kem)
             .field("peer_static", &self.peer_static.is_some())
             .finish_non_exhaustive()
     }
@@ -128,6 +149,8 @@ struct Io {
     out_pos: usize,
     /// The peer's hello (the initiator's are given to [`Setup::respond`]).
     peer_hello: Option<([u8; HELLO_LEN], Hello)>,
+    /// The peer closed this connection (TCP end of stream).
+    closed: bool,
 }
 
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -156,6 +179,10 @@ pub struct Setup {
     chosen: Option<Cipher>,
     peer_caps: u8,
     config: HsConfig,
+    /// Kernel MPTCP mode: whether the one connection carries two handshake paths (the
+    /// Request's two-path flag, with at least two paths; known to the initiator at creation
+    /// and to the responder from the Request).
+    two_paths_on_one: bool,
     pinned_peer: Option<[u8; 32]>,
     hs: Option<Handshake>,
     rng: Box<dyn CryptoRngCore + Send>,
@@ -167,6 +194,11 @@ pub struct Setup {
     phase: Phase,
     started: Instant,
     keys_after: StdDuration,
+    /// The handshake gave its keys.
+    keyed: bool,
+    /// A connection closed while another may still hold the peer's last words (a Reject, a
+    /// refusal hello): when to stop waiting for them and fail.
+    eof_deadline: Option<Instant>,
     event: Option<SetupEvent>,
 }
 
@@ -246,6 +278,9 @@ impl Setup {
         if options.mode == Mode::KernelMptcp {
             mine |= caps::KERNEL_MPTCP;
         }
+        let config = hs_config(role, options);
+        let two_paths_on_one =
+            role == Role::Initiator && config.smkex != SmkexMode::Off && config.paths >= 2;
         Self {
             role,
             mode: options.mode,
@@ -256,7 +291,8 @@ impl Setup {
             sent: vec![[0; HELLO_LEN]; n],
             chosen: None,
             peer_caps: 0,
-            config: hs_config(role, options),
+            config,
+            two_paths_on_one,
             pinned_peer: options.pinned_peer,
             hs: None,
             rng,
@@ -266,6 +302,8 @@ impl Setup {
             phase: Phase::Handshake,
             started: now,
             keys_after: StdDuration::ZERO,
+            keyed: false,
+            eof_deadline: None,
             event: None,
         }
     }
@@ -334,25 +372,87 @@ impl Setup {
     /// while waiting for the peer's binding tag (bytes past the set-up belong to the data
     /// phase, and a close there is the data phase's to report), none once over.
     pub fn wants_input(&self, slot: usize) -> bool {
+        if self.io.get(slot).is_none_or(|io| io.closed) {
+            return false;
+        }
         match self.phase {
-            Phase::Handshake => slot < self.io.len(),
+            Phase::Handshake => true,
             Phase::Binding => slot == trusted_slot(self.io.len()),
             Phase::Over => false,
         }
     }
 
-    /// When [`handle_timeout`](Self::handle_timeout) is due (the handshake's deadline).
+    /// When [`handle_timeout`](Self::handle_timeout) is due (the handshake's deadline, or the
+    /// end of the wait after a connection closed).
     pub fn poll_timeout(&self) -> Option<Instant> {
         match self.phase {
-            Phase::Handshake => self.hs.as_ref().and_then(Handshake::poll_timeout),
+            Phase::Handshake => {
+                let hs = self.hs.as_ref().and_then(Handshake::poll_timeout);
+                match (hs, self.eof_deadline) {
+                    (Some(a), Some(b)) => Some(a.min(b)),
+                    (a, b) => a.or(b),
+                }
+            }
             _ => None,
         }
+    }
+
+    /// The peer closed `slot` (TCP end of stream) before the set-up was over. When no other
+    /// connection can still bring what the set-up waits for, it fails at once; otherwise the
+    /// others are read for up to `EOF_GRACE` (250 ms) more (a peer that refuses writes its Reject on
+    /// one connection and closes both: the other's close may be read first), then it fails.
+    /// The error says the most it can: a close after our answer or our keys means the peer
+    /// gave up on the session (a pinned key it did not get, an SMKEX hash that did not match),
+    /// and its own error says which.
+    pub fn handle_eof(&mut self, now: Instant, slot: usize) {
+        if self.phase == Phase::Over {
+            return;
+        }
+        let Some(io) = self.io.get_mut(slot) else {
+            return;
+        };
+        io.closed = true;
+        if (0..self.io.len()).any(|s| self.wants_input(s)) {
+            self.eof_deadline.get_or_insert(now + EOF_GRACE);
+            return;
+        }
+        self.fail_closed(slot);
+    }
+
+    /// Fails the set-up for the peer's close of `slot`, with the error of the phase.
+    fn fail_closed(&mut self, slot: usize) {
+        let why = match self.phase {
+            Phase::Binding => {
+                "the peer closed the connection instead of sending its binding tag: it refused \
+                 the session after the key exchange (its error says why, e.g. smkex_mismatch)"
+            }
+            _ if self.role == Role::Responder && self.hs.is_some() => {
+                "the peer closed the connection during the key exchange: it refused our answer \
+                 (its error says why, e.g. identity_mismatch)"
+            }
+            _ => "peer closed during set-up",
+        };
+        let path = roles(self.mode).get(slot).copied();
+        self.fail(Error::io(
+            path,
+            std::io::Error::new(std::io::ErrorKind::UnexpectedEof, why),
+        ));
+    }
+
+    /// Whether the handshake has given its keys (our binding tag is queued; the set-up may
+    /// still wait for the peer's, or be over).
+    pub fn has_keys(&self) -> bool {
+        self.keyed
     }
 
     /// Runs the handshake's timers.
     pub fn handle_timeout(&mut self, now: Instant) {
         if self.phase != Phase::Handshake {
             return;
+        }
+        if self.eof_deadline.is_some_and(|t| now >= t) {
+            let slot = self.io.iter().position(|io| io.closed).unwrap_or(0);
+            return self.fail_closed(slot);
         }
         if let Some(hs) = &mut self.hs {
             hs.handle_timeout(now);
@@ -450,24 +550,26 @@ impl Setup {
     }
 
     fn handle_message(&mut self, now: Instant, slot: usize, msg: &[u8]) -> Result<(), Error> {
-        let path = if slot == 0 {
-            PathId::FIRST
-        } else {
-            PathId::SECOND
-        };
         match &mut self.hs {
             Some(hs) => {
+                let path = path_of(self.io.len(), self.two_paths_on_one, slot, msg);
                 // An ignored message (wrong ids, duplicate) changes nothing; real failures come
                 // as events.
                 let _ = hs.handle_message(now, path, msg);
             }
             None => {
-                let hs = Handshake::respond(
+                // The responder's first message, the Request, on slot 0 (path 1 either way).
+                let request = HsRepr::parse_bytes(msg)
+                    .map_err(|_| Error::Handshake(FailReason::BadMessage))?;
+                if let HsBody::Request(r) = request.body {
+                    self.two_paths_on_one = r.flags.two_path && r.paths >= 2;
+                }
+                let hs = Handshake::respond_parsed(
                     now,
                     self.config.clone(),
                     Peer::stream_transport(self.pinned_peer),
-                    path,
-                    msg,
+                    PathId::FIRST,
+                    request,
                     &mut *self.rng,
                 )
                 .map_err(Error::Handshake)?;
@@ -495,6 +597,7 @@ impl Setup {
         match hs.poll_event() {
             Some(HsEvent::Established(keys)) => {
                 self.keys_after = StdDuration::from(now.saturating_since(self.started));
+                self.keyed = true;
                 if let Err(e) = self.on_keys(keys) {
                     self.fail(e);
                 }
@@ -610,6 +713,8 @@ impl Setup {
             setup_time: StdDuration::from(now.saturating_since(self.started)),
             handshake_time: self.keys_after,
             peer_static: keys.peer_static(),
+            kem: keys.kem(),
+            smkex: keys.two_path(),
             peer_wants_acks: self.peer_caps & caps::RESEND != 0,
             leftover: self
                 .io
@@ -626,6 +731,28 @@ impl Setup {
         self.phase = Phase::Over;
         self.keys = None;
         self.event = Some(SetupEvent::Failed(e));
+    }
+}
+
+/// The handshake path of message `msg` that arrived on `slot` of `n` connections. Dispersal:
+/// the connection's (untrusted: path 1, trusted: path 2). One connection (kernel MPTCP mode):
+/// the path its type goes on in the flow the Request chose (`two_paths`: its two-path flag
+/// with at least two paths): Nonce, NonceReply and Confirm on path 2, every other message on
+/// path 1; single-path, everything on path 1.
+fn path_of(n: usize, two_paths: bool, slot: usize, msg: &[u8]) -> PathId {
+    if n > 1 {
+        return if slot == 0 {
+            PathId::FIRST
+        } else {
+            PathId::SECOND
+        };
+    }
+    let ty = msg.get(1).map(|&t| MessageType::from(t));
+    match ty {
+        Some(MessageType::Nonce | MessageType::NonceReply | MessageType::Confirm) if two_paths => {
+            PathId::SECOND
+        }
+        _ => PathId::FIRST,
     }
 }
 
@@ -691,16 +818,21 @@ fn hs_config(role: Role, options: &Options) -> HsConfig {
     // aes128-gcm is only the key length here (16-byte session keys into the exporter); the
     // stream's cipher is negotiated in the hellos.
     cfg.suites = SuiteList::from_suites(&[SuiteId::Aes128Gcm]);
-    if options.mode == Mode::KernelMptcp {
-        // One connection: SMKEX cannot put shares and hash on different paths; SEP runs
-        // single-path (safe against passive observers only).
-        cfg.smkex = SmkexMode::Off;
-        cfg.paths = 1;
-    } else {
-        cfg.smkex = SmkexMode::Required;
-        cfg.paths = 2;
-    }
-    let timeout = psp_core::time::Duration::from(options.handshake_timeout);
+    (cfg.smkex, cfg.paths) = match (options.mode, role) {
+        (Mode::Dispersal, _) => (SmkexMode::Required, 2),
+        // One connection: the compact flow (psp-core's needs SMKEX over two paths) carries both
+        // of SMKEX's paths on it, which the kernel may or may not spread over its subflows
+        // (docs/MULTIPATH.md, "Kernel MPTCP mode"); the thesis flow is single-path SEP. Both
+        // resist passive observers only.
+        (Mode::KernelMptcp, Role::Initiator) if options.compact_handshake => {
+            (SmkexMode::Required, 2)
+        }
+        (Mode::KernelMptcp, Role::Initiator) => (SmkexMode::Off, 1),
+        // A responder serves both: the Request's flags choose.
+        (Mode::KernelMptcp, Role::Responder) => (SmkexMode::Preferred, 2),
+    };
+    cfg.kem = options.kem;
+    let timeout = Duration::from(options.handshake_timeout);
     cfg.timeout = timeout;
     // TCP retransmits: a handshake retransmission would only duplicate a message.
     cfg.rto = timeout;

@@ -8,7 +8,7 @@ use psp_core::time::{Duration, Instant};
 
 use super::*;
 use crate::wire::PathRole;
-use crate::{LongTermKey, OnPathFailure, TRUSTED, UNTRUSTED};
+use crate::{KemMode, LongTermKey, OnPathFailure, TRUSTED, UNTRUSTED};
 
 /// A deterministic RNG (an LCG: reproducible, not secure) for tests and vectors.
 pub(crate) struct TestRng(pub(crate) u64);
@@ -356,7 +356,7 @@ fn a_pinned_key_is_required() {
     }
 }
 
-/// Kernel MPTCP mode: one connection, single-path SEP, the tag on it.
+/// Kernel MPTCP mode: one connection, the tag on it (the compact flow by default).
 #[test]
 fn one_connection_in_kernel_mptcp_mode() {
     let o = Options {
@@ -450,6 +450,11 @@ fn a_side_gets_the_cipher_it_named_or_the_papers_fallback() {
 /// The handshake messages and binding tags in `chunks`, in order, as `"I Request"`,
 /// `"R tag"`, ... (hellos left out).
 fn message_names(chunks: &[Chunk]) -> Vec<String> {
+    messages(chunks).into_iter().map(|m| m.0).collect()
+}
+
+/// As [`message_names`], with each item's slot and length (without the frame's prefix).
+fn messages(chunks: &[Chunk]) -> Vec<(String, usize, usize)> {
     use psp_core::handshake::messages::Repr as HsRepr;
     let mut out = Vec::new();
     let mut seen_hello = [[false; 2]; 2];
@@ -463,51 +468,267 @@ fn message_names(chunks: &[Chunk]) -> Vec<String> {
         }
         while !b.is_empty() {
             if b.starts_with(&TAG_MARKER) {
-                out.push(format!("{who} tag"));
+                out.push((format!("{who} tag"), c.slot, BINDING_TAG_LEN));
                 b = &b[BINDING_FRAME_LEN..];
                 continue;
             }
             let (range, end) = HandshakeFrame::parse(b).unwrap().unwrap();
-            let m = HsRepr::parse_bytes(&b[range]).unwrap();
-            out.push(format!("{who} {:?}", m.body.message_type()));
+            let m = HsRepr::parse_bytes(&b[range.clone()]).unwrap();
+            out.push((
+                format!("{who} {:?}", m.body.message_type()),
+                c.slot,
+                range.len(),
+            ));
             b = &b[end..];
         }
     }
     out
 }
 
-/// Kernel MPTCP mode runs the thesis' flow as single-path SEP on the one connection, whatever
-/// `compact_handshake` says (psp-core's compact flow needs two paths): Request → Accept,
-/// Share and Nonce → ShareReply and NonceReply, Confirm → ConfirmAck and the responder's
-/// binding tag, then the initiator's.
+/// Kernel MPTCP mode, compact flow (the default): SMKEX with both of its paths on the one
+/// connection. The initiator's first flight is Request, Share and Nonce; the responder answers
+/// Accept, ShareReply, NonceReply and its binding tag in one write; then the initiator's tag.
+/// One round trip, as in dispersal mode; both sides report SMKEX.
 #[test]
-fn kernel_mptcp_mode_runs_the_thesis_flow_on_one_path() {
-    for compact in [true, false] {
-        let o = Options {
-            mode: Mode::KernelMptcp,
-            compact_handshake: compact,
-            ..Options::default()
-        };
-        let r = run_with(&o, &o, 6, |_| {});
-        assert!(r.initiator.is_ok() && r.responder.is_ok());
-        assert_eq!(
-            message_names(&r.chunks),
-            [
-                "I Request",
-                "R Accept",
-                "I Share",
-                "I Nonce",
-                "R ShareReply",
-                "R NonceReply",
-                "I Confirm",
-                "R ConfirmAck",
-                "R tag",
-                "I tag"
-            ],
-            "compact_handshake: {compact}"
-        );
+fn kernel_mptcp_mode_runs_the_compact_flow_on_one_connection() {
+    let o = Options {
+        mode: Mode::KernelMptcp,
+        ..Options::default()
+    };
+    let r = run_with(&o, &o, 6, |_| {});
+    assert!(r.chunks.iter().all(|c| c.slot == 0));
+    let from_initiator = r.chunks.iter().filter(|c| c.from_initiator).count();
+    let from_responder = r.chunks.len() - from_initiator;
+    assert_eq!(
+        (from_initiator, from_responder),
+        (2, 1),
+        "one flight each way and the tag"
+    );
+    assert_eq!(
+        message_names(&r.chunks),
+        [
+            "I Request",
+            "I Share",
+            "I Nonce",
+            "R Accept",
+            "R ShareReply",
+            "R NonceReply",
+            "R tag",
+            "I tag"
+        ]
+    );
+    let (a, b) = (r.initiator.unwrap(), r.responder.unwrap());
+    assert!(a.smkex() && b.smkex());
+    assert!(!a.kem() && !b.kem());
+}
+
+/// Kernel MPTCP mode with `compact_handshake: false` (`--faithful-handshake`) runs the thesis'
+/// flow as single-path SEP on the one connection: Request → Accept, Share and Nonce →
+/// ShareReply and NonceReply, Confirm → ConfirmAck and the responder's binding tag, then the
+/// initiator's. The same responder serves both flows.
+#[test]
+fn kernel_mptcp_mode_runs_the_thesis_flow_single_path() {
+    let io = Options {
+        mode: Mode::KernelMptcp,
+        compact_handshake: false,
+        ..Options::default()
+    };
+    let ro = Options {
+        mode: Mode::KernelMptcp,
+        ..Options::default()
+    };
+    let r = run_with(&io, &ro, 6, |_| {});
+    assert_eq!(
+        message_names(&r.chunks),
+        [
+            "I Request",
+            "R Accept",
+            "I Share",
+            "I Nonce",
+            "R ShareReply",
+            "R NonceReply",
+            "I Confirm",
+            "R ConfirmAck",
+            "R tag",
+            "I tag"
+        ]
+    );
+    let (a, b) = (r.initiator.unwrap(), r.responder.unwrap());
+    assert!(!a.smkex() && !b.smkex(), "single-path SEP");
+}
+
+/// `kem: Required` on both sides, in both modes and both flows: both ends' keys hold the
+/// ML-KEM-768 secret (and agree: the binding tags verified). The share message is a KemShare
+/// (1,238 bytes, psp-core's longest message, in one frame) on path 1 (slot 0: the untrusted
+/// connection, or the one connection), and in the compact flow it is in the initiator's first
+/// flight, before any answer; the reply is a KemShareReply on the same slot.
+#[test]
+fn kem_required_on_both_sides_gives_hybrid_keys_in_every_mode_and_flow() {
+    use psp_core::handshake::messages::{KEM_SHARE_LEN, KEM_SHARE_REPLY_LEN, MAX_MESSAGE_LEN};
+    assert_eq!(KEM_SHARE_LEN, MAX_MESSAGE_LEN);
+    for mode in MODES {
+        for compact in [true, false] {
+            let o = kem_opts(mode, compact, KemMode::Required);
+            let r = run_with(&o, &o, 21, |_| {});
+            let msgs = messages(&r.chunks);
+            let (a, b) = (r.initiator.unwrap(), r.responder.unwrap());
+            assert!(a.kem() && b.kem(), "{mode:?} {compact}");
+            let find = |name: &str| msgs.iter().position(|m| m.0 == name).unwrap();
+            let share = find("I KemShare");
+            assert_eq!(msgs[share].1, 0, "{mode:?} {compact}: path 1");
+            assert_eq!(msgs[share].2, KEM_SHARE_LEN);
+            let reply = find("R KemShareReply");
+            assert_eq!((msgs[reply].1, msgs[reply].2), (0, KEM_SHARE_REPLY_LEN));
+            assert!(
+                !msgs
+                    .iter()
+                    .any(|m| m.0 == "I Share" || m.0 == "R ShareReply")
+            );
+            let first_answer = msgs.iter().position(|m| m.0.starts_with("R ")).unwrap();
+            assert_eq!(
+                share < first_answer,
+                compact,
+                "{mode:?} {compact}: {msgs:?}"
+            );
+            if compact {
+                // The first flight is one write per connection: the KemShare is in it.
+                let first = r.chunks.iter().position(|c| !c.from_initiator).unwrap();
+                assert_eq!(first, roles(mode).len(), "{mode:?}");
+            }
+        }
     }
 }
+
+/// `prefer` against `off` (either way round) runs X25519 only, in every mode and flow. A
+/// compact initiator that prefers the KEM sends its KemShare before it knows the answer; the
+/// responder that does not run the KEM hashes it and answers a plain ShareReply.
+#[test]
+fn kem_preferred_against_off_runs_without_it() {
+    for mode in MODES {
+        for compact in [true, false] {
+            let prefer = kem_opts(mode, compact, KemMode::Preferred);
+            let off = kem_opts(mode, compact, KemMode::Off);
+            for (io, ro) in [(&prefer, &off), (&off, &prefer)] {
+                let r = run_with(io, ro, 22, |_| {});
+                let names: Vec<String> = messages(&r.chunks).into_iter().map(|m| m.0).collect();
+                let (a, b) = (r.initiator.unwrap(), r.responder.unwrap());
+                assert!(!a.kem() && !b.kem(), "{mode:?} {compact}");
+                assert!(names.contains(&"R ShareReply".to_owned()), "{names:?}");
+                let kem_share = compact && io.kem == KemMode::Preferred;
+                assert_eq!(
+                    names.contains(&"I KemShare".to_owned()),
+                    kem_share,
+                    "{names:?}"
+                );
+            }
+        }
+    }
+}
+
+/// A side that requires the KEM against one that does not run it: no stream, in every mode
+/// and flow, and both errors name the KEM. Initiator `require`, responder `off`: the Request
+/// says "required" (flag 0x40), so the responder rejects (code 0x05) as it does when it
+/// requires the KEM itself and the initiator is `off`; both fail `kem_required`, and the
+/// initiator never sends its binding tag.
+#[test]
+fn kem_required_against_off_is_refused_naming_the_kem() {
+    for mode in MODES {
+        for compact in [true, false] {
+            let require = kem_opts(mode, compact, KemMode::Required);
+            let off = kem_opts(mode, compact, KemMode::Off);
+            for (io, ro) in [(&require, &off), (&off, &require)] {
+                let r = run_with(io, ro, 23, |_| {});
+                let case = format!("{mode:?} {compact}, initiator {:?}", io.kem);
+                for e in [r.initiator.unwrap_err(), r.responder.unwrap_err()] {
+                    assert!(
+                        matches!(e, Error::Handshake(FailReason::KemRequired)),
+                        "{case}: {e:?}"
+                    );
+                    assert!(e.to_string().contains("kem_required"), "{e}");
+                    assert!(e.to_string().contains("--kem"), "{e}");
+                }
+                let names = message_names(&r.chunks);
+                assert!(names.contains(&"R Reject".to_owned()), "{case}: {names:?}");
+                assert!(!names.contains(&"I tag".to_owned()), "{case}: {names:?}");
+            }
+        }
+    }
+}
+
+/// An attacker on path 1 replaces the initiator's X25519 share in the KemShare: the
+/// transcript differs and the SMKEX hash on path 2 does not match, in both flows (dispersal;
+/// the same as for a plain Share).
+#[test]
+fn a_kem_share_replaced_on_the_untrusted_path_fails_both_flows() {
+    for compact in [true, false] {
+        let o = kem_opts(Mode::Dispersal, compact, KemMode::Required);
+        let r = run_with(&o, &o, 25, |c| {
+            if !(c.from_initiator && c.slot == UNTRUSTED) {
+                return;
+            }
+            let skip = if c.bytes.starts_with(b"PSMP") {
+                HELLO_LEN
+            } else {
+                0
+            };
+            for range in frames(&c.bytes[skip..]) {
+                let m = skip + range.start;
+                // A KemShare: header (18 bytes, type at 1), lifetime (4), then the share.
+                if c.bytes[m + 1] == 0x0a {
+                    c.bytes[m + 22..m + 54].copy_from_slice(&[9; 32]);
+                }
+            }
+        });
+        assert!(
+            matches!(
+                r.initiator,
+                Err(Error::Handshake(FailReason::SmkexMismatch))
+            ),
+            "{compact}: {:?}",
+            r.initiator
+        );
+        assert!(r.responder.is_err(), "{compact}");
+    }
+}
+
+/// In kernel MPTCP mode a message's handshake path is its type's: Nonce, NonceReply and
+/// Confirm on path 2 when the Request asked for two paths, everything else on path 1; with
+/// two connections, the connection's.
+#[test]
+fn one_connection_maps_messages_to_paths_by_type() {
+    let msg = |ty: u8| [2u8, ty];
+    let types = [
+        (0x06, true),
+        (0x07, true),
+        (0x08, true),
+        (0x01, false),
+        (0x02, false),
+        (0x04, false),
+        (0x05, false),
+        (0x09, false),
+        (0x0a, false),
+        (0x0b, false),
+    ];
+    for (ty, two) in types {
+        let want = if two { PathId::SECOND } else { PathId::FIRST };
+        assert_eq!(path_of(1, true, 0, &msg(ty)), want, "{ty:#x}");
+        assert_eq!(path_of(1, false, 0, &msg(ty)), PathId::FIRST, "{ty:#x}");
+        assert_eq!(path_of(2, false, 1, &msg(ty)), PathId::SECOND);
+        assert_eq!(path_of(2, true, 0, &msg(ty)), PathId::FIRST);
+    }
+}
+
+/// Options with ML-KEM-768 set to `kem`, in `mode`, compact or not.
+fn kem_opts(mode: Mode, compact: bool, kem: KemMode) -> Options {
+    Options {
+        mode,
+        compact_handshake: compact,
+        kem,
+        ..Options::default()
+    }
+}
+
+const MODES: [Mode; 2] = [Mode::Dispersal, Mode::KernelMptcp];
 
 /// Writes everything `from` has to send into `to`, slot by slot.
 fn relay(from: &mut Setup, to: &mut Setup) {
@@ -555,4 +776,71 @@ fn an_initiator_refuses_responder_hellos_that_differ() {
         matches!(b, Some(Ok(_))),
         "the responder's own view is consistent"
     );
+}
+
+/// A refusing responder writes its Reject on the untrusted connection and closes both; the
+/// initiator may read the trusted connection's close first. It then still reads the other
+/// connection (for at most 250 ms) and reports the Reject's reason, not the close. A close with
+/// nothing behind it fails after that wait, with an error that says when it came.
+#[test]
+fn a_close_on_one_connection_waits_briefly_for_the_others_last_words() {
+    let off = Options::default();
+    let require = Options {
+        kem: KemMode::Required,
+        ..Options::default()
+    };
+    let ts = Tai64n::from_unix(1_700_000_000, 0);
+    let start = |io: &Options, ro: &Options| {
+        let mut init = Setup::initiate(T0, io, ts, Box::new(TestRng(31)));
+        let first: Vec<Vec<u8>> = (0..2).map(|i| init.poll_transmit(i).to_vec()).collect();
+        let hellos: Vec<[u8; HELLO_LEN]> = first
+            .iter()
+            .map(|b| b[..HELLO_LEN].try_into().unwrap())
+            .collect();
+        let mut resp = Setup::respond(T0, ro, &hellos, Box::new(TestRng(32)));
+        for (slot, b) in first.iter().enumerate() {
+            init.transmitted(slot, b.len());
+            resp.handle_recv(T0, slot, &b[HELLO_LEN..]);
+        }
+        (init, resp)
+    };
+    // The responder requires the KEM: hellos on both connections, a Reject on the untrusted.
+    let (mut init, mut resp) = start(&off, &require);
+    assert!(matches!(
+        outcome(&mut resp),
+        Some(Err(Error::Handshake(FailReason::KemRequired)))
+    ));
+    let trusted = resp.poll_transmit(TRUSTED).to_vec();
+    let untrusted = resp.poll_transmit(UNTRUSTED).to_vec();
+    init.handle_recv(T0, TRUSTED, &trusted);
+    init.handle_eof(T0, TRUSTED);
+    assert!(
+        outcome(&mut init).is_none(),
+        "still reading the untrusted connection"
+    );
+    assert!(!init.wants_input(TRUSTED) && init.wants_input(UNTRUSTED));
+    assert_eq!(init.poll_timeout(), Some(T0 + Duration::from_millis(250)));
+    init.handle_recv(T0, UNTRUSTED, &untrusted);
+    assert!(matches!(
+        outcome(&mut init),
+        Some(Err(Error::Handshake(FailReason::KemRequired)))
+    ));
+    // Nothing behind the close: an error after the wait.
+    let (mut init, _resp) = start(&off, &off);
+    init.handle_eof(T0, TRUSTED);
+    init.handle_timeout(T0 + Duration::from_millis(249));
+    assert!(outcome(&mut init).is_none());
+    init.handle_timeout(T0 + Duration::from_millis(250));
+    match outcome(&mut init) {
+        Some(Err(Error::Io { path, source })) => {
+            assert_eq!(path, Some(PathRole::Trusted));
+            assert_eq!(source.to_string(), "peer closed during set-up");
+        }
+        other => panic!("{other:?}"),
+    }
+    // Both connections closed: at once.
+    let (mut init, _resp) = start(&off, &off);
+    init.handle_eof(T0, TRUSTED);
+    init.handle_eof(T0, UNTRUSTED);
+    assert!(matches!(outcome(&mut init), Some(Err(Error::Io { .. }))));
 }
