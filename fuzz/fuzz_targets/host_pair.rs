@@ -15,8 +15,8 @@ use std::net::{IpAddr, Ipv4Addr};
 use libfuzzer_sys::fuzz_target;
 use psp_core::handshake::{Identity, KeyRingConfig, PathId, SmkexMode, Tai64n};
 use psp_core::host::{
-    Claim, HostConfig, HostEvent, Host, KeySpec, Keying, NormSpec, PeerId, PeerSpec, Pin, Received, Resume,
-    SessionSettings, TapJob, TapResult,
+    Claim, Host, HostConfig, HostEvent, KeySpec, Keying, NormSpec, PeerId, PeerSpec, Pin, Received,
+    Resume, SessionSettings, TapJob, TapResult,
 };
 use psp_core::protect::{OpenerConfig, SealerConfig};
 use psp_core::time::Duration;

@@ -8,7 +8,7 @@ use std::sync::Mutex;
 
 use libfuzzer_sys::fuzz_target;
 use psp_core::handshake::{PathId, Tai64n};
-use psp_core::host::{HostConfig, Host, KeySpec, Keying, PeerSpec, Received};
+use psp_core::host::{Host, HostConfig, KeySpec, Keying, PeerSpec, Received};
 use psp_core::protect::{OpenerConfig, SealerConfig};
 use psp_core::{Instant, Protocol, Sealer, Seq, SuiteId, SuiteKey};
 use zeroize::Zeroizing;

@@ -6,7 +6,7 @@
 use libfuzzer_sys::fuzz_target;
 use psp_core::normalize::feedback::{Frame, HEADER_LEN, Repr};
 use psp_core::normalize::packing::{Segment, Segments};
-use psp_core::normalize::{NormConfig, Endpoint, NormEvent, Packing, Rate};
+use psp_core::normalize::{Endpoint, NormConfig, NormEvent, Packing, Rate};
 use psp_core::time::Instant;
 
 fuzz_target!(|input: &[u8]| {

@@ -57,7 +57,11 @@ fuzz_target!(|data: &[u8]| {
     if let Ok(m) = psp_core::pki::message::Message::parse(data) {
         let len = m.buffer_len();
         let mut buf = vec![0u8; len];
-        assert_eq!(m.emit(&mut buf), len, "membership emit wrote other than buffer_len");
+        assert_eq!(
+            m.emit(&mut buf),
+            len,
+            "membership emit wrote other than buffer_len"
+        );
         assert_eq!(&buf[..], data, "membership parse/emit is not canonical");
         if let psp_core::pki::message::Message::BroadcastKey(k) = m {
             let _ = k.signed_digest();
