@@ -20,11 +20,14 @@ const CATCH_SEEDS: u64 = 112;
 
 fn report(what: &str, r: &Report) {
     eprintln!(
-        "{what}: {} runs, {} events, {} s simulated, {} sessions",
+        "{what}: {} runs, {} events, {} s simulated, {} sessions ({} with ML-KEM-768), {} failing, {} handshakes failed kem_required",
         r.runs,
         r.events,
         r.sim_ms / 1000,
-        r.sessions
+        r.sessions,
+        r.kem_sessions,
+        r.failures.len(),
+        r.kem_refused
     );
 }
 
@@ -44,10 +47,16 @@ fn the_swarm_sweep_finds_nothing() {
         );
     }
     assert!(r.runs == SEEDS && r.sessions > SEEDS * 10, "the sweep ran");
+    // And it ran the hybrid handshake: sessions with the KEM, and pairs refused for want of it.
+    assert!(
+        r.kem_sessions > 0 && r.kem_refused > 0,
+        "the sweep ran the KEM"
+    );
 }
 
-/// One planted bug: the sweep's seeds until the first violation; the number of events it took.
-fn catch(bug: Bug) -> Option<(u64, u64, Kind)> {
+/// One planted bug: the sweep's seeds until the first violation; the seed, the events into
+/// that run, the events of the whole search, and the invariant.
+fn catch(bug: Bug) -> Option<(u64, u64, u64, Kind)> {
     plant::set(Some(bug));
     let mut events = 0;
     let mut found = None;
@@ -56,7 +65,7 @@ fn catch(bug: Bug) -> Option<(u64, u64, Kind)> {
         let actions = swarm(&scen, STEPS);
         let o = search::run(&scen, &actions, false);
         if let Some(v) = o.violations.first() {
-            found = Some((seed, events + v.events, v.kind));
+            found = Some((seed, v.events, events + v.events, v.kind));
             break;
         }
         events += o.stats.events;
@@ -71,7 +80,10 @@ macro_rules! planted {
         #[test]
         fn $name() {
             let found = catch(Bug::$bug);
-            eprintln!("{:?}: {found:?} (seed, events to detection, invariant)", Bug::$bug);
+            eprintln!(
+                "{:?}: {found:?} (seed, events into that run, events in all, invariant)",
+                Bug::$bug
+            );
             assert!(found.is_some(), "the sweep did not find {:?}", Bug::$bug);
         }
     )*};
@@ -108,6 +120,7 @@ fn sim_seed_672() {
         keying: KeyingMix::Mixed,
         ids: Ids::None,
         smkex: Smkex::Require,
+        kem: [Kem::Off; 4],
         normalize: false,
         group_copies: true,
         rekey_after_s: 120,
@@ -179,6 +192,7 @@ fn sim_seed_318() {
         keying: KeyingMix::Sessions,
         ids: Ids::None,
         smkex: Smkex::Prefer,
+        kem: [Kem::Off; 4],
         normalize: true,
         group_copies: true,
         rekey_after_s: 120,
@@ -231,6 +245,7 @@ fn sim_seed_1221() {
         keying: KeyingMix::Sessions,
         ids: Ids::None,
         smkex: Smkex::Require,
+        kem: [Kem::Off; 4],
         normalize: true,
         group_copies: false,
         rekey_after_s: 120,
@@ -377,6 +392,7 @@ fn sim_seed_37() {
         keying: KeyingMix::Sessions,
         ids: Ids::Configured,
         smkex: Smkex::Off,
+        kem: [Kem::Off; 4],
         normalize: true,
         group_copies: true,
         rekey_after_s: 20,
@@ -415,4 +431,42 @@ fn sim_seed_37() {
         Wait(2734),
     ];
     assert_eq!(search::first(&scenario, &actions), None);
+}
+
+// The hybrid post-quantum handshake (docs/SESSIONS.md, "Hybrid post-quantum sessions") in the
+// world.
+
+/// Host 0 requires the KEM, host 1 has it off, host 2 prefers it: 0 and 2 get it, 1 and 2 do
+/// not, 0 and 1 get no session and count `kem_required`; then the quiet phase (which expects
+/// nothing of 0 and 1 but that count) finds nothing.
+#[test]
+fn the_kem_modes_decide_each_pair() {
+    let scenario = Scenario {
+        kem: [Kem::Require, Kem::Off, Kem::Prefer, Kem::Off],
+        ..Scenario::basic(23)
+    };
+    let mut w = World::new(scenario);
+    w.apply(&Wait(10_000));
+    let kem = |w: &World, a, b| {
+        let (s, refused) = w.session_status(a, b).expect("a session peer");
+        (s.up.then(|| s.last.map(|(_, i)| i.kem)).flatten(), refused)
+    };
+    for (a, b) in [(0, 2), (2, 0)] {
+        assert_eq!(kem(&w, a, b), (Some(true), 0), "{a} with {b}");
+    }
+    for (a, b) in [(1, 2), (2, 1)] {
+        assert_eq!(kem(&w, a, b), (Some(false), 0), "{a} with {b}");
+    }
+    let (none, refused) = (kem(&w, 0, 1), kem(&w, 1, 0));
+    assert_eq!((none.0, refused.0), (None, None));
+    assert!(none.1 + refused.1 >= 1, "kem_required counted");
+    assert_eq!(w.outcome().violations, vec![]);
+    w.apply(&Quiet);
+    let o = w.outcome();
+    assert_eq!(o.violations, vec![]);
+    assert!(
+        o.stats.kem_sessions > 0 && o.stats.kem_refused > 0,
+        "{:?}",
+        o.stats
+    );
 }
