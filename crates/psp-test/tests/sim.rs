@@ -434,7 +434,8 @@ fn sim_seed_37() {
 }
 
 // The hybrid post-quantum handshake (docs/SESSIONS.md, "Hybrid post-quantum sessions") in the
-// world.
+// world: the modes decide each pair, and an insider on path 1 who strips the KEM gets no
+// session without it.
 
 /// Host 0 requires the KEM, host 1 has it off, host 2 prefers it: 0 and 2 get it, 1 and 2 do
 /// not, 0 and 1 get no session and count `kem_required`; then the quiet phase (which expects
@@ -469,4 +470,105 @@ fn the_kem_modes_decide_each_pair() {
         "{:?}",
         o.stats
     );
+}
+
+/// An insider on path 1 strips the KEM from each of its four messages in turn, between hosts
+/// that prefer it and hosts that require it, without pins (so the receivers take the rewritten
+/// frames: only the handshake's bindings can tell). No session comes up without the KEM: a
+/// stripped offer fails the handshake (`smkex_mismatch`: the Request is in the transcript hash
+/// path 2 carries; `kem_required` where a side requires it), a stripped answer stalls it
+/// (`timeout`; `kem_required` under `require`), and a KemShare sent as a Share or a
+/// KemShareReply as a ShareReply is ignored (the retransmission completes the handshake with
+/// the KEM).
+#[test]
+fn stripping_the_kem_gets_no_session_without_it() {
+    use psp_test::sim::Rewrite as R;
+    for kem in [Kem::Prefer, Kem::Require] {
+        for op in [
+            R::StripKemOffer,
+            R::StripKemAnswer,
+            R::StripKemKey,
+            R::StripKemCiphertext,
+        ] {
+            let what = format!("{kem:?}, {op:?}");
+            let scenario = Scenario {
+                ids: Ids::None,
+                kem: [kem; 4],
+                attackers: ON_PATH_1,
+                ..Scenario::basic(11)
+            };
+            let mut w = World::new(scenario);
+            w.apply(&Rewrite(op));
+            w.apply(&Wait(20_000));
+            let o = w.outcome();
+            assert_eq!(o.violations, vec![], "{what}");
+            assert_eq!(o.stats.rewritten, 1, "{what}");
+            assert!(o.stats.sessions >= 6, "{what}: {:?}", o.stats);
+            assert_eq!(o.stats.kem_sessions, o.stats.sessions, "{what}");
+            let refused = u64::from(kem == Kem::Require);
+            let failed: u64 = match op {
+                R::StripKemOffer | R::StripKemAnswer => 1,
+                _ => 0,
+            };
+            assert!(o.stats.failures >= failed, "{what}: {:?}", o.stats);
+            assert!(
+                o.stats.kem_refused >= failed * refused,
+                "{what}: {:?}",
+                o.stats
+            );
+            // Why, as the hosts count it.
+            let reason = match (kem, op) {
+                (Kem::Prefer, R::StripKemOffer) => Some("smkex_mismatch"),
+                (Kem::Prefer, R::StripKemAnswer) => Some("timeout"),
+                (Kem::Require, R::StripKemOffer | R::StripKemAnswer) => Some("kem_required"),
+                _ => None,
+            };
+            let dump = w.dump();
+            if let Some(r) = reason {
+                assert!(
+                    dump.contains(&format!("handshake_failures.{r}=")),
+                    "{what}: {dump}"
+                );
+            } else {
+                assert!(!dump.contains("handshake_failures"), "{what}: {dump}");
+            }
+            w.apply(&Quiet);
+            assert_eq!(w.outcome().violations, vec![], "{what}");
+        }
+    }
+}
+
+/// The KEM is not authentication (docs/SESSIONS.md, "What it does not protect"): an insider on
+/// both paths, without pins, runs puppets that offer the KEM (half of them) and ones that do
+/// not, twice each way between hosts 0 and 1. Under `prefer` both kinds get sessions, those
+/// without the KEM too (the downgrade the docs accept where the attacker is a man in the middle
+/// anyway); under `require` the ones without it are refused (`kem_required`) and the ones with
+/// it get sessions: still a man in the middle, but with the KEM.
+#[test]
+fn the_kem_does_not_stop_a_man_in_the_middle_and_require_refuses_one_without_it() {
+    for kem in [Kem::Prefer, Kem::Require] {
+        let scenario = Scenario {
+            ids: Ids::None,
+            smkex: Smkex::Require,
+            kem: [kem; 4],
+            attackers: ON_BOTH,
+            ..Scenario::basic(11)
+        };
+        let mut w = World::new(scenario);
+        w.apply(&Wait(3000));
+        for _ in 0..2 {
+            w.apply(&Puppet { from: 1, to: 0 });
+            w.apply(&Puppet { from: 0, to: 1 });
+            w.apply(&Wait(3000));
+        }
+        let o = w.outcome();
+        assert_eq!(o.violations, vec![], "{kem:?}");
+        assert_eq!(w.compromised(), [(0, 1), (1, 0)], "{kem:?}");
+        if kem == Kem::Prefer {
+            assert!(o.stats.kem_sessions < o.stats.sessions, "{:?}", o.stats);
+        } else {
+            assert!(o.stats.kem_refused >= 2, "{:?}", o.stats);
+            assert_eq!(o.stats.kem_sessions, o.stats.sessions, "{:?}", o.stats);
+        }
+    }
 }

@@ -50,6 +50,8 @@ pub struct Stats {
     pub kem_refused: u64,
     /// Frames lost to faults.
     pub lost: u64,
+    /// Handshake messages the attacker rewrote.
+    pub rewritten: u64,
     /// Restarts.
     pub restarts: u64,
     /// Simulated time, ms.
@@ -139,6 +141,9 @@ impl World {
             scen,
         };
         w.attacker.pki = scen.pki;
+        w.attacker.kem = scen.kem[..usize::from(scen.hosts)]
+            .iter()
+            .any(|k| *k != super::scenario::Kem::Off);
         for i in 0..scen.hosts {
             w.boots.insert((w.now, i), false);
         }
@@ -176,6 +181,7 @@ impl World {
     pub fn outcome(&self) -> Outcome {
         let mut stats = self.stats.clone();
         stats.lost = self.net.lost;
+        stats.rewritten = self.attacker.rewritten;
         stats.sim_ms = self.now.total_micros() / 1000;
         Outcome {
             violations: self.violations.clone(),
