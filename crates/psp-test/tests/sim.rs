@@ -105,6 +105,8 @@ planted! {
     finds_a_revocation_list_ignored: IgnoreRevocation,
     finds_data_that_stays_on_a_cut_path: NoFailover,
     finds_a_single_path_rekey_under_require: SinglePathUnderRequire,
+    // Seed 18 (host 0 requires the KEM, hosts 1 and 2 have it off), 32 events into that run.
+    finds_a_session_without_the_kem_under_require: KemDowngrade,
 }
 
 // The simulator's findings on the host before the fixes of this round, shrunk. Each failed
