@@ -39,11 +39,14 @@ pub enum Bug {
     NoFailover,
     /// With path 2 down, a handshake runs on one path even under `smkex = "require"`.
     SinglePathUnderRequire,
+    /// A responder configured to require ML-KEM-768 (`kem = "require"`) accepts a Request
+    /// that does not offer it (a session without the KEM).
+    KemDowngrade,
 }
 
 impl Bug {
     /// Every planted bug.
-    pub const ALL: [Self; 16] = [
+    pub const ALL: [Self; 17] = [
         Self::StaleRequest,
         Self::SkipPin,
         Self::ResetWindowOnReload,
@@ -60,6 +63,7 @@ impl Bug {
         Self::IgnoreRevocation,
         Self::NoFailover,
         Self::SinglePathUnderRequire,
+        Self::KemDowngrade,
     ];
 }
 

@@ -20,11 +20,14 @@ const CATCH_SEEDS: u64 = 112;
 
 fn report(what: &str, r: &Report) {
     eprintln!(
-        "{what}: {} runs, {} events, {} s simulated, {} sessions",
+        "{what}: {} runs, {} events, {} s simulated, {} sessions ({} with ML-KEM-768), {} failing, {} handshakes failed kem_required",
         r.runs,
         r.events,
         r.sim_ms / 1000,
-        r.sessions
+        r.sessions,
+        r.kem_sessions,
+        r.failures.len(),
+        r.kem_refused
     );
 }
 
@@ -44,10 +47,16 @@ fn the_swarm_sweep_finds_nothing() {
         );
     }
     assert!(r.runs == SEEDS && r.sessions > SEEDS * 10, "the sweep ran");
+    // And it ran the hybrid handshake: sessions with the KEM, and pairs refused for want of it.
+    assert!(
+        r.kem_sessions > 0 && r.kem_refused > 0,
+        "the sweep ran the KEM"
+    );
 }
 
-/// One planted bug: the sweep's seeds until the first violation; the number of events it took.
-fn catch(bug: Bug) -> Option<(u64, u64, Kind)> {
+/// One planted bug: the sweep's seeds until the first violation; the seed, the events into
+/// that run, the events of the whole search, and the invariant.
+fn catch(bug: Bug) -> Option<(u64, u64, u64, Kind)> {
     plant::set(Some(bug));
     let mut events = 0;
     let mut found = None;
@@ -56,7 +65,7 @@ fn catch(bug: Bug) -> Option<(u64, u64, Kind)> {
         let actions = swarm(&scen, STEPS);
         let o = search::run(&scen, &actions, false);
         if let Some(v) = o.violations.first() {
-            found = Some((seed, events + v.events, v.kind));
+            found = Some((seed, v.events, events + v.events, v.kind));
             break;
         }
         events += o.stats.events;
@@ -71,7 +80,10 @@ macro_rules! planted {
         #[test]
         fn $name() {
             let found = catch(Bug::$bug);
-            eprintln!("{:?}: {found:?} (seed, events to detection, invariant)", Bug::$bug);
+            eprintln!(
+                "{:?}: {found:?} (seed, events into that run, events in all, invariant)",
+                Bug::$bug
+            );
             assert!(found.is_some(), "the sweep did not find {:?}", Bug::$bug);
         }
     )*};
@@ -93,6 +105,8 @@ planted! {
     finds_a_revocation_list_ignored: IgnoreRevocation,
     finds_data_that_stays_on_a_cut_path: NoFailover,
     finds_a_single_path_rekey_under_require: SinglePathUnderRequire,
+    // Seed 18 (host 0 requires the KEM, hosts 1 and 2 have it off), 32 events into that run.
+    finds_a_session_without_the_kem_under_require: KemDowngrade,
 }
 
 // The simulator's findings on the host before the fixes of this round, shrunk. Each failed
@@ -108,6 +122,7 @@ fn sim_seed_672() {
         keying: KeyingMix::Mixed,
         ids: Ids::None,
         smkex: Smkex::Require,
+        kem: [Kem::Off; 4],
         normalize: false,
         group_copies: true,
         rekey_after_s: 120,
@@ -179,6 +194,7 @@ fn sim_seed_318() {
         keying: KeyingMix::Sessions,
         ids: Ids::None,
         smkex: Smkex::Prefer,
+        kem: [Kem::Off; 4],
         normalize: true,
         group_copies: true,
         rekey_after_s: 120,
@@ -231,6 +247,7 @@ fn sim_seed_1221() {
         keying: KeyingMix::Sessions,
         ids: Ids::None,
         smkex: Smkex::Require,
+        kem: [Kem::Off; 4],
         normalize: true,
         group_copies: false,
         rekey_after_s: 120,
@@ -377,6 +394,7 @@ fn sim_seed_37() {
         keying: KeyingMix::Sessions,
         ids: Ids::Configured,
         smkex: Smkex::Off,
+        kem: [Kem::Off; 4],
         normalize: true,
         group_copies: true,
         rekey_after_s: 20,
@@ -415,4 +433,144 @@ fn sim_seed_37() {
         Wait(2734),
     ];
     assert_eq!(search::first(&scenario, &actions), None);
+}
+
+// The hybrid post-quantum handshake (docs/SESSIONS.md, "Hybrid post-quantum sessions") in the
+// world: the modes decide each pair, and an insider on path 1 who strips the KEM gets no
+// session without it.
+
+/// Host 0 requires the KEM, host 1 has it off, host 2 prefers it: 0 and 2 get it, 1 and 2 do
+/// not, 0 and 1 get no session and count `kem_required`; then the quiet phase (which expects
+/// nothing of 0 and 1 but that count) finds nothing.
+#[test]
+fn the_kem_modes_decide_each_pair() {
+    let scenario = Scenario {
+        kem: [Kem::Require, Kem::Off, Kem::Prefer, Kem::Off],
+        ..Scenario::basic(23)
+    };
+    let mut w = World::new(scenario);
+    w.apply(&Wait(10_000));
+    let kem = |w: &World, a, b| {
+        let (s, refused) = w.session_status(a, b).expect("a session peer");
+        (s.up.then(|| s.last.map(|(_, i)| i.kem)).flatten(), refused)
+    };
+    for (a, b) in [(0, 2), (2, 0)] {
+        assert_eq!(kem(&w, a, b), (Some(true), 0), "{a} with {b}");
+    }
+    for (a, b) in [(1, 2), (2, 1)] {
+        assert_eq!(kem(&w, a, b), (Some(false), 0), "{a} with {b}");
+    }
+    let (none, refused) = (kem(&w, 0, 1), kem(&w, 1, 0));
+    assert_eq!((none.0, refused.0), (None, None));
+    assert!(none.1 + refused.1 >= 1, "kem_required counted");
+    assert_eq!(w.outcome().violations, vec![]);
+    w.apply(&Quiet);
+    let o = w.outcome();
+    assert_eq!(o.violations, vec![]);
+    assert!(
+        o.stats.kem_sessions > 0 && o.stats.kem_refused > 0,
+        "{:?}",
+        o.stats
+    );
+}
+
+/// An insider on path 1 strips the KEM from each of its four messages in turn, between hosts
+/// that prefer it and hosts that require it, without pins (so the receivers take the rewritten
+/// frames: only the handshake's bindings can tell). No session comes up without the KEM: a
+/// stripped offer fails the handshake (`smkex_mismatch`: the Request is in the transcript hash
+/// path 2 carries; `kem_required` where a side requires it), a stripped answer stalls it
+/// (`timeout`; `kem_required` under `require`), and a KemShare sent as a Share or a
+/// KemShareReply as a ShareReply is ignored (the retransmission completes the handshake with
+/// the KEM).
+#[test]
+fn stripping_the_kem_gets_no_session_without_it() {
+    use psp_test::sim::Rewrite as R;
+    for kem in [Kem::Prefer, Kem::Require] {
+        for op in [
+            R::StripKemOffer,
+            R::StripKemAnswer,
+            R::StripKemKey,
+            R::StripKemCiphertext,
+        ] {
+            let what = format!("{kem:?}, {op:?}");
+            let scenario = Scenario {
+                ids: Ids::None,
+                kem: [kem; 4],
+                attackers: ON_PATH_1,
+                ..Scenario::basic(11)
+            };
+            let mut w = World::new(scenario);
+            w.apply(&Rewrite(op));
+            w.apply(&Wait(20_000));
+            let o = w.outcome();
+            assert_eq!(o.violations, vec![], "{what}");
+            assert_eq!(o.stats.rewritten, 1, "{what}");
+            assert!(o.stats.sessions >= 6, "{what}: {:?}", o.stats);
+            assert_eq!(o.stats.kem_sessions, o.stats.sessions, "{what}");
+            let refused = u64::from(kem == Kem::Require);
+            let failed: u64 = match op {
+                R::StripKemOffer | R::StripKemAnswer => 1,
+                _ => 0,
+            };
+            assert!(o.stats.failures >= failed, "{what}: {:?}", o.stats);
+            assert!(
+                o.stats.kem_refused >= failed * refused,
+                "{what}: {:?}",
+                o.stats
+            );
+            // Why, as the hosts count it.
+            let reason = match (kem, op) {
+                (Kem::Prefer, R::StripKemOffer) => Some("smkex_mismatch"),
+                (Kem::Prefer, R::StripKemAnswer) => Some("timeout"),
+                (Kem::Require, R::StripKemOffer | R::StripKemAnswer) => Some("kem_required"),
+                _ => None,
+            };
+            let dump = w.dump();
+            if let Some(r) = reason {
+                assert!(
+                    dump.contains(&format!("handshake_failures.{r}=")),
+                    "{what}: {dump}"
+                );
+            } else {
+                assert!(!dump.contains("handshake_failures"), "{what}: {dump}");
+            }
+            w.apply(&Quiet);
+            assert_eq!(w.outcome().violations, vec![], "{what}");
+        }
+    }
+}
+
+/// The KEM is not authentication (docs/SESSIONS.md, "What it does not protect"): an insider on
+/// both paths, without pins, runs puppets that offer the KEM (half of them) and ones that do
+/// not, twice each way between hosts 0 and 1. Under `prefer` both kinds get sessions, those
+/// without the KEM too (the downgrade the docs accept where the attacker is a man in the middle
+/// anyway); under `require` the ones without it are refused (`kem_required`) and the ones with
+/// it get sessions: still a man in the middle, but with the KEM.
+#[test]
+fn the_kem_does_not_stop_a_man_in_the_middle_and_require_refuses_one_without_it() {
+    for kem in [Kem::Prefer, Kem::Require] {
+        let scenario = Scenario {
+            ids: Ids::None,
+            smkex: Smkex::Require,
+            kem: [kem; 4],
+            attackers: ON_BOTH,
+            ..Scenario::basic(11)
+        };
+        let mut w = World::new(scenario);
+        w.apply(&Wait(3000));
+        for _ in 0..2 {
+            w.apply(&Puppet { from: 1, to: 0 });
+            w.apply(&Puppet { from: 0, to: 1 });
+            w.apply(&Wait(3000));
+        }
+        let o = w.outcome();
+        assert_eq!(o.violations, vec![], "{kem:?}");
+        assert_eq!(w.compromised(), [(0, 1), (1, 0)], "{kem:?}");
+        if kem == Kem::Prefer {
+            assert!(o.stats.kem_sessions < o.stats.sessions, "{:?}", o.stats);
+        } else {
+            assert!(o.stats.kem_refused >= 2, "{:?}", o.stats);
+            assert_eq!(o.stats.kem_sessions, o.stats.sessions, "{:?}", o.stats);
+        }
+    }
 }

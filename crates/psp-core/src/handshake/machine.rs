@@ -349,7 +349,9 @@ impl Handshake {
             return Ok(hs);
         }
         // ML-KEM-768: used if offered and allowed here; required by either side, or nothing.
-        if (req.flags.kem_required || hs.cfg.kem == KemMode::Required) && !use_kem {
+        let required_here =
+            hs.cfg.kem == KemMode::Required && !crate::plant::on(crate::plant::Bug::KemDowngrade);
+        if (req.flags.kem_required || required_here) && !use_kem {
             hs.reject(now, FailReason::KemRequired);
             return Ok(hs);
         }

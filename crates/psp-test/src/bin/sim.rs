@@ -10,12 +10,13 @@
 //! run, default 80), `--seed S` (one run), `--trace` (print every event of that run),
 //! `--keep-going` (count every failing run instead of stopping at the first; each run records
 //! the first violation of each kind), `--no-shrink`, `--where WORD` (only scenarios whose
-//! description contains WORD, e.g. `normalize: true`), `--plant BUG` (with `--features plant`:
-//! one of psp-core's planted bugs, `psp_core::plant::Bug`).
+//! description contains WORD, e.g. `normalize: true`), `--kem` (only scenarios where a host
+//! uses ML-KEM-768), `--plant BUG` (with `--features plant`: one of psp-core's planted bugs,
+//! `psp_core::plant::Bug`).
 
 use std::time::Instant as Wall;
 
-use psp_test::sim::{Scenario, World, search, swarm};
+use psp_test::sim::{Kem, Scenario, World, search, swarm};
 
 fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
@@ -64,9 +65,11 @@ fn main() {
     let n = value("--seeds").unwrap_or(200);
     let keep_going = flag("--keep-going");
     let t0 = Wall::now();
+    let kem = flag("--kem");
     let keep = |s: &Scenario| {
         word.as_ref()
             .is_none_or(|w| format!("{s:?}").contains(w.as_str()))
+            && (!kem || s.kem[..usize::from(s.hosts)].iter().any(|k| *k != Kem::Off))
     };
     let mut runs = 0u64;
     let mut events = 0u64;

@@ -4,7 +4,7 @@
 //! Actions name hosts and paths by index and captured frames by a number taken modulo what the
 //! attacker holds, so a run with some actions removed (shrinking) still means something.
 
-use super::scenario::{Ids, Scenario};
+use super::scenario::{Ids, Kem, Scenario};
 use crate::Rng;
 
 /// What happens to a restarted host's state directory.
@@ -58,8 +58,17 @@ pub enum Rewrite {
     StaticNone,
     /// The attacker's long-term key in a Request or Accept.
     StaticEve,
-    /// A Share's or ShareReply's X25519 share replaced by the attacker's.
+    /// A Share's or ShareReply's X25519 share replaced by the attacker's (or a KemShare's or
+    /// KemShareReply's).
     SwapShare,
+    /// The KEM stripped from a Request: its offer and demand flags cleared.
+    StripKemOffer,
+    /// The KEM stripped from an Accept: its answer flag cleared.
+    StripKemAnswer,
+    /// A KemShare sent as a Share with the same X25519 share (no encapsulation key).
+    StripKemKey,
+    /// A KemShareReply sent as a ShareReply with the same X25519 share (no ciphertext).
+    StripKemCiphertext,
 }
 
 /// One input to the world.
@@ -231,6 +240,7 @@ pub fn swarm(s: &Scenario, steps: usize) -> Vec<Action> {
     add(a.insider, 12, 4);
     add(a.insider && a.path1, 13, 2);
     add(a.insider, 14, 2);
+    let kem = s.kem[..usize::from(s.hosts)].iter().any(|k| *k != Kem::Off);
     let mut out = Vec::with_capacity(steps + 1);
     let mut retired = false;
     for _ in 0..steps {
@@ -354,6 +364,14 @@ pub fn swarm(s: &Scenario, steps: usize) -> Vec<Action> {
                     far: r.below(8) == 0,
                 }
             }
+            // A run with the KEM strips it half the time, from one of its four messages
+            // (drawn only then: the other runs' actions stay as they were).
+            13 if kem && r.below(2) == 0 => Action::Rewrite(match r.below(4) {
+                0 => Rewrite::StripKemOffer,
+                1 => Rewrite::StripKemAnswer,
+                2 => Rewrite::StripKemKey,
+                _ => Rewrite::StripKemCiphertext,
+            }),
             13 => Action::Rewrite(match r.below(5) {
                 0 => Rewrite::FutureTimestamp,
                 1 => Rewrite::StripTwoPath,

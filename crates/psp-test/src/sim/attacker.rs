@@ -8,6 +8,10 @@
 //! fingerprints, which the invariants compare with every honest host's key ring). It signs
 //! forged group frames with its own Ed25519 key, or with a former member's: a receiver that pins
 //! the claimed host's identity refuses them, one that does not accepts them.
+//!
+//! Its rewrites re-seal the message under the group key with the frame's own sequence number,
+//! so the receiver takes the rewritten message as the sender's; only the handshake's own
+//! bindings (the transcript hash over path 2, the confirmations) can tell.
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -85,6 +89,8 @@ pub(crate) struct Attacker {
     /// Fingerprints of session keys it holds.
     pub(crate) known: BTreeSet<[u8; 20]>,
     rewrite: Option<Rewrite>,
+    /// Handshake messages it rewrote.
+    pub(crate) rewritten: u64,
     drop: [u32; 2],
     hold_until: [Instant; 2],
     rng: SimRng,
@@ -98,6 +104,9 @@ pub(crate) struct Attacker {
     /// The hosts run `[pki]`: its puppets present certificates (a former member's, or one its
     /// own CA signed for eve's key).
     pub(crate) pki: bool,
+    /// Some host uses ML-KEM-768: half its puppets offer it too (`kem = "prefer"`: the KEM is
+    /// unauthenticated, anyone can run it).
+    pub(crate) kem: bool,
     outbox: Vec<(u8, Vec<u8>)>,
     hosts: u8,
 }
@@ -120,6 +129,7 @@ impl Attacker {
             puppets: Vec::new(),
             known: BTreeSet::new(),
             rewrite: None,
+            rewritten: 0,
             drop: [0; 2],
             hold_until: [Instant::ZERO; 2],
             rng: SimRng::new(seed ^ 0xe7e),
@@ -129,6 +139,7 @@ impl Attacker {
             identities: BTreeMap::new(),
             certs: BTreeMap::new(),
             pki: false,
+            kem: false,
             outbox: Vec::new(),
             hosts,
         }
@@ -176,6 +187,7 @@ impl Attacker {
             && let Some(new) = rewritten(op, repr, self.eve_static.public_key(), self.eve_share)
         {
             self.rewrite = None;
+            self.rewritten += 1;
             let (src, dst, seq) = (f.src_addr(), f.dst_addr(), f.seq_number());
             return match self.seal_message(now, src, dst, seq, &new) {
                 Some(f) => Verdict::Replace(f),
@@ -467,6 +479,9 @@ impl Attacker {
                 .get(&from)
                 .map_or_else(|| self.eve_static.clone(), Identity::static_key)
         });
+        if self.kem && self.counter % 4 < 2 {
+            cfg.kem = handshake::KemMode::Preferred;
+        }
         if self.pki {
             // A former member's own certificate, or one for eve's key from the attacker's CA.
             let cert = self.certs.get(&from).copied().unwrap_or_else(|| {
@@ -612,7 +627,7 @@ impl Attacker {
         } else {
             Protocol::SessionEstablishment
         };
-        let mut buf = [0u8; 256];
+        let mut buf = [0u8; handshake::messages::MAX_MESSAGE_LEN];
         let n = repr.emit(&mut buf);
         self.seal_group(now, src, dst, seq, proto, &buf[..n])
     }
@@ -677,8 +692,43 @@ fn rewritten(
         (Rewrite::StaticNone, Body::Accept(a)) => a.static_key = None,
         (Rewrite::StaticEve, Body::Request(r)) => r.static_key = Some(eve_static),
         (Rewrite::StaticEve, Body::Accept(a)) => a.static_key = Some(eve_static),
-        (Rewrite::SwapShare, Body::Share { share, .. } | Body::ShareReply { share, .. }) => {
+        (
+            Rewrite::SwapShare,
+            Body::Share { share, .. }
+            | Body::ShareReply { share, .. }
+            | Body::KemShare { share, .. }
+            | Body::KemShareReply { share, .. },
+        ) => {
             *share = eve_share;
+        }
+        // The downgrade of the hybrid handshake: the KEM stripped from one of its messages
+        // (only where there is a KEM to strip), the rest of the message as it was.
+        (Rewrite::StripKemOffer, Body::Request(r)) if r.flags.kem => {
+            r.flags.kem = false;
+            r.flags.kem_required = false;
+        }
+        (Rewrite::StripKemAnswer, Body::Accept(a)) if a.kem => a.kem = false,
+        (
+            Rewrite::StripKemKey,
+            Body::KemShare {
+                expiry_secs, share, ..
+            },
+        ) => {
+            repr.body = Body::Share {
+                expiry_secs: *expiry_secs,
+                share: *share,
+            };
+        }
+        (
+            Rewrite::StripKemCiphertext,
+            Body::KemShareReply {
+                expiry_secs, share, ..
+            },
+        ) => {
+            repr.body = Body::ShareReply {
+                expiry_secs: *expiry_secs,
+                share: *share,
+            };
         }
         _ => return None,
     }

@@ -13,6 +13,13 @@
 //!   did not pin the claimed peer and the session is single-path or the attacker holds both
 //!   paths; a host seals only under a session its peer held at some time (no one-way session).
 //! - **Bounds**: frames waiting for a session per peer at most the queue, one handshake per peer.
+//! - **KEM**: a session uses ML-KEM-768 as the two hosts' `kem` modes say (docs/SESSIONS.md,
+//!   "Hybrid post-quantum sessions"): with it where one requires it or both allow it, without
+//!   it where one has it off, and none between a host that requires it and one that has it off.
+//!   A host that requires it holds no session without it, not even with the attacker's puppet;
+//!   a host that has it off none with it. Read from the host's status (`SessionInfo::kem`) once
+//!   per session. Exempt from the pair rule: a session whose keys the attacker holds (a puppet
+//!   runs its own mode, as the docs accept under `prefer`).
 //!
 //! Liveness and the dead-peer bound are checked by the world ([`super::World`]).
 
@@ -27,6 +34,7 @@ use psp_core::wire::Frame;
 use super::app::{self, ATTACKER, Tag};
 use super::attacker::Attacker;
 use super::node::{Node, PairKind, Roster};
+use super::scenario::Kem;
 
 /// Which invariant broke.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -55,7 +63,8 @@ pub enum Kind {
     /// a replayed Request started a handshake.
     ReplayAnswered,
     /// Once attackers and faults stopped, a pair of hosts did not carry traffic again within
-    /// the bound.
+    /// the bound (or, for a pair whose `kem` modes forbid a session, neither host counted a
+    /// `kem_required` failure).
     Liveness,
     /// In a quiet network, hosts restarted cleanly (one, then two at once) did not carry traffic
     /// with every peer within [`RECOVERY_BOUND`](super::world::RECOVERY_BOUND).
@@ -72,6 +81,10 @@ pub enum Kind {
     /// A single-path session came up although both hosts require SMKEX
     /// (`smkex = "require"`): a downgrade.
     SinglePathSession,
+    /// A session's use of ML-KEM-768 does not follow the hosts' `kem` modes: without it where
+    /// one host requires it or both allow it (a downgrade), with it where one has it off, or a
+    /// session at all between a host that requires it and one that has it off.
+    KemDowngrade,
 }
 
 /// A broken invariant.
@@ -116,6 +129,9 @@ pub(crate) struct Checker {
     permitted: HashMap<([u8; 16], u8), bool>,
     /// The responder id each host answered each initiator id with, per run of the host.
     answers: HashMap<(u8, u32, [u8; 8]), [u8; 8]>,
+    /// Sessions whose KEM use was checked: (holder, its run, its peer, when the session came
+    /// up on the holder's clock).
+    kem_checked: HashSet<(u8, u32, u8, u64)>,
 }
 
 fn sid(s: SessionId) -> [u8; 16] {
@@ -310,6 +326,7 @@ impl Checker {
                     ));
                 }
                 let mut count = 0;
+                let mut puppet = false;
                 for (kind, slot) in host.key_slots(pid) {
                     count += 1;
                     let id = sid(slot.session_id());
@@ -339,6 +356,7 @@ impl Checker {
                         !configured && !genuine && paths_ok
                     });
                     if attacker.knows(&send) || attacker.knows(&recv) {
+                        puppet = true;
                         if !permitted {
                             return Err((
                                 Kind::KeyCompromised,
@@ -375,13 +393,32 @@ impl Checker {
                         format!("host {} holds {count} sessions", n.idx),
                     ));
                 }
-                if let Some(s) = host.session_status(pid, Instant::ZERO)
+                let status = host.session_status(pid, Instant::ZERO);
+                if let Some(s) = status
                     && s.pending > 64
                 {
                     return Err((
                         Kind::Unbounded,
                         format!("host {} queues {} frames for host {c}", n.idx, s.pending),
                     ));
+                }
+                // The newest session's KEM use, once per session (while its keys are held).
+                if count > 0
+                    && let Some((at, info)) = status.and_then(|s| s.last)
+                    && self
+                        .kem_checked
+                        .insert((n.idx, n.boots, *c, at.total_micros()))
+                {
+                    let (mine, theirs) = (roster.kem(n.idx), roster.kem(*c));
+                    if let Some(why) = kem_wrong(mine, theirs, info.kem, puppet) {
+                        return Err((
+                            Kind::KemDowngrade,
+                            format!(
+                                "host {} (kem {mine:?}) holds a session with host {c} (kem {theirs:?}) {why}",
+                                n.idx
+                            ),
+                        ));
+                    }
                 }
             }
         }
@@ -436,6 +473,27 @@ fn answer(frame: &[u8]) -> Option<([u8; 8], [u8; 8])> {
     let repr = Repr::parse_bytes(opened.payload()).ok()?;
     matches!(repr.body, Body::Accept(_) | Body::Reject(_))
         .then_some((repr.initiator_id.0, repr.responder_id.0))
+}
+
+/// What is wrong with a session of a host in mode `mine` with a peer in mode `theirs` that has
+/// the KEM (`kem`) or not, if anything; `puppet`: the attacker holds keys of the peer's
+/// sessions (the newest may be its own handshake, whatever host `theirs` says).
+fn kem_wrong(mine: Kem, theirs: Kem, kem: bool, puppet: bool) -> Option<&'static str> {
+    if mine == Kem::Require && !kem {
+        return Some("without the KEM, which it requires");
+    }
+    if mine == Kem::Off && kem {
+        return Some("with the KEM, which it has off");
+    }
+    if puppet {
+        return None;
+    }
+    match Kem::session(mine, theirs) {
+        None => Some("at all: one requires the KEM, the other has it off"),
+        Some(true) if !kem => Some("without the KEM, which both allow"),
+        Some(false) if kem => Some("with the KEM, which its peer has off"),
+        _ => None,
+    }
 }
 
 /// One host's hold on a session: the host, its peer, its role, its send and receive key

@@ -11,7 +11,7 @@
 //!
 //! | file | what it holds |
 //! |---|---|
-//! | `scenario.rs` | [`Scenario`]: how many hosts, keyings, identities, SMKEX, normalization, which faults, operator events and attackers a run may use |
+//! | `scenario.rs` | [`Scenario`]: how many hosts, keyings, identities, SMKEX, each host's KEM mode, normalization, which faults, operator events and attackers a run may use |
 //! | `action.rs` | [`Action`]: one input to the world (time passing, traffic, a restart, a fault, an attack), and the seeded swarm generator |
 //! | `node.rs` | one simulated gateway: its `Host`, state directory, clock and random generator |
 //! | `app.rs` | the protected hosts' traffic: tagged inner frames, what each host received |
@@ -36,7 +36,7 @@ mod world;
 
 pub use action::{Action, DiskFate, ForgeKind, Rewrite, Target, swarm};
 pub use check::{Kind, Violation};
-pub use scenario::{Attackers, Faults, Ids, KeyingMix, Operator, Scenario, Smkex};
+pub use scenario::{Attackers, Faults, Ids, Kem, KeyingMix, Operator, Scenario, Smkex};
 pub use world::{DEAD_BOUND, LIVENESS_BOUND, Outcome, RECOVERY_BOUND, Stats, World};
 
 use psp_core::handshake::rand_core::{self, CryptoRng, RngCore};

@@ -8,7 +8,7 @@ use std::collections::BTreeMap;
 
 use psp_core::crypto::SigningKey;
 use psp_core::handshake::rand_core::RngCore;
-use psp_core::handshake::{self, Identity, KeyRingConfig, SmkexMode, Tai64n};
+use psp_core::handshake::{self, Identity, KemMode, KeyRingConfig, SmkexMode, Tai64n};
 use psp_core::host::{
     self, Claim, Host, HostEvent, KeySpec, Keying, Mac, NormSpec, PeerId, PeerSpec, Pin, Received,
     ReplayFloor, Resume, SessionSettings, TapJob, TapResult,
@@ -20,7 +20,7 @@ use psp_core::{SuiteId, wire::Seq};
 use zeroize::Zeroizing;
 
 use super::SimRng;
-use super::scenario::{Ids, KeyingMix, Scenario, Smkex};
+use super::scenario::{Ids, Kem, KeyingMix, Scenario, Smkex};
 
 /// The wall clock (Unix seconds) at the simulation's start.
 pub(crate) const WALL0: u64 = 1_800_000_000;
@@ -137,6 +137,17 @@ impl Roster {
         }
     }
 
+    /// Host `i`'s `kem` mode.
+    pub(crate) fn kem(&self, i: u8) -> Kem {
+        self.scen.kem[usize::from(i)]
+    }
+
+    /// Whether `i` and `j` run sessions that their `kem` modes forbid (one requires the KEM,
+    /// the other has it off): every handshake between them fails `kem_required`.
+    pub(crate) fn kem_apart(&self, i: u8, j: u8) -> bool {
+        self.pair(i, j) == PairKind::Session && Kem::session(self.kem(i), self.kem(j)).is_none()
+    }
+
     /// Whether `i` and `j` normalize their traffic to each other.
     pub(crate) fn normalized(&self, i: u8, j: u8) -> bool {
         self.scen.normalize && i.min(j) == 0 && i.max(j) == 1
@@ -170,6 +181,11 @@ impl Roster {
             Smkex::Off => SmkexMode::Off,
             Smkex::Prefer => SmkexMode::Preferred,
             Smkex::Require => SmkexMode::Required,
+        };
+        hs.kem = match s.kem[usize::from(i)] {
+            Kem::Off => KemMode::Off,
+            Kem::Prefer => KemMode::Preferred,
+            Kem::Require => KemMode::Required,
         };
         hs.lifetime = Duration::from_secs(u64::from(s.lifetime_s));
         hs.min_lifetime = Duration::from_secs(60).min(hs.lifetime);

@@ -36,6 +36,30 @@ pub enum Smkex {
     Require,
 }
 
+/// One host's `kem` mode (the hybrid post-quantum handshake, ML-KEM-768 beside X25519).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Kem {
+    /// X25519 only.
+    Off,
+    /// The KEM when the peer allows it.
+    Prefer,
+    /// The KEM or no session.
+    Require,
+}
+
+impl Kem {
+    /// Whether a session between hosts in modes `a` and `b` has the KEM (`Some(true)`), has it
+    /// not (`Some(false)`), or must not exist (`None`: one requires it, the other has it off):
+    /// docs/SESSIONS.md, "Hybrid post-quantum sessions", the negotiation table.
+    pub fn session(a: Self, b: Self) -> Option<bool> {
+        match (a, b) {
+            (Self::Require, Self::Off) | (Self::Off, Self::Require) => None,
+            (Self::Off, _) | (_, Self::Off) => Some(false),
+            _ => Some(true),
+        }
+    }
+}
+
 /// Faults of the network (until the quiet phase).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default)]
 pub struct Faults {
@@ -98,6 +122,8 @@ pub struct Scenario {
     pub ids: Ids,
     /// SMKEX.
     pub smkex: Smkex,
+    /// Each host's `kem` mode (index: host; a fourth entry for a three-host run is unused).
+    pub kem: [Kem; 4],
     /// Host 0 and host 1 normalize their traffic to each other.
     pub normalize: bool,
     /// Broadcasts too large for the signed group key go as group copies.
@@ -130,6 +156,7 @@ impl Scenario {
             keying: KeyingMix::Sessions,
             ids: Ids::Configured,
             smkex: Smkex::Prefer,
+            kem: [Kem::Off; 4],
             normalize: false,
             group_copies: true,
             rekey_after_s: 120,
@@ -207,12 +234,14 @@ impl Scenario {
             attackers.insider = true;
             attackers.path1 = true;
         }
+        let kem = kem_modes(seed);
         Self {
             seed,
             hosts,
             keying,
             ids,
             smkex,
+            kem,
             normalize,
             group_copies,
             rekey_after_s,
@@ -222,6 +251,34 @@ impl Scenario {
             operator,
             attackers,
             pki,
+        }
+    }
+}
+
+/// The hosts' `kem` modes for `seed`, drawn apart from everything else (so the other seeds'
+/// scenarios stay as they were): one seed in four uses the KEM. Of those, one in four has every
+/// host require it, one in four every host prefer it, and the rest draw each host's mode (off,
+/// prefer, require: pairs that get the KEM, pairs that do not, pairs that get no session).
+fn kem_modes(seed: u64) -> [Kem; 4] {
+    if !super::mix(seed, 0x006b_656d).is_multiple_of(4) {
+        return [Kem::Off; 4];
+    }
+    let mut r = Rng::new(seed ^ 0x6b65_6d00);
+    let each = |r: &mut Rng| match r.below(3) {
+        0 => Kem::Off,
+        1 => Kem::Prefer,
+        _ => Kem::Require,
+    };
+    match r.below(4) {
+        0 => [Kem::Require; 4],
+        1 => [Kem::Prefer; 4],
+        _ => {
+            let mut m = [each(&mut r), each(&mut r), each(&mut r), each(&mut r)];
+            if m[..3].iter().all(|k| *k == Kem::Off) {
+                // Three hosts all off would not be a run with the KEM.
+                m[0] = Kem::Require;
+            }
+            m
         }
     }
 }

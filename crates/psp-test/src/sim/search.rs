@@ -81,6 +81,10 @@ pub struct Report {
     pub sim_ms: u64,
     /// Sessions established in all runs.
     pub sessions: u64,
+    /// Of those, sessions with ML-KEM-768 in their keys.
+    pub kem_sessions: u64,
+    /// Handshakes that failed `kem_required` in all runs.
+    pub kem_refused: u64,
     /// The failing runs.
     pub failures: Vec<Failure>,
 }
@@ -105,6 +109,8 @@ pub fn sweep(
         r.events += o.stats.events;
         r.sim_ms += o.stats.sim_ms;
         r.sessions += o.stats.sessions;
+        r.kem_sessions += o.stats.kem_sessions;
+        r.kem_refused += o.stats.kem_refused;
         if let Some(v) = o.violations.into_iter().next() {
             r.failures.push(Failure {
                 scenario: scen,

@@ -4,6 +4,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
+use psp_core::host::SessionStatus;
 use psp_core::time::{Duration, Instant};
 
 use super::action::{Action, DiskFate};
@@ -40,10 +41,17 @@ pub struct Stats {
     pub delivered: u64,
     /// Sessions established (rekeys included).
     pub sessions: u64,
+    /// Sessions established with ML-KEM-768 in their keys (rekeys included).
+    pub kem_sessions: u64,
     /// Handshakes that failed.
     pub failures: u64,
+    /// Handshakes that failed because one side requires ML-KEM-768 and it was not used
+    /// (`kem_required`).
+    pub kem_refused: u64,
     /// Frames lost to faults.
     pub lost: u64,
+    /// Handshake messages the attacker rewrote.
+    pub rewritten: u64,
     /// Restarts.
     pub restarts: u64,
     /// Simulated time, ms.
@@ -133,6 +141,9 @@ impl World {
             scen,
         };
         w.attacker.pki = scen.pki;
+        w.attacker.kem = scen.kem[..usize::from(scen.hosts)]
+            .iter()
+            .any(|k| *k != super::scenario::Kem::Off);
         for i in 0..scen.hosts {
             w.boots.insert((w.now, i), false);
         }
@@ -170,6 +181,7 @@ impl World {
     pub fn outcome(&self) -> Outcome {
         let mut stats = self.stats.clone();
         stats.lost = self.net.lost;
+        stats.rewritten = self.attacker.rewritten;
         stats.sim_ms = self.now.total_micros() / 1000;
         Outcome {
             violations: self.violations.clone(),
@@ -226,6 +238,15 @@ impl World {
     /// Events handled so far.
     pub fn events(&self) -> u64 {
         self.stats.events
+    }
+
+    /// Host `host`'s status of its session peer `peer` (a host index), if both are up and `host`
+    /// runs sessions with it; and how many of its handshakes with it failed `kem_required`.
+    pub fn session_status(&self, host: u8, peer: u8) -> Option<(SessionStatus, u64)> {
+        let node = self.nodes.get(usize::from(host))?;
+        let h = node.host.as_ref()?;
+        let status = h.session_status(node.peer_of(peer)?, node.local(self.now))?;
+        Some((status, self.kem_refusals(host, peer)))
     }
 
     fn violate(&mut self, kind: Kind, detail: String) {
@@ -425,7 +446,8 @@ impl World {
     }
 
     /// The quiet phase: attackers and faults stop, every host comes up with its configuration
-    /// complete; after [`LIVENESS_BOUND`], every pair must carry a frame each way.
+    /// complete; after [`LIVENESS_BOUND`], every pair must carry a frame each way, but a pair
+    /// whose `kem` modes forbid a session, which must have counted `kem_required` instead.
     fn quiet(&mut self) {
         self.attacker.stop();
         self.net.quiet(self.now);
@@ -455,6 +477,22 @@ impl World {
         if !failed.is_empty() {
             let detail = format!(
                 "{} s after the attackers and faults stopped, no frame crossed {failed:?} (from, to)",
+                LIVENESS_BOUND.total_micros() / 1_000_000
+            );
+            self.violate(Kind::Liveness, detail);
+            return;
+        }
+        // The pairs whose `kem` modes forbid a session (exempt above) were refused, and said
+        // why: `kem_required` counted by one of the two.
+        let n = self.scen.hosts;
+        let silent: Vec<(u8, u8)> = (0..n)
+            .flat_map(|i| (i + 1..n).map(move |j| (i, j)))
+            .filter(|&(i, j)| self.roster.kem_apart(i, j) && !self.excused(i, j))
+            .filter(|&(i, j)| self.kem_refusals(i, j) + self.kem_refusals(j, i) == 0)
+            .collect();
+        if !silent.is_empty() {
+            let detail = format!(
+                "{} s after the attackers and faults stopped, the pairs {silent:?} (one requires the KEM, the other has it off) counted no kem_required",
                 LIVENESS_BOUND.total_micros() / 1_000_000
             );
             self.violate(Kind::Liveness, detail);
@@ -747,6 +785,7 @@ impl World {
             match e {
                 psp_core::host::HostEvent::SessionUp { info, peer } => {
                     self.stats.sessions += 1;
+                    self.stats.kem_sessions += u64::from(info.kem);
                     if self.scen.smkex == super::scenario::Smkex::Require && !info.two_path {
                         let detail = format!(
                             "host {h} set up a single-path session with its peer {} under smkex = require",
@@ -755,7 +794,10 @@ impl World {
                         self.violate(Kind::SinglePathSession, detail);
                     }
                 }
-                psp_core::host::HostEvent::HandshakeFailed { .. } => self.stats.failures += 1,
+                psp_core::host::HostEvent::HandshakeFailed { reason, .. } => {
+                    self.stats.failures += 1;
+                    self.stats.kem_refused += u64::from(*reason == "kem_required");
+                }
                 _ => {}
             }
         }
@@ -886,10 +928,31 @@ impl World {
         }
     }
 
-    /// Whether the pair is exempt from the liveness check, and why not: a retired host, a lost
-    /// or rolled-back state directory (documented: the peers' windows refuse its frames), keys
-    /// the attacker legitimately holds, or a window the attacker pinned where it may.
+    /// Whether the pair is exempt from the liveness check: excused (below), or hosts whose
+    /// `kem` modes forbid a session (one requires the KEM, the other has it off; the quiet
+    /// phase checks that they count `kem_required` instead).
     fn exempt(&self, i: u8, j: u8) -> bool {
+        self.excused(i, j) || self.roster.kem_apart(i, j)
+    }
+
+    /// Handshakes host `i` counted failed `kem_required` with host `j` in its current run.
+    fn kem_refusals(&self, i: u8, j: u8) -> u64 {
+        let node = &self.nodes[usize::from(i)];
+        let at = psp_core::host::FAIL_REASONS
+            .iter()
+            .position(|r| *r == "kem_required");
+        node.host
+            .as_ref()
+            .zip(node.peer_of(j))
+            .and_then(|(h, p)| h.peer_counters(p))
+            .zip(at)
+            .map_or(0, |(c, at)| c.handshake_failures[at])
+    }
+
+    /// Whether the pair is excused from what the quiet phase expects of it: a retired host, a
+    /// lost or rolled-back state directory (documented: the peers' windows refuse its frames),
+    /// keys the attacker legitimately holds, or a window the attacker pinned where it may.
+    fn excused(&self, i: u8, j: u8) -> bool {
         let (a, b) = (usize::from(i), usize::from(j));
         let unpinned = self.scen.ids != Ids::Configured
             || self.roster.pair(i, j) != super::node::PairKind::Session;
