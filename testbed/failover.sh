@@ -17,7 +17,9 @@
 # Usage: testbed/failover.sh [--quick] [--no-build]
 #   --quick: 2 cuts of 3 s and a 5 s throughput run each (a functional run, as CI's)
 # Last line: RESULT cuts=N failover_ms=… failback_ms=… failback_lost=… pings_lost_pct=…
-#   tcp_survived=0|1 cleartext_frames=… one_path_mbit=… both_mbit=… both_vs_one=…
+#   tcp_survived=0|1 cleartext_frames=… one_path_mbit=… both_mbit=… both_vs_one=… reorder_held=…
+#   reorder_gaps=… reorder_late=… (vm2's reorder buffer in the `both` run: frames that waited for
+#   one that came on the other path, numbers given up as lost, frames that came after that)
 set -uo pipefail
 
 QUICK=0
@@ -162,11 +164,15 @@ tput() {
     tb_bg vm2 "$TB_DIR/iperf3-$mode.log" iperf3 -s -1
     sleep 0.3
     tb_iperf3 1 "$(tb_ip 2)" "$TPUT_S"
+    # vm2's reorder buffer (paths = "both"): frames that waited, numbers given up, late frames.
+    tb_status 2 --json 2>/dev/null | jq -r '.peers[0] | "\(.reorder_held // 0) \(.reorder_gaps // 0) \(.reorder_late // 0)"' \
+        >"$TB_DIR/reorder-$mode.txt"
     stop
 }
 ONE=$(tput failover) || ONE=0
 BOTH=$(tput both) || BOTH=0
 RATIO=$(awk -v a="$BOTH" -v b="$ONE" 'BEGIN { printf "%.2f", (b > 0 ? a / b : 0) }')
+read -r HELD GAPS LATE <"$TB_DIR/reorder-both.txt" || true
 
 echo "failover: $CUTS cuts of ${CUT_S}s; ping replies $SENT; iperf3 rc $IPERF_RC"
-echo "RESULT cuts=$CUTS failover_ms=$FAILOVER failback_ms=$FAILBACK failback_lost=$FAILBACK_LOST pings_lost_pct=$LOST_PCT tcp_survived=$TCP cleartext_frames=$CLEAR one_path_mbit=$ONE both_mbit=$BOTH both_vs_one=$RATIO"
+echo "RESULT cuts=$CUTS failover_ms=$FAILOVER failback_ms=$FAILBACK failback_lost=$FAILBACK_LOST pings_lost_pct=$LOST_PCT tcp_survived=$TCP cleartext_frames=$CLEAR one_path_mbit=$ONE both_mbit=$BOTH both_vs_one=$RATIO reorder_held=${HELD:-0} reorder_gaps=${GAPS:-0} reorder_late=${LATE:-0}"
