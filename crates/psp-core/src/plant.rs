@@ -42,11 +42,14 @@ pub enum Bug {
     /// A responder configured to require ML-KEM-768 (`kem = "require"`) accepts a Request
     /// that does not offer it (a session without the KEM).
     KemDowngrade,
+    /// The host does not ask the reorder buffer (`paths = "both"`) for the frames it released:
+    /// only a normalized stream's deliveries are polled.
+    ReorderNotPolled,
 }
 
 impl Bug {
     /// Every planted bug.
-    pub const ALL: [Self; 17] = [
+    pub const ALL: [Self; 18] = [
         Self::StaleRequest,
         Self::SkipPin,
         Self::ResetWindowOnReload,
@@ -64,6 +67,7 @@ impl Bug {
         Self::NoFailover,
         Self::SinglePathUnderRequire,
         Self::KemDowngrade,
+        Self::ReorderNotPolled,
     ];
 }
 

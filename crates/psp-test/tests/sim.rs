@@ -107,6 +107,7 @@ planted! {
     finds_a_single_path_rekey_under_require: SinglePathUnderRequire,
     // Seed 18 (host 0 requires the KEM, hosts 1 and 2 have it off), 32 events into that run.
     finds_a_session_without_the_kem_under_require: KemDowngrade,
+    finds_frames_the_reorder_buffer_released_but_nobody_polled: ReorderNotPolled,
 }
 
 // The simulator's findings on the host before the fixes of this round, shrunk. Each failed
@@ -123,6 +124,7 @@ fn sim_seed_672() {
         ids: Ids::None,
         smkex: Smkex::Require,
         kem: [Kem::Off; 4],
+        both: false,
         normalize: false,
         group_copies: true,
         rekey_after_s: 120,
@@ -195,6 +197,7 @@ fn sim_seed_318() {
         ids: Ids::None,
         smkex: Smkex::Prefer,
         kem: [Kem::Off; 4],
+        both: false,
         normalize: true,
         group_copies: true,
         rekey_after_s: 120,
@@ -248,6 +251,7 @@ fn sim_seed_1221() {
         ids: Ids::None,
         smkex: Smkex::Require,
         kem: [Kem::Off; 4],
+        both: false,
         normalize: true,
         group_copies: false,
         rekey_after_s: 120,
@@ -395,6 +399,7 @@ fn sim_seed_37() {
         ids: Ids::Configured,
         smkex: Smkex::Off,
         kem: [Kem::Off; 4],
+        both: false,
         normalize: true,
         group_copies: true,
         rekey_after_s: 20,
@@ -446,6 +451,7 @@ fn sim_seed_37() {
 fn the_kem_modes_decide_each_pair() {
     let scenario = Scenario {
         kem: [Kem::Require, Kem::Off, Kem::Prefer, Kem::Off],
+        both: false,
         ..Scenario::basic(23)
     };
     let mut w = World::new(scenario);
@@ -496,6 +502,7 @@ fn stripping_the_kem_gets_no_session_without_it() {
             let scenario = Scenario {
                 ids: Ids::None,
                 kem: [kem; 4],
+                both: false,
                 attackers: ON_PATH_1,
                 ..Scenario::basic(11)
             };
@@ -553,6 +560,7 @@ fn the_kem_does_not_stop_a_man_in_the_middle_and_require_refuses_one_without_it(
             ids: Ids::None,
             smkex: Smkex::Require,
             kem: [kem; 4],
+            both: false,
             attackers: ON_BOTH,
             ..Scenario::basic(11)
         };

@@ -210,7 +210,11 @@ impl Roster {
                 queue: 64,
                 keepalive: SessionSettings::KEEPALIVE,
                 dead_after: SessionSettings::DEAD_AFTER,
-                paths: host::PathMode::default(),
+                paths: if s.both {
+                    host::PathMode::Both
+                } else {
+                    host::PathMode::Failover
+                },
                 // Slower than the defaults (25 ms, 100 ms): the simulator checks what happens, not
                 // how fast, and every probe is an event.
                 probe_every: Duration::from_millis(100),

@@ -124,6 +124,9 @@ pub struct Scenario {
     pub smkex: Smkex,
     /// Each host's `kem` mode (index: host; a fourth entry for a three-host run is unused).
     pub kem: [Kem; 4],
+    /// Every host spreads its session frames over both paths (`paths = "both"`) and puts its
+    /// peers' back in order (the reorder buffer); else `failover`.
+    pub both: bool,
     /// Host 0 and host 1 normalize their traffic to each other.
     pub normalize: bool,
     /// Broadcasts too large for the signed group key go as group copies.
@@ -157,6 +160,7 @@ impl Scenario {
             ids: Ids::Configured,
             smkex: Smkex::Prefer,
             kem: [Kem::Off; 4],
+            both: false,
             normalize: false,
             group_copies: true,
             rekey_after_s: 120,
@@ -235,6 +239,8 @@ impl Scenario {
             attackers.path1 = true;
         }
         let kem = kem_modes(seed);
+        // Drawn apart from everything else, as the KEM: one seed in four.
+        let both = super::mix(seed, 0x626f_7468).is_multiple_of(4);
         Self {
             seed,
             hosts,
@@ -242,6 +248,7 @@ impl Scenario {
             ids,
             smkex,
             kem,
+            both,
             normalize,
             group_copies,
             rekey_after_s,

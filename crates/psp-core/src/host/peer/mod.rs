@@ -258,7 +258,8 @@ impl Peer {
     /// buffer's).
     pub(crate) fn delivering(&self) -> bool {
         self.stream.as_ref().is_some_and(|s| s.delivering)
-            || self.reorder.as_ref().is_some_and(Reorder::has_ready)
+            || (self.reorder.as_ref().is_some_and(Reorder::has_ready)
+                && !crate::plant::on(crate::plant::Bug::ReorderNotPolled))
     }
 
     /// Its place in the host's peer list.
