@@ -259,8 +259,14 @@ impl Peer {
         let Some(r) = self.reorder.as_mut() else {
             return got;
         };
+        // Only a frame an ICV vouches for waits: what `poll_delivery` hands out is taken as
+        // checked (a frame of the `none` suite goes now, in place, with its flag).
         let inner = match &got {
-            Received::Deliver { range, .. } => Some(&frame[range.clone()]),
+            Received::Deliver {
+                range,
+                trusted: true,
+                ..
+            } => Some(&frame[range.clone()]),
             _ => None,
         };
         let placed = r.arrive(now, key, seq, path, inner, up);
