@@ -51,15 +51,11 @@ impl SetupRng {
 
 impl RngCore for SetupRng {
     fn next_u32(&mut self) -> u32 {
-        let mut b = [0u8; 4];
-        self.fill_bytes(&mut b);
-        u32::from_le_bytes(b)
+        rand_core::impls::next_u32_via_fill(self)
     }
 
     fn next_u64(&mut self) -> u64 {
-        let mut b = [0u8; 8];
-        self.fill_bytes(&mut b);
-        u64::from_le_bytes(b)
+        rand_core::impls::next_u64_via_fill(self)
     }
 
     /// # Panics

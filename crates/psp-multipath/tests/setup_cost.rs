@@ -34,14 +34,10 @@ impl OneRead {
 
 impl RngCore for OneRead {
     fn next_u32(&mut self) -> u32 {
-        let mut b = [0u8; 4];
-        self.fill_bytes(&mut b);
-        u32::from_le_bytes(b)
+        rand_core::impls::next_u32_via_fill(self)
     }
     fn next_u64(&mut self) -> u64 {
-        let mut b = [0u8; 8];
-        self.fill_bytes(&mut b);
-        u64::from_le_bytes(b)
+        rand_core::impls::next_u64_via_fill(self)
     }
     fn fill_bytes(&mut self, dest: &mut [u8]) {
         dest.copy_from_slice(&self.0[self.1..self.1 + dest.len()]);
