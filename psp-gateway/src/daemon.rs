@@ -121,8 +121,8 @@ fn init_logging(config: &Config, opts: &Options) {
 }
 
 /// The largest PSP frame (Ethernet header included) the uplink carries unfragmented.
-/// Capped at a batch slot: jumbo and loopback paths carry more, but the daemon's buffers hold
-/// standard frames (the TAP MTU is then at most `SLOT_LEN - 14 - overhead`).
+/// Capped at a batch slot ([`SLOT_LEN`], 9 KiB: a jumbo frame of MTU 9000 fits); a larger
+/// uplink MTU (loopback) is used up to that size.
 fn max_frame(uplink: &Uplink, mtu: usize) -> usize {
     let frame = match uplink {
         // The interface MTU counts what follows the Ethernet header.
@@ -634,5 +634,9 @@ mod tests {
         assert_eq!(tap_mtu(1514, 35), Some(1465));
         assert_eq!(overhead_limit(1465, 1514), 35);
         assert_eq!(tap_mtu(100, 35), None);
+        // A jumbo raw uplink (MTU 9000) is used whole: its frame fits a slot.
+        const { assert!(9000 + ETHERNET_HEADER_LEN <= SLOT_LEN) };
+        assert_eq!(tap_mtu(9000 + ETHERNET_HEADER_LEN, 8), Some(8992));
+        assert_eq!(tap_mtu(9000 + ETHERNET_HEADER_LEN, 24), Some(8976));
     }
 }

@@ -144,3 +144,70 @@ fn root_offload_on_none_verifies_checksums() {
 fn root_offload_off() {
     run("aes128-gcm", false);
 }
+
+/// A jumbo segment (MTU 9000 on every port): the TAP MTU follows the uplink (9000 minus the
+/// 8 bytes of `none`'s overhead), a ping that fills it crosses unfragmented both ways, TSO
+/// super-frames are cut into jumbo frames, and nothing is dropped.
+#[test]
+fn root_jumbo_uplink_gives_a_jumbo_tap() {
+    let tb = Testbed::up(TestbedOptions {
+        suite: "none".into(),
+        ..TestbedOptions::default()
+    });
+    let out = tb.sh(
+        "for h in vm1 vm2 eve; do ip -n \"$(tb_ns lan)\" link set $h mtu 9000; \
+         ip -n \"$(tb_ns $h)\" link set up0 mtu 9000; done",
+    );
+    assert!(out.status.success(), "MTU 9000: {out:?}");
+    let gws = [tb.start(1), tb.start(2)];
+    for n in [1u8, 2] {
+        let mtu = tb.ns_ok(&format!("vm{n}"), &["cat", "/sys/class/net/psp0/mtu"]);
+        assert_eq!(mtu.trim(), "8992", "vm{n}: TAP MTU");
+    }
+    tb.ping_until_up(1, 2, Duration::from_secs(5));
+    for (a, b) in [(1u8, 2u8), (2, 1)] {
+        // 8992 - 20 (IP) - 8 (ICMP): the largest ping the TAP takes, don't fragment.
+        let out = tb.ns_ok(
+            &format!("vm{a}"),
+            &[
+                "ping",
+                "-c",
+                "3",
+                "-i",
+                "0.2",
+                "-W",
+                "2",
+                "-M",
+                "do",
+                "-s",
+                "8964",
+                &Testbed::ip(b),
+            ],
+        );
+        assert!(out.contains(" 0% packet loss"), "vm{a} -> vm{b}: {out}");
+    }
+    let s0 = gws[0].status_json();
+    let mbps = tb.iperf3(1, 2, 1, false);
+    assert!(mbps > 0.0, "TCP over the jumbo uplink: {mbps} Mbit/s");
+    let s1 = gws[0].status_json();
+    let frames = counter(&s1, "peer:vm2.tx_frames") - counter(&s0, "peer:vm2.tx_frames");
+    let bytes = counter(&s1, "peer:vm2.tx_bytes") - counter(&s0, "peer:vm2.tx_bytes");
+    eprintln!(
+        "jumbo: {mbps:.0} Mbit/s, {frames} frames of {} bytes on average",
+        bytes / frames.max(1)
+    );
+    assert!(
+        bytes / frames.max(1) > 4000,
+        "TSO cut at the jumbo MTU: {bytes} bytes in {frames} frames"
+    );
+    for (i, g) in gws.iter().enumerate() {
+        let s = g.status_json();
+        assert_eq!(
+            counter(&s, "drops_total"),
+            0,
+            "vm{}: {:?}",
+            i + 1,
+            delta(&s0, &s)
+        );
+    }
+}

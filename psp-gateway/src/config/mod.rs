@@ -26,6 +26,7 @@ mod session;
 mod validate;
 
 pub(crate) use keyfile::{allow_owner as allow_key_owner, read as read_key_file, run_as};
+pub(crate) use normalize::MAX_FRAME_SIZE as MAX_NORMALIZED_FRAME;
 pub use normalize::NormalizeConfig;
 pub use pki::PkiConfig;
 pub(crate) use session::parse_prefix;

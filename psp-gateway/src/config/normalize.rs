@@ -11,10 +11,12 @@ use super::ConfigError;
 
 /// The smallest `frame_size`: room for the PSP overhead, the normalized header and a fragment.
 pub(crate) const MIN_FRAME_SIZE: usize = 128;
-/// The largest `frame_size` (one buffer slot, [`crate::io::SLOT_LEN`]).
-pub(crate) const MAX_FRAME_SIZE: usize = crate::io::SLOT_LEN;
+/// The largest `frame_size`: a standard Ethernet frame plus the largest PSP overhead, rounded
+/// up (normalized frames stay below a standard 1500-byte MTU's frame; jumbo uplinks carry
+/// them unchanged).
+pub(crate) const MAX_FRAME_SIZE: usize = 2048;
 /// The smallest inner queue (one largest inner frame and its record header).
-pub(crate) const MIN_QUEUE_BYTES: usize = crate::io::SLOT_LEN + TX_RECORD_OVERHEAD;
+pub(crate) const MIN_QUEUE_BYTES: usize = MAX_FRAME_SIZE + TX_RECORD_OVERHEAD;
 /// The largest inner queue.
 pub(crate) const MAX_QUEUE_BYTES: usize = 64 << 20;
 /// The default inner queue with drop-tail: the byte cap is then also the delay bound.
@@ -59,9 +61,9 @@ pub struct NormalizeConfig {
     /// `codel_target_ms = 5`, `codel_interval_ms = 100`, `codel_ecn = true`).
     pub aqm: Aqm,
     /// How far ahead of its departure slot each frame is sealed and handed to the pacer
-    /// (`lead_ms`): what it adds to the latency, and the head start that keeps departures on
-    /// time while the daemon is busy.
-    pub lead_ms: u32,
+    /// (`lead_ms`, in µs here): what it adds to the latency, and the head start that keeps
+    /// departures on time while the daemon is busy.
+    pub lead_us: u32,
 }
 
 impl NormalizeConfig {
@@ -71,10 +73,39 @@ impl NormalizeConfig {
     }
 }
 
-/// The default `lead_ms` (docs/CONFIG.md says how to choose it).
-const DEFAULT_LEAD_MS: u32 = 4;
-/// The largest `lead_ms`.
-const MAX_LEAD_MS: i64 = 100;
+/// The default `lead_ms`, in µs (docs/CONFIG.md says how to choose it).
+const DEFAULT_LEAD_US: u32 = 4_000;
+/// The smallest `lead_ms`, in µs (0.1 ms).
+const MIN_LEAD_US: f64 = 100.0;
+/// The largest `lead_ms`, in µs (100 ms).
+const MAX_LEAD_US: f64 = 100_000.0;
+
+/// A number of milliseconds written as an integer or a decimal (`lead_ms = 4`, `= 0.5`).
+#[derive(Debug, Clone, Copy, Deserialize)]
+#[serde(untagged)]
+enum Millis {
+    Int(i64),
+    Float(f64),
+}
+
+impl Millis {
+    fn micros(self) -> f64 {
+        match self {
+            // Exact for every value the range check lets through.
+            Self::Int(v) => v as f64 * 1000.0,
+            Self::Float(v) => v * 1000.0,
+        }
+    }
+}
+
+impl core::fmt::Display for Millis {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        match self {
+            Self::Int(v) => write!(f, "{v}"),
+            Self::Float(v) => write!(f, "{v}"),
+        }
+    }
+}
 
 /// `[normalize]` and `[peer.normalize]` as written.
 #[derive(Debug, Default, Clone, Deserialize)]
@@ -94,7 +125,7 @@ pub(super) struct RawNormalize {
     codel_target_ms: Option<i64>,
     codel_interval_ms: Option<i64>,
     codel_ecn: Option<bool>,
-    lead_ms: Option<i64>,
+    lead_ms: Option<Millis>,
 }
 
 /// Settings while they are merged.
@@ -126,7 +157,7 @@ impl NormSettings {
                 packing: Packing::Packed,
                 queue_bytes: CODEL_QUEUE_BYTES,
                 aqm: Aqm::default(),
-                lead_ms: DEFAULT_LEAD_MS,
+                lead_us: DEFAULT_LEAD_US,
             },
             codel: true,
             codel_params: CodelParams::default(),
@@ -187,13 +218,15 @@ impl NormSettings {
             self.cfg.o_min_ms = u32::try_from(v).unwrap_or(u32::MAX);
         }
         if let Some(v) = raw.lead_ms {
-            if !(1..=MAX_LEAD_MS).contains(&v) {
+            let us = v.micros().round();
+            if !(MIN_LEAD_US..=MAX_LEAD_US).contains(&us) {
                 return Err(err(
                     "lead_ms",
-                    format!("{v} is not in 1..={MAX_LEAD_MS} (milliseconds)"),
+                    format!("{v} is not in 0.1..=100 (milliseconds)"),
                 ));
             }
-            self.cfg.lead_ms = u32::try_from(v).unwrap_or(u32::MAX);
+            // In 100..=100_000 by the check above.
+            self.cfg.lead_us = us as u32;
         }
         if let Some(w) = raw.w {
             if !(0.0..=1.0).contains(&w) {
@@ -374,15 +407,12 @@ mod tests {
 
     #[test]
     fn lead_ms_defaults_to_4_and_is_bounded() {
-        assert_eq!(apply("enabled = true").unwrap().unwrap().lead_ms, 4);
-        assert_eq!(
-            apply("enabled = true\nlead_ms = 10")
-                .unwrap()
-                .unwrap()
-                .lead_ms,
-            10
-        );
-        for bad in ["0", "101", "-1"] {
+        assert_eq!(apply("enabled = true").unwrap().unwrap().lead_us, 4000);
+        for (text, us) in [("10", 10_000), ("0.5", 500), ("0.1", 100), ("100", 100_000)] {
+            let c = apply(&format!("enabled = true\nlead_ms = {text}"));
+            assert_eq!(c.unwrap().unwrap().lead_us, us, "lead_ms = {text}");
+        }
+        for bad in ["0", "101", "-1", "0.05", "100.5", "nan", "inf"] {
             let e = apply(&format!("enabled = true\nlead_ms = {bad}")).unwrap_err();
             assert!(e.to_string().contains("lead_ms"), "{e}");
         }

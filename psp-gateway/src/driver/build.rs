@@ -13,8 +13,8 @@ use psp_core::host::{
 use psp_core::normalize;
 use psp_core::time::Duration;
 
+use crate::config::MAX_NORMALIZED_FRAME;
 use crate::config::{Config, NormalizeConfig, PeerSecurity, UplinkConfig};
-use crate::io::SLOT_LEN;
 
 /// Bytes of the delivery queue of each normalized stream (inner frames waiting for the TAP).
 const RX_QUEUE_BYTES: usize = 32 * 1024;
@@ -191,13 +191,13 @@ fn norm_spec(n: &NormalizeConfig, max_frame: usize, endpoint: Option<SocketAddr>
     c.w = n.weight();
     c.tx_queue_bytes = n.queue_bytes;
     c.aqm = n.aqm;
-    c.max_inner_len = SLOT_LEN;
+    c.max_inner_len = MAX_NORMALIZED_FRAME;
     c.rx_queue_bytes = RX_QUEUE_BYTES;
     NormSpec {
         cfg: c,
         frame_size,
         wire_extra,
-        lead: Duration::from_millis(u64::from(n.lead_ms)),
+        lead: Duration::from_micros(u64::from(n.lead_us)),
     }
 }
 

@@ -4,8 +4,9 @@
 use core::net::SocketAddr;
 use std::io;
 
-/// Bytes per slot: a full Ethernet frame plus the largest PSP overhead, rounded up.
-pub const SLOT_LEN: usize = 2048;
+/// Bytes per slot: a jumbo Ethernet frame (MTU 9000 plus its 14-byte header) plus room for
+/// the PSP overhead, rounded up to 9 KiB. An uplink with a larger MTU is used up to this size.
+pub const SLOT_LEN: usize = 9216;
 
 /// Frames handled per wake-up and direction (the work cap).
 pub const BATCH: usize = 64;
