@@ -7,7 +7,7 @@
 #                                                       |
 #                                                 up0  eve (tcpdump: sees every frame)
 #
-# Usage: testbed/demo.sh [--suite NAME] [--uplink raw|udp] [--keys session|static] [--normalize [KBPS]] [--kem MODE] [--quick] [--no-build] [--save-pcap FILE]
+# Usage: testbed/demo.sh [--suite NAME] [--uplink raw|udp] [--keys session|static] [--normalize [KBPS]] [--lead-ms MS] [--kem MODE] [--quick] [--no-build] [--save-pcap FILE]
 #   --suite      PSP suite (default bf-cbc-hmac-sha1, the thesis' FULL category; `none` is its
 #                noENC-noHMAC category: then eve must SEE the known text, and does)
 #   --uplink     raw: PSP frames (EtherType 0x1982) on up0 (default); udp: PSP in UDP port 5198
@@ -19,6 +19,8 @@
 #                rate, dummies when idle), at KBPS kbit/s (default 20000), with the sessions of
 #                --keys: the handshakes and rekeys ride inside the streams. Eve must then see
 #                one frame length from each gateway
+#   --lead-ms    with --normalize: [normalize] lead_ms = MS on both hosts (1..=100; default the
+#                gateway's, 4): how far ahead of its slot each outer frame is built
 #   --kem        [session] kem = MODE on both hosts (require, prefer or off; default off):
 #                ML-KEM-768 beside X25519 in every handshake (docs/SESSIONS.md, "Hybrid
 #                post-quantum sessions"); the run then checks that both sessions hold the KEM
@@ -36,8 +38,9 @@
 #   RESULT ping_ms=… tcp_mbps=… scp_ok=1 eve_frames=N eve_psp_frames=N eve_cleartext_frames=0 eve_known_text_hits=0
 # plus, with sessions, `session=two-path handshake_ms=… kem=0|1` (the slower side's handshake;
 # kem=1 when both sessions hold the ML-KEM-768 secret), and with
-# --normalize `normalized=KBPS eve_unicast_lengths=N` (distinct lengths of the PSP frames vm1
-# sent vm2 from the first of the most common length on; 1 when normalized)
+# --normalize `normalized=KBPS eve_unicast_lengths=N lead_ms=MS pacer_skipped=N` (distinct
+# lengths of the PSP frames vm1 sent vm2 from the first of the most common length on, 1 when
+# normalized; the lead in use; slots both pacers skipped because their frame came late)
 # (tcp_mbps: vm1 -> vm2; with --suite none or null-hmac-sha1, which do not encrypt,
 # eve_known_text_hits is > 0 and must be). Exit 0 only if every check held. Everything is torn down on every exit
 # path (also on error and Ctrl-C).
@@ -49,6 +52,7 @@ KEYS=session
 QUICK=0
 NORMALIZE=0
 KEM=off
+LEAD_MS=
 SAVE_PCAP=
 BUILD=1
 usage() {
@@ -65,6 +69,7 @@ while (($#)); do
         if [[ ${2:-} =~ ^[0-9]+$ ]]; then NORMALIZE=$2; shift; fi
         shift
         ;;
+    --lead-ms) LEAD_MS=${2:?--lead-ms needs a value}; shift 2 ;;
     --kem) KEM=${2:?--kem needs a value}; shift 2 ;;
     --quick) QUICK=1; shift ;;
     --no-build) BUILD=0; shift ;;
@@ -75,6 +80,7 @@ while (($#)); do
 done
 [[ $UPLINK == raw || $UPLINK == udp ]] || { echo "demo: error: --uplink must be raw or udp" >&2; exit 2; }
 [[ $KEYS == session || $KEYS == static ]] || { echo "demo: error: --keys must be session or static" >&2; exit 2; }
+[[ -z $LEAD_MS || ($LEAD_MS =~ ^[0-9]+$ && $LEAD_MS -ge 1 && $LEAD_MS -le 100) ]] || { echo "demo: error: --lead-ms must be 1..100" >&2; exit 2; }
 [[ $KEM == off || $KEM == prefer || $KEM == require ]] || { echo "demo: error: --kem must be require, prefer or off" >&2; exit 2; }
 [[ $KEM == off || $KEYS == session ]] || { echo "demo: error: --kem needs --keys session (the KEM is part of the session handshake)" >&2; exit 2; }
 [[ $(id -u) -eq 0 ]] || { echo "demo: error: run as root (network namespaces)" >&2; exit 1; }
@@ -120,7 +126,8 @@ fi
 if ((NORMALIZE)); then
     export TB_CONFIG_EXTRA="[normalize]
 enabled = true
-s_goal_kbps = $NORMALIZE"
+s_goal_kbps = $NORMALIZE${LEAD_MS:+
+lead_ms = $LEAD_MS}"
 fi
 if ! tb_config 1 "$SUITE" "$UPLINK" || ! tb_config 2 "$SUITE" "$UPLINK"; then die "writing the configs failed"; fi
 echo "  namespaces: $(ip netns list | awk '{print $1}' | grep -- "-$TB_SFX\$" | tr '\n' ' ')"
@@ -307,7 +314,8 @@ if [[ $KEYS == session ]]; then
     SESSION_RESULT=" session=$PATHS handshake_ms=$HS_MS kem=$KEM_OK"
 fi
 if ((NORMALIZE)); then
-    SESSION_RESULT="$SESSION_RESULT normalized=$NORMALIZE eve_unicast_lengths=$LENS"
+    SKIPPED=$(for n in 1 2; do tb_status "$n" --json | jq -r '[.peers[].normalize.pacer_skipped // 0] | add'; done | awk '{s += $1} END {print s + 0}')
+    SESSION_RESULT="$SESSION_RESULT normalized=$NORMALIZE eve_unicast_lengths=$LENS lead_ms=${LEAD_MS:-4} pacer_skipped=$SKIPPED"
 fi
 for n in 1 2; do
     d=$(tb_status "$n" --json | jq -r '.drops_total')
