@@ -5,7 +5,8 @@
 #
 # Usage:
 #   sudo testbed/compare.sh [--runs N] [--time S] [--quick] [--only LIST] [--skip LIST]
-#                           [--udp-len BYTES] [--pings N] [--no-build] [--no-write]
+#                           [--udp-len BYTES] [--small-len BYTES] [--small-time S]
+#                           [--small-steps N] [--pings N] [--no-build] [--no-write]
 #                           [--note TEXT] [--keep]
 #
 #   --runs N        repetitions of every measurement; the table shows medians (default 3)
@@ -14,9 +15,14 @@
 #   --only LIST     comma-separated candidates to run (default: all, in this order):
 #                   veth psp-none psp-bf psp-aes128gcm psp-scramble psp-none-udp psp-bf-udp
 #                   psp-aes128gcm-udp psp-scramble-udp tinc openvpn boringtun wireguard-go
+#                   veth-jumbo psp-none-jumbo
 #   --skip LIST     comma-separated candidates to leave out
 #   --udp-len B     UDP datagram payload for every candidate (default 1372: a 1400-byte IP
 #                   packet, which fits every tunnel's inner MTU; lowered per candidate if not)
+#   --small-len B   the small-packet test's UDP payload (default 172: a G.711 RTP packet at
+#                   20 ms, 160 bytes of audio and a 12-byte RTP header)
+#   --small-time S  seconds per small-packet iperf3 test (default 3; --quick: 2)
+#   --small-steps N rate steps of the small-packet search after the unlimited test (default 4)
 #   --pings N       pings per RTT measurement, 0.05 s apart (default 20)
 #   --no-build      use the existing target/release/psp-gateway (default: cargo build --release)
 #   --no-write      do not touch BENCHMARKS.md
@@ -30,6 +36,9 @@
 #                   10.77.0.1/.2, suites none, bf-cbc-hmac-sha1, aes128-gcm, scramble-hmac-sha1
 #   psp-*-udp       the same four suites on the UDP uplink (lib.sh's udp mode: datagrams to port
 #                   5198 between the uplink IPs 192.168.50.1/.2)
+#   veth-jumbo      plain veth with MTU 9000 on every port of the segment (up0 and the bridge's)
+#   psp-none-jumbo  psp-gateway `none`, raw uplink, on that MTU 9000 segment (the TAP MTU follows
+#                   the uplink's: 9000 minus the PSP overhead)
 #   tinc            tinc 1.0 (Debian), switch mode, Cipher = blowfish, Digest = sha1 (anchors/tinc.sh)
 #   openvpn         OpenVPN 2.6 (Debian), dev tap, static key, BF-CBC + SHA1 (anchors/openvpn.sh)
 #   boringtun       boringtun-cli from crates.io, single-threaded, configured with wg
@@ -39,15 +48,29 @@
 # The anchors install themselves (apt-get, cargo install into /var/cache/psp-compare).
 #
 # Per candidate and run: iperf3 TCP vm1 -> vm2 with 1 stream and with 4 (-P 4); iperf3 UDP at
-# full rate (-u -b 0), received rate and loss; ping RTT (average of --pings pings). The table
+# full rate (-u -b 0), received rate and loss; small packets: the packets per second of
+# --small-len byte UDP payloads delivered at under 1 % loss (below); ping RTT (average of
+# --pings pings). The table
 # (medians over the runs) goes between the compare markers in BENCHMARKS.md, with ratios to
 # plain veth and to the best peer (best TCP x1 of tinc, OpenVPN, boringtun, wireguard-go: all
 # userspace). The output ends with two lines, the raw uplink's last:
 #   RATIOS_UDP aes128gcm_udp_vs_boringtun=... aes128gcm_udp_vs_wggo=... bf_udp_vs_tinc=...
-#              none_udp_vs_veth=... added_rtt_udp_ms=...             (one line; informational)
+#              none_udp_vs_veth=... added_rtt_udp_ms=... udp_udp_vs_veth=...
+#              small_pps_udp_vs_boringtun=...                         (one line; informational)
 #   RATIOS aes128gcm_vs_boringtun=... bf_vs_tinc=... none_vs_veth=... added_rtt_ms=...
-#          aes128gcm_vs_wggo=...                                      (one line)
-# (TCP x1 ratios; added_rtt_ms = psp `none` ping RTT minus plain veth ping RTT.)
+#          aes128gcm_vs_wggo=... udp_vs_veth=... small_pps_vs_boringtun=...
+#          jumbo_none_vs_veth=...                                     (one line)
+# (TCP x1 ratios; added_rtt_ms = psp `none` ping RTT minus plain veth ping RTT; udp_vs_veth =
+# `aes128-gcm`'s received UDP rate / plain veth's, both at full rate with --udp-len datagrams;
+# small_pps_vs_boringtun = `aes128-gcm`'s small-packet rate / boringtun's; jumbo_none_vs_veth =
+# TCP x1 of psp-none-jumbo / veth-jumbo.)
+#
+# The small-packet search, per run: one unlimited test (-u -b 0 -l B) gives the rate the
+# candidate delivers when flooded (R, packets/s) and the rate offered (S); then --small-steps
+# tests at a fixed offered rate, first R, then bisecting between the highest rate that met the
+# bound and the lowest that did not (halving while none has). The figure is the highest
+# received rate among the tests with under 1 % loss (iperf3's lost_percent at the receiver; the
+# unlimited test counts too), n/a if none had. Its resolution is about R / 2^(steps-1).
 # Exit status: 0 when every selected candidate was measured, 1 otherwise (the RATIOS line is
 # printed either way, n/a where a figure is missing), 2 on bad arguments.
 #
@@ -67,11 +90,15 @@ ROOT=$(cd "$HERE/.." && pwd)
 
 ALL_CANDIDATES=(veth psp-none psp-bf psp-aes128gcm psp-scramble
     psp-none-udp psp-bf-udp psp-aes128gcm-udp psp-scramble-udp
-    tinc openvpn boringtun wireguard-go)
+    tinc openvpn boringtun wireguard-go veth-jumbo psp-none-jumbo)
 PEERS=(tinc openvpn boringtun wireguard-go) # each has anchors/<name>.sh
 RUNS=3
 TIME=5
 UDP_LEN=1372
+SMALL_LEN=172
+SMALL_TIME=3
+SMALL_STEPS=4
+JUMBO_MTU=9000
 PINGS=20
 SETTLE=2
 PAUSE=1
@@ -99,10 +126,13 @@ while [ $# -gt 0 ]; do
     case $1 in
     --runs) RUNS=${2:-}; shift 2 || bad_usage "--runs needs a value" ;;
     --time) TIME=${2:-}; shift 2 || bad_usage "--time needs a value" ;;
-    --quick) QUICK=1; RUNS=1; TIME=2; SETTLE=1; PAUSE=0.5; shift ;;
+    --quick) QUICK=1; RUNS=1; TIME=2; SMALL_TIME=2; SETTLE=1; PAUSE=0.5; shift ;;
     --only) ONLY=${2:-}; shift 2 || bad_usage "--only needs a value" ;;
     --skip) SKIP=${2:-}; shift 2 || bad_usage "--skip needs a value" ;;
     --udp-len) UDP_LEN=${2:-}; shift 2 || bad_usage "--udp-len needs a value" ;;
+    --small-len) SMALL_LEN=${2:-}; shift 2 || bad_usage "--small-len needs a value" ;;
+    --small-time) SMALL_TIME=${2:-}; shift 2 || bad_usage "--small-time needs a value" ;;
+    --small-steps) SMALL_STEPS=${2:-}; shift 2 || bad_usage "--small-steps needs a value" ;;
     --pings) PINGS=${2:-}; shift 2 || bad_usage "--pings needs a value" ;;
     --no-build) BUILD=0; shift ;;
     --no-write) WRITE=0; shift ;;
@@ -117,6 +147,10 @@ done
 [[ $PINGS =~ ^[1-9][0-9]*$ ]] || bad_usage "--pings must be a positive integer, got '$PINGS'"
 [[ $UDP_LEN =~ ^[0-9]+$ ]] && ((UDP_LEN >= 64 && UDP_LEN <= 1472)) ||
     bad_usage "--udp-len must be 64..1472, got '$UDP_LEN'"
+[[ $SMALL_LEN =~ ^[0-9]+$ ]] && ((SMALL_LEN >= 16 && SMALL_LEN <= 1372)) ||
+    bad_usage "--small-len must be 16..1372, got '$SMALL_LEN'"
+[[ $SMALL_TIME =~ ^[1-9][0-9]*$ ]] || bad_usage "--small-time must be a positive integer, got '$SMALL_TIME'"
+[[ $SMALL_STEPS =~ ^[0-9]+$ ]] || bad_usage "--small-steps must be a non-negative integer, got '$SMALL_STEPS'"
 [ "$(id -u)" -eq 0 ] || bad_usage "run as root (network namespaces, TAPs, apt-get)"
 
 in_list() { # WORD LIST(comma-separated)
@@ -135,7 +169,8 @@ done
 
 is_peer() { [[ " ${PEERS[*]} " == *" $1 "* ]]; }
 suite_of() {
-    case ${1%-udp} in
+    local c=${1%-jumbo}
+    case ${c%-udp} in
     psp-none) echo none ;;
     psp-bf) echo bf-cbc-hmac-sha1 ;;
     psp-aes128gcm) echo aes128-gcm ;;
@@ -145,9 +180,12 @@ suite_of() {
 uplink_of() { # a psp candidate's uplink kind (lib.sh: raw | udp)
     if [[ $1 == *-udp ]]; then echo udp; else echo raw; fi
 }
+is_jumbo() { [[ $1 == *-jumbo ]]; }
 label_of() {
     case $1 in
     veth) echo "plain veth (no tunnel)" ;;
+    veth-jumbo) echo "plain veth, MTU $JUMBO_MTU" ;;
+    psp-*-jumbo) echo "psp-gateway \`$(suite_of "$1")\`, uplink MTU $JUMBO_MTU" ;;
     psp-*-udp) echo "psp-gateway \`$(suite_of "$1")\`, UDP uplink" ;;
     psp-*) echo "psp-gateway \`$(suite_of "$1")\`" ;;
     tinc) echo "tinc 1.0 Blowfish + HMAC-SHA1" ;;
@@ -247,22 +285,28 @@ ping_avg() { # the average RTT in ms of PINGS pings vm1 -> TARGET, or n/a
 }
 
 # --- per-candidate set-up -----------------------------------------------------------------------
-# topology UPLINK(raw|udp): as lib.sh builds it, then the local changes described at the top.
+# topology UPLINK(raw|udp) [MTU]: as lib.sh builds it, then the local changes described at the
+# top; with MTU, every port of the segment (each up0 and its bridge end) gets that MTU.
 topology() {
     tb_up 2 "$1"
-    local lan
+    local lan i
     lan=$(tb_ns lan)
     ip -n "$lan" link set br0 type bridge ageing_time 30000
     ip -n "$lan" link del eve
+    [ -n "${2:-}" ] || return 0
+    for i in 1 2; do
+        ip -n "$lan" link set "vm$i" mtu "$2"
+        ip -n "$(tb_ns "vm$i")" link set up0 mtu "$2"
+    done
 }
 
 # Sets TARGET and DESC; returns non-zero (with a message) if the candidate cannot run.
 cand_up() {
     local c=$1 suite uplink
     uplink=$(uplink_of "$c")
-    topology "$uplink"
+    if is_jumbo "$c"; then topology "$uplink" "$JUMBO_MTU"; else topology "$uplink"; fi
     case $c in
-    veth)
+    veth | veth-jumbo)
         tb_uplink_addrs
         TARGET=$(tb_up_ip 2)
         DESC="iperf3 between the uplink IPs on up0"
@@ -295,16 +339,52 @@ cand_up() {
     }
     # The interface carrying vm1's address, and its MTU.
     local src ifname
-    if [ "$c" = veth ]; then src=$(tb_up_ip 1); else src=$(tb_ip 1); fi
+    if [[ $c == veth* ]]; then src=$(tb_up_ip 1); else src=$(tb_ip 1); fi
     ifname=$(tb_x vm1 ip -o -4 addr show to "$src/32" | awk '{print $2; exit}')
     MTU=$(tb_x vm1 cat "/sys/class/net/$ifname/mtu")
     sleep "$SETTLE"
 }
 
+# small_search FILE-PREFIX: the small-packet search described at the top; prints the packets
+# per second delivered at under 1 % loss (n/a if no test met it) and says each step.
+small_search() {
+    local f=$1 bits=$((SMALL_LEN * 8)) step rate lo=0 hi best=n/a recv loss sent
+    TIME=$SMALL_TIME iperf "$f-s0.json" -u -b 0 -l "$SMALL_LEN"
+    recv=$(jnum "$f-s0.json" .end.sum_received.bits_per_second)
+    sent=$(jnum "$f-s0.json" .end.sum_sent.bits_per_second)
+    loss=$(jnum "$f-s0.json" .end.sum_received.lost_percent)
+    if [ "$recv" = n/a ] || [ "$sent" = n/a ] || [ "$loss" = n/a ]; then
+        echo "small-packet flood failed: $(iperf_error "$f-s0.json")" >&2
+        echo n/a
+        return
+    fi
+    recv=$(awk -v b="$recv" -v l="$bits" 'BEGIN {printf "%d", b / l}')
+    hi=$(awk -v b="$sent" -v l="$bits" 'BEGIN {printf "%d", b / l}')
+    awk -v l="$loss" 'BEGIN {exit !(l < 1)}' && best=$recv
+    echo "small $SMALL_LEN B: flood delivered $recv pps of $hi offered (loss $loss %)" >&2
+    rate=$recv
+    for ((step = 1; step <= SMALL_STEPS; step++)); do
+        ((rate > 0)) || break
+        TIME=$SMALL_TIME iperf "$f-s$step.json" -u -b "$((rate * bits))" -l "$SMALL_LEN"
+        recv=$(jnum "$f-s$step.json" .end.sum_received.bits_per_second)
+        loss=$(jnum "$f-s$step.json" .end.sum_received.lost_percent)
+        [ "$recv" = n/a ] || recv=$(awk -v b="$recv" -v l="$bits" 'BEGIN {printf "%d", b / l}')
+        echo "small $SMALL_LEN B: offered $rate pps, delivered $recv (loss $loss %)" >&2
+        if [ "$recv" != n/a ] && [ "$loss" != n/a ] && awk -v l="$loss" 'BEGIN {exit !(l < 1)}'; then
+            if [ "$best" = n/a ] || ((recv > best)); then best=$recv; fi
+            lo=$rate
+        else
+            hi=$rate
+        fi
+        if ((lo > 0)); then rate=$(((lo + hi) / 2)); else rate=$((rate / 2)); fi
+    done
+    echo "$best"
+}
+
 # measure CANDIDATE: runs the tests, writes one line to $RUN_DIR/results.tsv:
-# id tcp1 tcp4 udp_mbps udp_loss ping_ms mtu udp_len desc
+# id tcp1 tcp4 udp_mbps udp_loss ping_ms mtu udp_len small_pps desc
 measure() {
-    local c=$1 r f t1=() t4=() ur=() ul=() pg=() ulen=$UDP_LEN
+    local c=$1 r f t1=() t4=() ur=() ul=() pg=() sp=() ulen=$UDP_LEN
     cand_up "$c"
     # The UDP datagram must fit the inner MTU (IP 20 + UDP 8 bytes of headers).
     ((ulen + 28 <= MTU)) || ulen=$((MTU - 28))
@@ -321,9 +401,11 @@ measure() {
         ur+=("$(mbps "$(jnum "$f-udp.json" .end.sum_received.bits_per_second)")")
         ul+=("$(jnum "$f-udp.json" .end.sum_received.lost_percent)")
         [ "${ur[-1]}" = n/a ] && echo "$c: UDP failed: $(iperf_error "$f-udp.json")" >&2
+        sp+=("$(small_search "$f")")
         pg+=("$(ping_avg)")
         say "$c run $r/$RUNS: TCP x1 ${t1[-1]} Mbit/s, TCP x4 ${t4[-1]}, UDP ${ur[-1]} Mbit/s" \
-            "(loss $(printf "%.1f" "${ul[-1]}" 2>/dev/null || echo n/a) %), ping ${pg[-1]} ms"
+            "(loss $(printf "%.1f" "${ul[-1]}" 2>/dev/null || echo n/a) %), ${SMALL_LEN} B ${sp[-1]} pps," \
+            "ping ${pg[-1]} ms"
     done
     if [[ $c == psp-* ]]; then
         # The gateways' own view: the suite really in use, and no drops.
@@ -336,9 +418,9 @@ measure() {
         DESC="$DESC; status after the tests: vm1 tx $(jq -r '.peers[0].tx_frames' <<<"$j1") frames,"
         DESC="$DESC vm2 rx $(jq -r '.peers[0].rx_frames' <<<"$j2") frames, drops_total $d1 (vm1) / $d2 (vm2)"
     fi
-    printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$c" "$(median "${t1[@]}")" \
+    printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$c" "$(median "${t1[@]}")" \
         "$(median "${t4[@]}")" "$(median "${ur[@]}")" "$(median "${ul[@]}")" \
-        "$(median "${pg[@]}")" "$MTU" "$ulen" "$DESC" >>"$RUN_DIR/results.tsv"
+        "$(median "${pg[@]}")" "$MTU" "$ulen" "$(median "${sp[@]}")" "$DESC" >>"$RUN_DIR/results.tsv"
     # A candidate with a missing figure counts as failed.
     [[ " ${t1[*]} ${t4[*]} ${ur[*]} ${pg[*]} " != *" n/a "* ]]
 }
@@ -407,7 +489,7 @@ for c in "${CANDIDATES[@]}"; do
     if [ $rc -ne 0 ]; then
         FAILED+=("$c")
         grep -q "^$c"$'\t' "$RUN_DIR/results.tsv" ||
-            printf '%s\tn/a\tn/a\tn/a\tn/a\tn/a\tn/a\tn/a\tfailed (see the messages above)\n' "$c" >>"$RUN_DIR/results.tsv"
+            printf '%s\tn/a\tn/a\tn/a\tn/a\tn/a\tn/a\tn/a\tn/a\tfailed (see the messages above)\n' "$c" >>"$RUN_DIR/results.tsv"
         echo "compare.sh: warning: $c failed" >&2
         if [ "$KEEP" -eq 1 ]; then
             for f in "$TB_DIR"/*.log "$TB_DIR"/anchor/*.log; do
@@ -420,7 +502,7 @@ done
 LOAD_END=$(cut -d' ' -f1-3 /proc/loadavg)
 
 # --- the table ----------------------------------------------------------------------------------
-field() { # ID COLUMN(2..9)
+field() { # ID COLUMN(2..10)
     awk -F'\t' -v id="$1" -v col="$2" '$1 == id {print $col; found = 1} END {if (!found) print "n/a"}' \
         "$RUN_DIR/results.tsv"
 }
@@ -462,21 +544,26 @@ TABLE=$RUN_DIR/table.md
     echo "into a bridge; traffic vm1 -> vm2. psp-gateway runs on the raw uplink (EtherType"
     echo "0x1982) unless the row says UDP uplink (datagrams between the uplink IPs). UDP: one"
     echo "iperf3 stream at full rate (\`-u -b 0\`) with the datagram size given, received rate"
-    echo "and loss. Ping: average RTT of $PINGS pings 0.05 s apart. Ratios are on single-stream"
+    echo "and loss. Small packets: UDP datagrams of $SMALL_LEN payload bytes (a G.711 RTP packet at"
+    echo "20 ms), the highest rate in packets/s delivered at under 1 % loss (a search of"
+    echo "$SMALL_STEPS rate steps after a flood, ${SMALL_TIME} s each: testbed/compare.sh's header)."
+    echo "Ping: average RTT of $PINGS pings 0.05 s apart. Ratios are on single-stream"
     echo "TCP; \"best peer\" is the fastest of tinc, OpenVPN, boringtun and wireguard-go (all"
     echo "userspace) in this run${BEST_PEER:+ ($(label_of "$BEST_PEER"))}."
     echo
-    echo "| candidate | TCP×1 Mbit/s | TCP×4 Mbit/s | UDP Mbit/s (loss) | ping ms | inner MTU | × plain veth | × best peer |"
-    echo "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"
-    while IFS=$'\t' read -r id t1 t4 ur ul pg mtu ulen desc; do
+    echo "| candidate | TCP×1 Mbit/s | TCP×4 Mbit/s | UDP Mbit/s (loss) | ${SMALL_LEN} B pps (< 1 % loss) | ping ms | inner MTU | × plain veth | × best peer |"
+    echo "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"
+    while IFS=$'\t' read -r id t1 t4 ur ul pg mtu ulen spps desc; do
+        ref_t1=$VETH_T1
+        is_jumbo "$id" && ref_t1=$(field veth-jumbo 2)
         if [ "$ur" = n/a ]; then udp=n/a; else udp="$ur ($(awk -v l="$ul" 'BEGIN {printf "%.1f", l}') %, ${ulen} B)"; fi
-        printf '| %s | %s | %s | %s | %s | %s | %s | %s |\n' "$(label_of "$id")" "$t1" "$t4" "$udp" \
-            "$pg" "$mtu" "$(ratio "$t1" "$VETH_T1")" "$(ratio "$t1" "$BEST_T1")"
+        printf '| %s | %s | %s | %s | %s | %s | %s | %s | %s |\n' "$(label_of "$id")" "$t1" "$t4" "$udp" \
+            "$spps" "$pg" "$mtu" "$(ratio "$t1" "$ref_t1")" "$(ratio "$t1" "$BEST_T1")"
     done <"$RUN_DIR/results.tsv"
     echo
     echo "What ran:"
     echo
-    while IFS=$'\t' read -r id _ _ _ _ _ _ _ desc; do
+    while IFS=$'\t' read -r id _ _ _ _ _ _ _ _ desc; do
         echo "- $(label_of "$id"): $desc"
     done <"$RUN_DIR/results.tsv"
 } >"$TABLE"
@@ -488,15 +575,17 @@ ratios() {
         "bf${u}_vs_tinc=$(ratio "$(field "psp-bf$x" 2)" "$(field tinc 2)")" \
         "none${u}_vs_veth=$(ratio "$(field "psp-none$x" 2)" "$VETH_T1")" \
         "added_rtt${u}_ms=$(diff_ms "$(field "psp-none$x" 6)" "$(field veth 6)")" \
-        "aes128gcm${u}_vs_wggo=$(ratio "$(field "psp-aes128gcm$x" 2)" "$(field wireguard-go 2)")"
+        "aes128gcm${u}_vs_wggo=$(ratio "$(field "psp-aes128gcm$x" 2)" "$(field wireguard-go 2)")" \
+        "udp${u}_vs_veth=$(ratio "$(field "psp-aes128gcm$x" 4)" "$(field veth 4)")" \
+        "small_pps${u}_vs_boringtun=$(ratio "$(field "psp-aes128gcm$x" 9)" "$(field boringtun 9)")"
 }
-RATIOS="RATIOS $(ratios "")"
+RATIOS="RATIOS $(ratios "") jumbo_none_vs_veth=$(ratio "$(field psp-none-jumbo 2)" "$(field veth-jumbo 2)")"
 RATIOS_UDP="RATIOS_UDP $(ratios -udp)"
 R_BEST=$(ratio "$(field psp-aes128gcm 2)" "$BEST_T1")
 {
     echo
     echo "\`$RATIOS\`"
-    echo "(targets: ≥ 3, ≥ 3, ≥ 0.35, ≤ 0.10, ≥ 2; and \`aes128-gcm\` ≥ 2× the best peer:"
+    echo "(targets: ≥ 3, ≥ 3, ≥ 0.35, ≤ 0.10, ≥ 2, ≥ 0.6, ≥ 2, ≥ 0.35; and \`aes128-gcm\` ≥ 2× the best peer:"
     echo "$R_BEST here${BEST_PEER:+, against $(label_of "$BEST_PEER")})"
     echo
     echo "\`$RATIOS_UDP\`"
