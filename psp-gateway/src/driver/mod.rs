@@ -492,7 +492,15 @@ impl<T: TapIo, U: UplinkIo> Driver<T, U> {
     /// into the batch of path 1 (a path-2 message is moved to its own batch, a normalized frame
     /// handed to the pacer with its slot).
     async fn after(&mut self, out: &mut Batch) {
-        let mut path2 = Batch::new(BATCH);
+        // The path-2 batch is kept between wake-ups: allocating it here cost a zeroed 576 KiB
+        // (64 slots of 9 KiB) per wake-up, a memset that showed in the profile.
+        let mut path2 = self.path2_out.take().unwrap_or_else(|| Batch::new(BATCH));
+        self.drain(out, &mut path2).await;
+        self.path2_out = Some(path2);
+    }
+
+    /// [`after`](Self::after)'s rounds, with its path-2 batch.
+    async fn drain(&mut self, out: &mut Batch, path2: &mut Batch) {
         for _ in 0..64 {
             let now = self.clock.now();
             let mut busy = self.events(now);
@@ -526,7 +534,7 @@ impl<T: TapIo, U: UplinkIo> Driver<T, U> {
                     });
                     out.set_len(i);
                     if path2.is_full() {
-                        self.send(PathId::SECOND, &path2).await;
+                        self.send(PathId::SECOND, path2).await;
                         path2.clear();
                     }
                 } else {
@@ -538,7 +546,7 @@ impl<T: TapIo, U: UplinkIo> Driver<T, U> {
                 }
             }
             self.send(PathId::FIRST, out).await;
-            self.send(PathId::SECOND, &path2).await;
+            self.send(PathId::SECOND, path2).await;
             if !busy {
                 return;
             }
