@@ -30,6 +30,8 @@ pub(crate) const GSO_NONE: u8 = 0;
 pub(crate) const GSO_TCPV4: u8 = 1;
 /// `VIRTIO_NET_HDR_GSO_TCPV6`.
 pub(crate) const GSO_TCPV6: u8 = 4;
+/// `VIRTIO_NET_HDR_GSO_UDP_L4`: a UDP super-frame (USO), cut into datagrams of `gso_size`.
+pub(crate) const GSO_UDP_L4: u8 = 5;
 /// `VIRTIO_NET_HDR_GSO_ECN` (a flag on the type: the super-frame carries CWR).
 pub(crate) const GSO_ECN: u8 = 0x80;
 /// The largest frame one TAP read returns with TSO on: a 64 KiB IP packet behind an Ethernet
@@ -44,6 +46,9 @@ pub(crate) const MAX_HDR: usize = 22 + 40 + 60;
 const ETH_P_IPV4: u16 = 0x0800;
 const ETH_P_IPV6: u16 = 0x86dd;
 const IPPROTO_TCP: u8 = 6;
+const IPPROTO_UDP: u8 = 17;
+/// The UDP checksum's offset in the UDP header.
+const UDP_CSUM: usize = 6;
 const TCP_FIN: u8 = 0x01;
 const TCP_PSH: u8 = 0x08;
 const TCP_ACK: u8 = 0x10;
@@ -82,7 +87,7 @@ impl core::error::Error for OffloadError {}
 pub(crate) struct VnetHdr {
     /// `F_NEEDS_CSUM`, `F_DATA_VALID`.
     pub(crate) flags: u8,
-    /// `GSO_NONE`, `GSO_TCPV4`, `GSO_TCPV6`, possibly `| GSO_ECN`.
+    /// `GSO_NONE`, `GSO_TCPV4`, `GSO_TCPV6` (possibly `| GSO_ECN`), `GSO_UDP_L4`.
     pub(crate) gso_type: u8,
     /// Bytes of headers (L2 to L4) in front of the payload.
     pub(crate) hdr_len: u16,
@@ -153,11 +158,16 @@ pub(crate) fn checksum_fold(acc: u64) -> u16 {
     s as u16
 }
 
-/// The TCP/UDP pseudo-header sum of the IP header at `ip` (IPv4 or IPv6, by its version) for
-/// an L4 segment of `l4_len` bytes. `ip` must hold the whole fixed header.
+/// The TCP pseudo-header sum of the IP header at `ip` (IPv4 or IPv6, by its version) for an
+/// L4 segment of `l4_len` bytes. `ip` must hold the whole fixed header.
 fn pseudo_sum(ip: &[u8], v6: bool, l4_len: usize) -> u64 {
+    pseudo_sum_of(ip, v6, IPPROTO_TCP, l4_len)
+}
+
+/// [`pseudo_sum`] for the transport protocol `proto` (TCP or UDP).
+fn pseudo_sum_of(ip: &[u8], v6: bool, proto: u8, l4_len: usize) -> u64 {
     let addrs = if v6 { &ip[8..40] } else { &ip[12..20] };
-    checksum_add(addrs, u64::from(IPPROTO_TCP) + l4_len as u64)
+    checksum_add(addrs, u64::from(proto) + l4_len as u64)
 }
 
 /// Writes the IPv4 header checksum of the `ihl`-byte header at the start of `ip`.
@@ -204,7 +214,7 @@ pub(crate) enum TxPlan {
         /// `csum_offset`.
         offset: usize,
     },
-    /// A TCP super-frame: cut it with [`Tso::segment`].
+    /// A TCP or UDP super-frame: cut it with [`Tso::segment`].
     Tso(Tso),
 }
 
@@ -212,7 +222,7 @@ pub(crate) enum TxPlan {
 ///
 /// # Errors
 /// Offsets outside the frame, an IP header that does not match the GSO type, or a GSO type
-/// other than TCP.
+/// other than TCP and UDP.
 pub(crate) fn plan_tx(hdr: &VnetHdr, frame: &[u8]) -> Result<TxPlan, OffloadError> {
     if hdr.gso_type == GSO_NONE {
         if hdr.flags & F_NEEDS_CSUM == 0 {
@@ -224,9 +234,14 @@ pub(crate) fn plan_tx(hdr: &VnetHdr, frame: &[u8]) -> Result<TxPlan, OffloadErro
         }
         return Ok(TxPlan::Csum { start, offset });
     }
-    let v6 = match hdr.gso_type & !GSO_ECN {
-        GSO_TCPV4 => false,
-        GSO_TCPV6 => true,
+    let (v6, udp) = match hdr.gso_type & !GSO_ECN {
+        GSO_TCPV4 => (false, false),
+        GSO_TCPV6 => (true, false),
+        // The IP version comes from the frame.
+        GSO_UDP_L4 if hdr.gso_type == GSO_UDP_L4 => {
+            let (_, et) = l3_of(frame).ok_or(OffloadError::Truncated)?;
+            (et == ETH_P_IPV6, true)
+        }
         _ => return Err(OffloadError::Unsupported),
     };
     let (l3, et) = l3_of(frame).ok_or(OffloadError::Truncated)?;
@@ -236,18 +251,29 @@ pub(crate) fn plan_tx(hdr: &VnetHdr, frame: &[u8]) -> Result<TxPlan, OffloadErro
         if et != ETH_P_IPV6 || ip.len() < 40 || ip[0] >> 4 != 6 || l4 < l3 + 40 {
             return Err(OffloadError::BadHeader);
         }
+        // UDP right after the fixed header (the kernel's USO does not pass extension headers).
+        if udp && (ip[6] != IPPROTO_UDP || l4 != l3 + 40) {
+            return Err(OffloadError::BadHeader);
+        }
     } else {
         let ihl = usize::from(ip.first().ok_or(OffloadError::Truncated)? & 0x0f) * 4;
         if et != ETH_P_IPV4 || ip[0] >> 4 != 4 || ihl < 20 || l4 != l3 + ihl || ip.len() < ihl {
             return Err(OffloadError::BadHeader);
         }
-        if ip[9] != IPPROTO_TCP {
+        if ip[9] != if udp { IPPROTO_UDP } else { IPPROTO_TCP } {
             return Err(OffloadError::BadHeader);
         }
     }
-    let doff = usize::from(frame.get(l4 + 12).ok_or(OffloadError::Truncated)? >> 4) * 4;
-    let hdr_len = l4 + doff;
-    if doff < 20 || hdr_len > frame.len() {
+    let hdr_len = if udp {
+        l4 + 8
+    } else {
+        let doff = usize::from(frame.get(l4 + 12).ok_or(OffloadError::Truncated)? >> 4) * 4;
+        if doff < 20 {
+            return Err(OffloadError::Truncated);
+        }
+        l4 + doff
+    };
+    if hdr_len > frame.len() {
         return Err(OffloadError::Truncated);
     }
     let mss = usize::from(hdr.gso_size);
@@ -261,6 +287,7 @@ pub(crate) fn plan_tx(hdr: &VnetHdr, frame: &[u8]) -> Result<TxPlan, OffloadErro
         hdr_len,
         mss,
         v6,
+        udp,
         len: frame.len(),
         segments: payload.div_ceil(mss).max(1),
     }))
@@ -289,7 +316,7 @@ pub(crate) fn complete_csum(
     Ok(())
 }
 
-/// A checked TCP super-frame (see [`plan_tx`]), cut into segments one at a time.
+/// A checked TCP or UDP super-frame (see [`plan_tx`]), cut into segments one at a time.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct Tso {
     l3: usize,
@@ -297,6 +324,7 @@ pub(crate) struct Tso {
     hdr_len: usize,
     mss: usize,
     v6: bool,
+    udp: bool,
     len: usize,
     segments: usize,
 }
@@ -314,9 +342,10 @@ impl Tso {
 
     /// Writes segment `k` of the super-frame `frame` (the one given to [`plan_tx`]) into
     /// `out`: the headers with IP length, IPv4 id and header checksum, TCP sequence number
-    /// and flags (FIN and PSH only on the last segment, CWR only on the first) fixed, the
-    /// payload, and the full TCP checksum. Returns its length, or `None` when `k` is out of
-    /// range, `frame` is not that frame, or `out` is too short.
+    /// and flags (FIN and PSH only on the last segment, CWR only on the first) or UDP length
+    /// fixed, the payload, and the full TCP or UDP checksum (a UDP sum of zero is sent as
+    /// 0xffff). Returns its length, or `None` when `k` is out of range, `frame` is not that
+    /// frame, or `out` is too short.
     pub(crate) fn segment(&self, frame: &[u8], k: usize, out: &mut [u8]) -> Option<usize> {
         if k >= self.segments || frame.len() != self.len {
             return None;
@@ -338,6 +367,18 @@ impl Tso {
             out[l3 + 4..l3 + 6].copy_from_slice(&id.to_be_bytes());
             ipv4_fix_checksum(&mut out[l3..], l4 - l3);
         }
+        if self.udp {
+            let ulen = u16::try_from(seg_len - l4).ok()?;
+            out[l4 + 4..l4 + 6].copy_from_slice(&ulen.to_be_bytes());
+            out[l4 + UDP_CSUM..l4 + UDP_CSUM + 2].fill(0);
+            let acc = pseudo_sum_of(&out[l3..], self.v6, IPPROTO_UDP, seg_len - l4);
+            let mut c = !checksum_fold(checksum_add(&out[l4..], acc));
+            if c == 0 {
+                c = 0xffff;
+            }
+            out[l4 + UDP_CSUM..l4 + UDP_CSUM + 2].copy_from_slice(&c.to_be_bytes());
+            return Some(seg_len);
+        }
         let seq = be32(frame, l4 + 4)?.wrapping_add((k * self.mss) as u32);
         out[l4 + 4..l4 + 8].copy_from_slice(&seq.to_be_bytes());
         if k + 1 < self.segments {
@@ -357,7 +398,8 @@ impl Tso {
 // ---------------------------------------------------------------------------------------------
 // Receive: us -> TAP
 
-/// A TCP segment that may be coalesced: offsets of its headers and the fields that matter.
+/// A TCP segment or UDP datagram that may be coalesced: offsets of its headers and the
+/// fields that matter.
 #[derive(Debug, Clone, Copy)]
 struct Seg {
     l3: usize,
@@ -367,6 +409,57 @@ struct Seg {
     seq: u32,
     flags: u8,
     v6: bool,
+    /// A UDP datagram (`seq` and `flags` are 0).
+    udp: bool,
+}
+
+/// `frame` as a UDP coalescing candidate: IPv4 without options or fragments, or IPv6 with UDP
+/// right after the fixed header; IP and UDP lengths exactly the frame's; some payload.
+fn udp_candidate(frame: &[u8]) -> Option<Seg> {
+    let (l3, et) = l3_of(frame)?;
+    let ip = frame.get(l3..)?;
+    let (v6, l4) = match et {
+        ETH_P_IPV4 => {
+            let ok = ip.len() >= 28
+                && ip[0] == 0x45
+                && ip[9] == IPPROTO_UDP
+                && usize::from(be16(ip, 2)?) == ip.len()
+                && be16(ip, 6)? & 0x3fff == 0;
+            if !ok {
+                return None;
+            }
+            (false, l3 + 20)
+        }
+        ETH_P_IPV6 => {
+            let ok = ip.len() >= 48
+                && ip[0] >> 4 == 6
+                && ip[6] == IPPROTO_UDP
+                && usize::from(be16(ip, 4)?) + 40 == ip.len();
+            if !ok {
+                return None;
+            }
+            (true, l3 + 40)
+        }
+        _ => return None,
+    };
+    let hdr_len = l4 + 8;
+    if usize::from(be16(frame, l4 + 4)?) != frame.len() - l4 || hdr_len >= frame.len() {
+        return None;
+    }
+    // An IPv4 datagram without a checksum (0) keeps it that way: not coalesced.
+    if !v6 && be16(frame, l4 + UDP_CSUM)? == 0 {
+        return None;
+    }
+    Some(Seg {
+        l3,
+        l4,
+        hdr_len,
+        payload: frame.len() - hdr_len,
+        seq: 0,
+        flags: 0,
+        v6,
+        udp: true,
+    })
 }
 
 /// `frame` as a coalescing candidate: IPv4 without options or fragments, or IPv6 with TCP
@@ -416,18 +509,21 @@ fn tcp_candidate(frame: &[u8]) -> Option<Seg> {
         seq: be32(frame, l4 + 4)?,
         flags,
         v6,
+        udp: false,
     })
 }
 
-/// True when the full TCP checksum of candidate `frame` is right.
-fn tcp_checksum_ok(frame: &[u8], s: &Seg) -> bool {
-    let acc = pseudo_sum(&frame[s.l3..], s.v6, frame.len() - s.l4);
+/// True when the full TCP or UDP checksum of candidate `frame` is right.
+fn checksum_ok(frame: &[u8], s: &Seg) -> bool {
+    let proto = if s.udp { IPPROTO_UDP } else { IPPROTO_TCP };
+    let acc = pseudo_sum_of(&frame[s.l3..], s.v6, proto, frame.len() - s.l4);
     checksum_fold(checksum_add(&frame[s.l4..], acc)) == 0xffff
 }
 
 /// True when `a` and `b` (headers of the same length and layout `s`) belong to one flow and
 /// may share a super-frame: equal except for the IP length, id and checksum, the TCP
-/// sequence number, flags (both are ACK or ACK|PSH) and checksum.
+/// sequence number, flags (both are ACK or ACK|PSH) and checksum, or the UDP length and
+/// checksum.
 fn same_flow(a: &[u8], b: &[u8], s: &Seg) -> bool {
     let (l3, l4) = (s.l3, s.l4);
     let eq = |r: core::ops::Range<usize>| a[r.clone()] == b[r];
@@ -439,6 +535,9 @@ fn same_flow(a: &[u8], b: &[u8], s: &Seg) -> bool {
     } else {
         eq(l3..l3 + 2) && eq(l3 + 6..l3 + 10) && eq(l3 + 12..l3 + 20)
     };
+    if s.udp {
+        return ip_ok && eq(l4..l4 + 4);
+    }
     ip_ok && eq(l4..l4 + 4) && eq(l4 + 8..l4 + 13) && eq(l4 + 14..l4 + 16) && {
         eq(l4 + 18..s.hdr_len)
     }
@@ -451,7 +550,7 @@ struct Group {
     first: usize,
     last: usize,
     count: usize,
-    /// The first member's layout, when the group is a TCP flow that may still grow.
+    /// The first member's layout, when the group is a TCP or UDP flow that may still grow.
     seg: Option<Seg>,
     /// True while the next in-order segment may join.
     open: bool,
@@ -466,7 +565,9 @@ struct Group {
     hdr: [u8; MAX_HDR],
 }
 
-/// Coalesces the inner frames of one received batch (GRO). Push every frame in order with
+/// Coalesces the inner frames of one received batch (GRO): in-order TCP segments of a flow,
+/// and (when the TAP takes UDP super-frames, [`with_udp`](Self::with_udp)) UDP datagrams of a
+/// flow of one size, the last possibly shorter. Push every frame in order with
 /// [`push`](Self::push), then write each of [`groups`](Self::groups) with
 /// [`emit`](Self::emit) and [`members`](Self::members), in order: per flow, the order of the
 /// input is kept. Call [`clear`](Self::clear) before the next batch.
@@ -475,6 +576,8 @@ pub(crate) struct Gro {
     groups: Vec<Group>,
     next: [u8; GRO_MAX],
     items: usize,
+    /// UDP datagrams may be coalesced (the TAP accepts `GSO_UDP_L4`).
+    udp: bool,
 }
 
 impl Default for Gro {
@@ -495,12 +598,19 @@ pub(crate) struct Emit {
 }
 
 impl Gro {
-    /// An empty coalescer (allocates its tables once).
+    /// An empty coalescer of TCP segments (allocates its tables once).
     pub(crate) fn new() -> Self {
+        Self::with_udp(false)
+    }
+
+    /// An empty coalescer of TCP segments and, if `udp`, of UDP datagrams (for a TAP whose
+    /// kernel took `TUN_F_USO4 | TUN_F_USO6`: one that accepts UDP super-frames).
+    pub(crate) fn with_udp(udp: bool) -> Self {
         Self {
             groups: Vec::with_capacity(GRO_MAX),
             next: [u8::MAX; GRO_MAX],
             items: 0,
+            udp,
         }
     }
 
@@ -522,8 +632,9 @@ impl Gro {
 
     /// Adds the next frame (it gets index [`len`](Self::len)). `trusted`: its content was
     /// authenticated end to end (a PSP ICV), so its checksum, computed by the sender, is
-    /// believed; otherwise a TCP checksum is verified before the frame may be coalesced, and
-    /// other frames get no `DATA_VALID`. Returns false (and ignores the frame) when full.
+    /// believed; otherwise a TCP or UDP checksum is verified before the frame may be
+    /// coalesced, and other frames get no `DATA_VALID`. Returns false (and ignores the frame)
+    /// when full.
     pub(crate) fn push(&mut self, frame: &[u8], trusted: bool) -> bool {
         if self.is_full() {
             return false;
@@ -531,7 +642,9 @@ impl Gro {
         let i = self.items;
         self.items += 1;
         self.next[i] = u8::MAX;
-        let cand = tcp_candidate(frame).filter(|s| trusted || tcp_checksum_ok(frame, s));
+        let cand = tcp_candidate(frame)
+            .or_else(|| udp_candidate(frame).filter(|_| self.udp))
+            .filter(|s| trusted || checksum_ok(frame, s));
         let Some(s) = cand else {
             self.new_group(i, None, trusted, frame);
             return true;
@@ -540,15 +653,17 @@ impl Gro {
         // search short for the common single-flow batch).
         let found = self.groups.iter().rposition(|g| {
             g.open
-                && g.seg
-                    .is_some_and(|f| f.hdr_len == s.hdr_len && f.l4 == s.l4 && f.v6 == s.v6)
+                && g.seg.is_some_and(|f| {
+                    f.hdr_len == s.hdr_len && f.l4 == s.l4 && f.v6 == s.v6 && f.udp == s.udp
+                })
                 && same_flow(&g.hdr, frame, &s)
         });
         if let Some(gi) = found {
             let g = &mut self.groups[gi];
             let gso = g.seg.map_or(0, |f| f.payload);
             let ip_len = s.hdr_len - s.l3 + g.payload + s.payload;
-            if s.seq == g.next_seq && s.payload <= gso && ip_len <= 65_535 {
+            let in_order = s.udp || s.seq == g.next_seq;
+            if in_order && s.payload <= gso && ip_len <= 65_535 {
                 self.next[g.last] = i as u8;
                 g.last = i;
                 g.count += 1;
@@ -606,9 +721,9 @@ impl Gro {
 
     /// Writes into `head` what goes in front of group `g`: the virtio-net header, and for a
     /// coalesced group the super-frame's headers (IP length and IPv4 header checksum fixed,
-    /// PSH if the last segment had it, the pseudo-header sum in the TCP checksum field with
-    /// `NEEDS_CSUM`, `gso_size` = the first segment's payload), as the kernel expects GSO
-    /// input. A single frame gets `DATA_VALID` when its checksum is trusted or verified.
+    /// PSH if the last TCP segment had it, the UDP length, the pseudo-header sum in the TCP or
+    /// UDP checksum field with `NEEDS_CSUM`, `gso_size` = the first member's payload), as the
+    /// kernel expects GSO input. A single frame gets `DATA_VALID` when its checksum is trusted or verified.
     ///
     /// # Panics
     /// If `g >= groups()`.
@@ -643,19 +758,27 @@ impl Gro {
             h[l3 + 2..l3 + 4].copy_from_slice(&ip_len.to_be_bytes());
             ipv4_fix_checksum(&mut h[l3..], 20);
         }
-        if grp.psh {
-            h[l4 + 13] |= TCP_PSH;
-        }
-        let pseudo = checksum_fold(pseudo_sum(&h[l3..], seg.v6, total - l4));
-        h[l4 + TCP_CSUM..l4 + TCP_CSUM + 2].copy_from_slice(&pseudo.to_be_bytes());
+        let (proto, csum_at, gso_type) = if seg.udp {
+            // push() kept the IP length, so the UDP length, at most 65 535.
+            h[l4 + 4..l4 + 6].copy_from_slice(&((total - l4) as u16).to_be_bytes());
+            (IPPROTO_UDP, UDP_CSUM, GSO_UDP_L4)
+        } else {
+            if grp.psh {
+                h[l4 + 13] |= TCP_PSH;
+            }
+            let t = if seg.v6 { GSO_TCPV6 } else { GSO_TCPV4 };
+            (IPPROTO_TCP, TCP_CSUM, t)
+        };
+        let pseudo = checksum_fold(pseudo_sum_of(&h[l3..], seg.v6, proto, total - l4));
+        h[l4 + csum_at..l4 + csum_at + 2].copy_from_slice(&pseudo.to_be_bytes());
         let vh = VnetHdr {
             flags: F_NEEDS_CSUM,
-            gso_type: if seg.v6 { GSO_TCPV6 } else { GSO_TCPV4 },
+            gso_type,
             // MAX_HDR < 2^16, and the payload of one segment is under 64 KiB.
             hdr_len: hl as u16,
             gso_size: seg.payload as u16,
             csum_start: l4 as u16,
-            csum_offset: TCP_CSUM as u16,
+            csum_offset: csum_at as u16,
         };
         head[..VNET_HDR_LEN].copy_from_slice(&vh.emit());
         Emit {
@@ -729,12 +852,193 @@ mod tests {
         }
     }
 
+    /// An Ethernet + IP + UDP super-frame as the kernel's USO hands it to the TAP (IP and UDP
+    /// lengths over the whole frame, the pseudo-header sum in the checksum field), and its
+    /// virtio-net header for datagrams of `gso` payload bytes.
+    fn udp_super_frame(v6: bool, payload: &[u8], gso: usize) -> (Vec<u8>, VnetHdr) {
+        let mut f = vec![2, 0, 0, 0, 0, 2, 2, 0, 0, 0, 0, 1];
+        let l3 = 14;
+        if v6 {
+            f.extend_from_slice(&[0x86, 0xdd, 0x60, 0, 0, 0, 0, 0, IPPROTO_UDP, 64]);
+            f.extend_from_slice(&[0xfd, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1]);
+            f.extend_from_slice(&[0xfd, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 2]);
+        } else {
+            f.extend_from_slice(&[0x08, 0x00, 0x45, 0, 0, 0, 0x12, 0x34, 0x40, 0, 64]);
+            f.extend_from_slice(&[IPPROTO_UDP, 0, 0, 10, 77, 0, 1, 10, 77, 0, 2]);
+        }
+        let l4 = f.len();
+        f.extend_from_slice(&[0x13, 0xc4, 0x14, 0x51, 0, 0, 0, 0]); // ports 5060 -> 5201
+        f.extend_from_slice(payload);
+        let len = f.len();
+        if v6 {
+            f[l3 + 4..l3 + 6].copy_from_slice(&((len - l3 - 40) as u16).to_be_bytes());
+        } else {
+            f[l3 + 2..l3 + 4].copy_from_slice(&((len - l3) as u16).to_be_bytes());
+            ipv4_fix_checksum(&mut f[l3..], 20);
+        }
+        f[l4 + 4..l4 + 6].copy_from_slice(&((len - l4) as u16).to_be_bytes());
+        let ps = checksum_fold(pseudo_sum_of(&f[l3..], v6, IPPROTO_UDP, len - l4));
+        f[l4 + 6..l4 + 8].copy_from_slice(&ps.to_be_bytes());
+        let h = VnetHdr {
+            flags: F_NEEDS_CSUM,
+            gso_type: GSO_UDP_L4,
+            hdr_len: (l4 + 8) as u16,
+            gso_size: gso as u16,
+            csum_start: l4 as u16,
+            csum_offset: 6,
+        };
+        (f, h)
+    }
+
+    /// Cuts a UDP super-frame with its header into its datagrams.
+    fn cut(h: &VnetHdr, f: &[u8]) -> Vec<Vec<u8>> {
+        let Ok(TxPlan::Tso(t)) = plan_tx(h, f) else {
+            panic!("a UDP super-frame: {:?}", plan_tx(h, f));
+        };
+        (0..t.segments())
+            .map(|k| {
+                let mut out = vec![0; t.max_segment_len()];
+                let n = t.segment(f, k, &mut out).expect("segment");
+                out.truncate(n);
+                out
+            })
+            .collect()
+    }
+
+    fn udp_ok(f: &[u8]) -> bool {
+        udp_candidate(f).is_some_and(|s| checksum_ok(f, &s))
+    }
+
+    #[test]
+    fn uso_cuts_a_udp_super_frame_into_checked_datagrams() {
+        for v6 in [false, true] {
+            let payload: Vec<u8> = (0..3000u32).map(|i| (i * 7 + 3) as u8).collect();
+            let (f, h) = udp_super_frame(v6, &payload, 1000);
+            let (f2, h2) = udp_super_frame(v6, &payload[..2500], 1000);
+            for (f, h, sizes) in [
+                (&f, &h, vec![1000, 1000, 1000]),
+                (&f2, &h2, vec![1000, 1000, 500]),
+            ] {
+                let d = cut(h, f);
+                assert_eq!(
+                    d.iter()
+                        .map(|x| x.len() - udp_candidate(x).unwrap().hdr_len)
+                        .collect::<Vec<_>>(),
+                    sizes,
+                    "v6 {v6}"
+                );
+                let mut back = Vec::new();
+                for (k, x) in d.iter().enumerate() {
+                    assert!(udp_ok(x), "v6 {v6}: datagram {k} has a bad UDP checksum");
+                    if !v6 {
+                        assert!(ipv4_ok(x), "datagram {k}: IPv4 header checksum");
+                        assert_eq!(be16(x, 18), Some(0x1234 + k as u16), "IPv4 id");
+                    }
+                    back.extend_from_slice(&x[udp_candidate(x).unwrap().hdr_len..]);
+                }
+                assert_eq!(
+                    back,
+                    payload[..back.len()],
+                    "v6 {v6}: the payload, in order"
+                );
+            }
+        }
+        // UDP_L4 over a TCP header, or with ECN, is refused.
+        let (mut f, h) = udp_super_frame(false, &[1; 100], 50);
+        f[23] = IPPROTO_TCP;
+        assert_eq!(plan_tx(&h, &f), Err(OffloadError::BadHeader));
+        let (f, mut h) = udp_super_frame(false, &[1; 100], 50);
+        h.gso_type |= GSO_ECN;
+        assert_eq!(plan_tx(&h, &f), Err(OffloadError::Unsupported));
+    }
+
+    /// Writes what `gro` emits for group `g` as one frame and its virtio-net header.
+    fn emitted(gro: &Gro, g: usize, frames: &[Vec<u8>]) -> (VnetHdr, Vec<u8>) {
+        let mut head = [0; VNET_HDR_LEN + MAX_HDR];
+        let e = gro.emit(g, &mut head);
+        let h = VnetHdr::parse(&head).unwrap();
+        let mut f = head[VNET_HDR_LEN..e.head_len].to_vec();
+        for i in gro.members(g) {
+            match e.payload_offset {
+                Some(off) => f.extend_from_slice(&frames[i][off..]),
+                None => f.extend_from_slice(&frames[i]),
+            }
+        }
+        (h, f)
+    }
+
+    #[test]
+    fn udp_datagrams_of_a_flow_coalesce_into_what_cuts_back_to_them() {
+        for v6 in [false, true] {
+            for trusted in [false, true] {
+                let payload: Vec<u8> = (0..(20 * 172 + 100) as u32).map(|i| i as u8).collect();
+                let (f, h) = udp_super_frame(v6, &payload, 172);
+                let d = cut(&h, &f);
+                assert_eq!(d.len(), 21);
+                let mut gro = Gro::with_udp(true);
+                for x in &d {
+                    assert!(gro.push(x, trusted));
+                }
+                assert_eq!(
+                    gro.groups(),
+                    1,
+                    "v6 {v6}, trusted {trusted}: one flow, one write"
+                );
+                let (eh, ef) = emitted(&gro, 0, &d);
+                assert_eq!(eh.gso_type, GSO_UDP_L4);
+                assert_eq!(usize::from(eh.gso_size), 172);
+                assert_eq!(
+                    cut(&eh, &ef),
+                    d,
+                    "v6 {v6}: cutting the super-frame gives them back"
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn udp_coalescing_keeps_flows_sizes_and_checksums_apart() {
+        let payload: Vec<u8> = (0..1000u32).map(|i| i as u8).collect();
+        let (f, h) = udp_super_frame(false, &payload, 200);
+        let d = cut(&h, &f);
+        // Without USO on the TAP, UDP is written datagram by datagram.
+        let mut gro = Gro::new();
+        for x in &d {
+            gro.push(x, true);
+        }
+        assert_eq!(gro.groups(), d.len());
+        // Another port, a longer datagram after a shorter one, a bad checksum (untrusted):
+        // each starts a group of its own; the flow's order is kept.
+        let mut other = d[1].clone();
+        other[14 + 20 + 1] ^= 1; // source port
+        let mut bad = d[3].clone();
+        bad[14 + 20 + 8] ^= 0xff;
+        let (short_f, short_h) = udp_super_frame(false, &payload[..100], 200);
+        let short = cut(&short_h, &short_f).remove(0);
+        let frames = vec![d[0].clone(), other, d[2].clone(), short, d[4].clone(), bad];
+        let mut gro = Gro::with_udp(true);
+        for x in &frames {
+            gro.push(x, false);
+        }
+        let groups: Vec<Vec<usize>> = (0..gro.groups())
+            .map(|g| gro.members(g).collect())
+            .collect();
+        assert_eq!(groups, [vec![0, 2, 3], vec![1], vec![4], vec![5]]);
+        // An IPv4 datagram without a checksum stays alone, so it keeps none.
+        let mut zero = d[0].clone();
+        zero[14 + 20 + 6..14 + 20 + 8].fill(0);
+        let mut gro = Gro::with_udp(true);
+        gro.push(&zero, true);
+        gro.push(&zero, true);
+        assert_eq!(gro.groups(), 2);
+    }
+
     fn ipv4_ok(f: &[u8]) -> bool {
         checksum_fold(checksum_add(&f[14..34], 0)) == 0xffff
     }
 
     fn tcp_ok(f: &[u8]) -> bool {
-        tcp_candidate(f).is_some_and(|s| tcp_checksum_ok(f, &s))
+        tcp_candidate(f).is_some_and(|s| checksum_ok(f, &s))
     }
 
     #[test]

@@ -6,9 +6,10 @@
 //! [`super::sys`]. One task may read while another writes: every method takes `&self`.
 //!
 //! With offloads (`Tap::open_with`) every read and write carries a virtio-net header: the
-//! kernel hands us TCP super-frames of up to 64 KiB and partial checksums, which
-//! `Tap::recv_batch_with` cuts into MTU-sized frames (`crate::offload`); on the way back
-//! `Tap::send_gro` writes coalesced TCP super-frames and marks verified checksums.
+//! kernel hands us TCP (and, with USO, UDP) super-frames of up to 64 KiB and partial
+//! checksums, which `Tap::recv_batch_with` cuts into MTU-sized frames (`crate::offload`); on
+//! the way back
+//! `Tap::send_gro` writes coalesced TCP (and UDP) super-frames and marks verified checksums.
 
 use core::future::Future;
 use std::fs::File;
@@ -32,6 +33,8 @@ pub(crate) struct Offloads {
     pub(crate) tso: bool,
     /// `TUN_F_TSO_ECN`: super-frames may carry CWR.
     pub(crate) tso_ecn: bool,
+    /// `TUN_F_USO4 | TUN_F_USO6` (kernel 6.2 and later): UDP super-frames both ways.
+    pub(crate) uso: bool,
 }
 
 /// An open TAP interface (`IFF_TAP | IFF_NO_PI`, with `IFF_VNET_HDR` when offloading),
@@ -87,7 +90,7 @@ impl Tap {
         };
         let (file, name) = file;
         if let Some(o) = offloads {
-            tracing::info!(tap = %name, csum = o.csum, tso = o.tso, tso_ecn = o.tso_ecn, "TAP offloads");
+            tracing::info!(tap = %name, csum = o.csum, tso = o.tso, tso_ecn = o.tso_ecn, uso = o.uso, "TAP offloads");
         }
         sys::set_nonblocking(&file)?;
         Ok(Self {
@@ -365,13 +368,24 @@ fn negotiate(file: &File) -> Offloads {
         libc::TUN_F_TSO6,
         libc::TUN_F_TSO_ECN,
     );
+    let uso = libc::TUN_F_USO4 | libc::TUN_F_USO6;
     let tries = [
+        (
+            csum | tso4 | tso6 | ecn | uso,
+            Offloads {
+                csum: true,
+                tso: true,
+                tso_ecn: true,
+                uso: true,
+            },
+        ),
         (
             csum | tso4 | tso6 | ecn,
             Offloads {
                 csum: true,
                 tso: true,
                 tso_ecn: true,
+                uso: false,
             },
         ),
         (
@@ -380,6 +394,7 @@ fn negotiate(file: &File) -> Offloads {
                 csum: true,
                 tso: true,
                 tso_ecn: false,
+                uso: false,
             },
         ),
         (
@@ -388,6 +403,7 @@ fn negotiate(file: &File) -> Offloads {
                 csum: true,
                 tso: false,
                 tso_ecn: false,
+                uso: false,
             },
         ),
     ];
@@ -401,6 +417,7 @@ fn negotiate(file: &File) -> Offloads {
         csum: false,
         tso: false,
         tso_ecn: false,
+        uso: false,
     }
 }
 
@@ -500,7 +517,7 @@ impl super::TapIo for Tap {
     }
 
     fn writer(&self) -> TapWriter {
-        TapWriter(Gro::new())
+        TapWriter(Gro::with_udp(self.offloads.is_some_and(|o| o.uso)))
     }
 
     fn recv_batch(
@@ -526,7 +543,8 @@ impl super::TapIo for Tap {
             }
             return refused;
         }
-        // With offloads: consecutive segments of a TCP flow go as one super-frame.
+        // With offloads: consecutive segments of a TCP flow (and with USO, datagrams of a UDP
+        // flow) go as one super-frame.
         for chunk in frames.chunks(GRO_MAX) {
             gro.clear();
             for (f, trusted) in chunk {
