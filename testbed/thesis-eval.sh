@@ -209,7 +209,7 @@ sip() {
             if (streams) printf "%.3f %.3f %d\n", means / streams, maxes / streams, streams
         }')
     if [[ -n $jit ]]; then
-        read -r R[$cat.${key}_jit_mean] R[$cat.${key}_jit_max] R[$cat.${key}_streams] <<<"$jit"
+        read -r "R[$cat.${key}_jit_mean]" "R[$cat.${key}_jit_max]" "R[$cat.${key}_streams]" <<<"$jit"
         ok "jitter over ${R[$cat.${key}_streams]} RTP streams: mean ${R[$cat.${key}_jit_mean]} ms, max ${R[$cat.${key}_jit_max]} ms (per-call averages)"
     else
         missing "$cat $key: no RTP stream in vm2's capture"
@@ -300,8 +300,16 @@ ratio() {
     local a=${R[$1.$2]:-} b=${R[plain.$2]:-}
     if [[ -n $a && -n $b ]]; then awk -v a="$a" -v b="$b" 'BEGIN { if (b > 0) printf "%.4f", a / b; else print "n/a" }'; else echo n/a; fi
 }
-pct() { local r; r=$(ratio "$1" "$2"); [[ $r == n/a ]] && echo n/a || awk -v r="$r" 'BEGIN { printf "%.2f %%", 100 * r }'; }
-more() { local r; r=$(ratio "$1" "$2"); [[ $r == n/a ]] && echo n/a || awk -v r="$r" 'BEGIN { printf "%+.1f %%", 100 * (r - 1) }'; }
+pct() {
+    local r
+    r=$(ratio "$1" "$2")
+    if [[ $r == n/a ]]; then echo n/a; else awk -v r="$r" 'BEGIN { printf "%.2f %%", 100 * r }'; fi
+}
+more() {
+    local r
+    r=$(ratio "$1" "$2")
+    if [[ $r == n/a ]]; then echo n/a; else awk -v r="$r" 'BEGIN { printf "%+.1f %%", 100 * (r - 1) }'; fi
+}
 
 phase "summary"
 echo "  $CPU, $(nproc) CPUs; $(date -u '+%Y-%m-%d %H:%M UTC'); mode $( ((QUICK)) && echo quick || echo full)"
