@@ -465,7 +465,12 @@ sweep_step() {
             n = split(row, f, ";")
             # prev_c: created by prev_t, the last row before the final count was reached.
             if (prev_t - t0 >= 1) r = prev_c / (prev_t - t0); else if (last_t > t0) r = last_c / (last_t - t0)
-            printf "%d %d %.1f", last_c, f[col["SuccessfulCall(C)"]], r
+            # INVITE -> 200 OK (the rtd of the scenario): mean ("HH:MM:SS:us") and the share of
+            # calls at >= 200 ms from the cumulative repartition (the uac retransmits its
+            # INVITE after 500 ms without an answer)
+            split(f[col["ResponseTime1(C)"]], q, ":"); ms = ((q[1] * 60 + q[2]) * 60 + q[3]) * 1000 + q[4] / 1000
+            for (k in col) if (k ~ /^ResponseTimeRepartition1_/) { all += f[col[k]]; if (k ~ />=/) slow += f[col[k]] }
+            printf "%d %d %.1f %d %.1f", last_c, f[col["SuccessfulCall(C)"]], r, ms, all ? 100 * slow / all : 0
             for (k in col) {
                 if (k !~ /^(Failed.*|Retransmissions|DeadCallMsgs|OutOfCallMsgs|FatalErrors)\(C\)$/) continue
                 if (k == "FailedCall(C)" || f[col[k]] + 0 == 0) continue
@@ -474,8 +479,8 @@ sweep_step() {
             }
             printf "\n"
         }' "$w/stat.csv")
-    local created ok_calls achieved why verdict=met
-    read -r created ok_calls achieved why <<<"$st"
+    local created ok_calls achieved rt slow why verdict=met
+    read -r created ok_calls achieved rt slow why <<<"$st"
     if ((${created:-0} == 0)); then
         SW_WHY="SIPp created no call (exit $rc)"
         echo "  $rate calls/s: $SW_WHY"
@@ -499,7 +504,7 @@ sweep_step() {
     errs1=$(awk 'NF && !seen[$1]++ { w = $1; n = $2; $1 = $2 = ""; sub(/^ +/, ""); printf "%s%s %d x %s", (k++ ? "; " : ""), w, n, $0 }' <<<"$events")
     d=$(awk 'NR == FNR { b[$1] = $2; next } ($2 - b[$1] > 0) { printf "%s%s+%d", sep, $1, $2 - b[$1]; sep = " " }' \
         "$w/before" "$w/after")
-    SW_WHY=${why# }
+    SW_WHY="INVITE->200 mean $rt ms, $slow % >= 200 ms;${why}"
     ((rc > 1)) && SW_WHY+=" sipp-exit=$rc"
     if awk -v a="$achieved" -v r="$rate" 'BEGIN { exit !(a < 0.9 * r) }'; then
         SW_WHY+=" rate-not-offered(${achieved}/s)"
@@ -518,7 +523,8 @@ sweep_step() {
 }
 
 # sweep CAT: the capacity sweep of one category on a fresh topology (the header); sets
-# R[CAT.knee], R[CAT.fail_rate], R[CAT.fail_calls], R[CAT.fail_why], R[CAT.at80], R[CAT.sw_steps].
+# R[CAT.knee], R[CAT.fail_rate], R[CAT.fail_calls], R[CAT.fail_why], R[CAT.at80], R[CAT.sw_steps]
+# and R[CAT.sw_unconfirmed] (the rates whose failure did not repeat).
 sweep() {
     local cat=$1 lo=-1 hi=${#LADDER[@]} mid i80=-1 i rate st=0 steps=0 others=0 secs=0
     phase "capacity sweep: category $cat${SUITE[$cat]:+ (suite ${SUITE[$cat]})}"
@@ -541,7 +547,10 @@ sweep() {
             st=$?
             ((steps++, others += SW_OTHERS))
             secs=$(awk -v a="$secs" -v b="$SW_SECS" 'BEGIN { print a + b }')
-            ((st == 0)) && echo "      a failure that did not repeat: $rate calls/s counted as met (unconfirmed)"
+            if ((st == 0)); then
+                echo "      a failure that did not repeat: $rate calls/s counted as met (unconfirmed)"
+                R[$cat.sw_unconfirmed]+="${R[$cat.sw_unconfirmed]:+ }$rate"
+            fi
         fi
         if ((st == 2)); then
             missing "$cat sweep at $rate calls/s: $SW_WHY"
@@ -658,11 +667,11 @@ if ((SWEEP != 0)); then
     echo "work: the 1-minute load average at the start and end of each category's sweep (it includes this sweep's own"
     echo "SIPp threads, and decays over minutes) and the CPUs other work took during its steps (cpu_mark: an estimate)):"
     echo
-    echo "| category | knee calls/s | of plain's knee | first failing rate: calls ok | why calls failed there | steps | load start/end | others' CPUs |"
+    echo "| category | knee calls/s | of plain's knee | first failing rate: calls ok | why calls failed there | steps (unconfirmed failures) | load start/end | others' CPUs |"
     echo "| --- | --- | --- | --- | --- | --- | --- | --- |"
     for c in "${CATS[@]}"; do
         if [[ -n ${R[$c.fail_rate]:-} ]]; then f="${R[$c.fail_rate]}: ${R[$c.fail_calls]}"; else f="none up to ${LADDER[-1]}"; fi
-        echo "| $c | $(g "$c.knee") | $(if [[ $c == plain ]]; then echo 1; else knee_ratio "$c"; fi) | $f | ${R[$c.fail_why]:--} | $(g "$c.sw_steps") | $(g "$c.sw_load0") / $(g "$c.sw_load1") | $(g "$c.sw_others") of $(nproc) |"
+        echo "| $c | $(g "$c.knee") | $(if [[ $c == plain ]]; then echo 1; else knee_ratio "$c"; fi) | $f | ${R[$c.fail_why]:--} | $(g "$c.sw_steps")${R[$c.sw_unconfirmed]:+ (${R[$c.sw_unconfirmed]} calls/s)} | $(g "$c.sw_load0") / $(g "$c.sw_load1") | $(g "$c.sw_others") of $(nproc) |"
     done
     echo
     echo "  goals (issue 29; reported, not enforced):"
