@@ -72,9 +72,11 @@
 #           to a rate that met 99 % (by bisection, so only the rates tested in between are known)
 #   Knee    the highest ladder rate that met 99 %: the next ladder rate above it failed twice.
 #           ">=TOP": even the top met 99 % (no knee found below it); "<10": even 10 calls/s failed
-#   Why     per step: SIPp's failed calls by reason from its -trace_stat CSV (FailedTimeoutOnRecv,
-#           FailedUnexpectedMessage, FailedMaxUDPRetrans, ...), its retransmissions, dead-call and
-#           out-of-call messages, the two commonest events in the uac's and the uas' error logs,
+#   Why     per step: the INVITE -> 200 OK time (SIPp's response time: mean, share >= 200 ms;
+#           the uac retransmits its INVITE after 500 ms without an answer, and the stock uas,
+#           already waiting for the ACK, aborts the call on it), SIPp's failed calls by reason
+#           from its -trace_stat CSV (FailedTimeoutOnRecv, FailedUnexpectedMessage,
+#           FailedMaxUDPRetrans, ...), its retransmissions, dead-call and out-of-call messages, the two commonest events in the uac's and the uas' error logs,
 #           and the counters that grew during the step in both hosts: UDP buffer errors
 #           (/proc/net/snmp), the drops of the SIP socket (port 5060) and of the media sockets
 #           (`ss -uam`), every interface's drops (psp0's tx_dropped: the TAP queue the gateway
@@ -394,7 +396,7 @@ sockdrops() {
             next
         }
         { n = split($4, a, ":"); port = a[n] }
-        END { if (sip) print h ".sip_socket_drops " sip; if (rtp) print h ".rtp_socket_drops " rtp }' "$1"
+        END { if (sip) print h ".sip_socket_drops " sip; if (rtp) print h ".rtp_socket_drops " rtp }' "$1" 2>/dev/null
 }
 
 # cpu_mark: "SECONDS BUSY OURS": the time, the ticks every CPU spent busy (user, nice, system,
@@ -416,8 +418,8 @@ CLK_TCK=$(getconf CLK_TCK)
 
 # sweep_step CAT RATE TRY: one step of the capacity sweep (the header) at RATE calls/s, run
 # number TRY at that rate. Prints a line and sets SW_PCT (successful / created, %), SW_CALLS
-# ("ok/created"), SW_WHY (why calls failed; SW_WHY1 shorter: one error kind per SIPp end), SW_OTHERS (CPU ticks others used, cpu_mark) and
-# SW_SECS (the step's duration). Returns 0 if the step met 99 %, 1 if it did not, 2 if it could
+# ("ok/created"), SW_WHY (why calls failed; SW_WHY1 shorter: one error kind per SIPp end),
+# SW_OTHERS (CPU ticks others used, cpu_mark) and SW_SECS (the step's duration). Returns 0 if the step met 99 %, 1 if it did not, 2 if it could
 # not be measured (SIPp left no statistics or created no call).
 sweep_step() {
     local cat=$1 rate=$2 w=$TB_DIR/sweep-$2-$3 uas rc st pid m0 m1
@@ -440,7 +442,7 @@ sweep_step() {
     wait "$pid"
     rc=$?
     tb_x vm2 ss -uanmH >"$w/ss-vm2" 2>/dev/null
-    { counters "$cat" && sockdrops "$w/ss-vm1" vm1 && sockdrops "$w/ss-vm2" vm2; } >"$w/after"
+    { counters "$cat"; sockdrops "$w/ss-vm1" vm1; sockdrops "$w/ss-vm2" vm2; } >"$w/after"
     tb_kill "$uas"
     m1=$(cpu_mark)
     read -r SW_SECS SW_OTHERS < <(awk -v a="$m0" -v b="$m1" 'BEGIN {
@@ -504,12 +506,12 @@ sweep_step() {
     errs1=$(awk 'NF && !seen[$1]++ { w = $1; n = $2; $1 = $2 = ""; sub(/^ +/, ""); printf "%s%s %d x %s", (k++ ? "; " : ""), w, n, $0 }' <<<"$events")
     d=$(awk 'NR == FNR { b[$1] = $2; next } ($2 - b[$1] > 0) { printf "%s%s+%d", sep, $1, $2 - b[$1]; sep = " " }' \
         "$w/before" "$w/after")
-    SW_WHY="INVITE->200 mean $rt ms, $slow % >= 200 ms;${why}"
-    ((rc > 1)) && SW_WHY+=" sipp-exit=$rc"
+    ((rc > 1)) && why+=" sipp-exit=$rc"
     if awk -v a="$achieved" -v r="$rate" 'BEGIN { exit !(a < 0.9 * r) }'; then
-        SW_WHY+=" rate-not-offered(${achieved}/s)"
+        why+=" rate-not-offered(${achieved}/s)"
         verdict=failed
     fi
+    SW_WHY="INVITE->200 mean $rt ms, $slow % >= 200 ms${why:+;$why}"
     awk -v p="$SW_PCT" 'BEGIN { exit !(p < 99) }' && verdict=failed
     ((rc > 1)) && verdict=failed
     [[ -n $d ]] && SW_WHY+="; grew: $d"
