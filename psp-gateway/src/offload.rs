@@ -788,6 +788,47 @@ impl Gro {
     }
 }
 
+/// See [`crate::fuzzing::tap_offload`].
+pub(crate) fn fuzz_one(input: &[u8]) {
+    let (Some(hdr), Some(&flags)) = (VnetHdr::parse(input), input.get(VNET_HDR_LEN)) else {
+        return;
+    };
+    let trusted = flags & 1 != 0;
+    let frame = &input[VNET_HDR_LEN + 1..];
+    let mut segs: Vec<Vec<u8>> = Vec::new();
+    match plan_tx(&hdr, frame) {
+        Ok(TxPlan::Tso(t)) => {
+            let mut out = vec![0; t.max_segment_len()];
+            for k in 0..t.segments().min(GRO_MAX) {
+                if let Some(n) = t.segment(frame, k, &mut out) {
+                    assert!(n <= t.max_segment_len());
+                    segs.push(out[..n].to_vec());
+                }
+            }
+        }
+        Ok(TxPlan::Csum { start, offset }) => {
+            let mut f = frame.to_vec();
+            let _ = complete_csum(&mut f, start, offset);
+            segs.push(f);
+        }
+        Ok(TxPlan::Plain) | Err(_) => segs.push(frame.to_vec()),
+    }
+    let mut gro = Gro::with_udp(true);
+    for f in &segs {
+        if !gro.push(f, trusted) {
+            break;
+        }
+    }
+    let mut head = [0; VNET_HDR_LEN + MAX_HDR];
+    for g in 0..gro.groups() {
+        let e = gro.emit(g, &mut head);
+        assert!(e.head_len <= head.len());
+        for i in gro.members(g) {
+            assert!(e.payload_offset.is_none_or(|off| off <= segs[i].len()));
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -994,6 +1035,25 @@ mod tests {
                 );
             }
         }
+    }
+
+    #[test]
+    fn the_fuzz_entry_takes_super_frames_and_garbage() {
+        let (f, h) = udp_super_frame(true, &[9; 3000], 1000);
+        let (t, l4) = super_frame(false, &[], TCP_ACK, &[1; 3000]);
+        let th = tso_hdr(false, l4, 1000);
+        for (h, f) in [(h, f), (th, t)] {
+            for flag in [0u8, 1] {
+                let mut input = h.emit().to_vec();
+                input.push(flag);
+                input.extend_from_slice(&f);
+                fuzz_one(&input);
+                input.truncate(input.len() / 2);
+                fuzz_one(&input);
+            }
+        }
+        fuzz_one(&[]);
+        fuzz_one(&[0xff; 40]);
     }
 
     #[test]
