@@ -29,8 +29,9 @@
 #   --ecn on|off     the hosts' net.ipv4.tcp_ecn: on = 1 (request ECN; default), off = 0. Only
 #                    CoDel marks (codel_ecn); drop-tail and the routers' FIFO only drop
 #   --keys K         session (default): the peers' keys come from SEP sessions (one path,
-#                    smkex off), whose handshakes and rekeys ride inside the normalized
-#                    streams; static: a key_file per pair (the setup of the figures before)
+#                    smkex off) that the gateways start by themselves, whose rekeys ride
+#                    inside the normalized streams; the run fails unless every session of
+#                    gateway A is up; static: a key_file per pair (the setup of the figures before)
 #   --no-build       use the existing target/release binaries
 #   --no-write       do not touch BENCHMARKS.md and docs/congestion.png
 #   --keep           keep the run directory (configs, logs, iperf3 JSON, results.tsv)
@@ -359,14 +360,19 @@ gws_up() {
     for n in vm1 vm2; do ip -n "$(tb_ns "$n")" link set lan0 mtu "$mtu"; done
     TAP_MTU=$mtu
     if [ "$KEYS" = session ]; then
-        # The first frames start the sessions; their handshakes ride in the normalized streams.
+        # A normalized session peer starts its first handshake by itself (under the group
+        # key); later ones ride in the streams. Every tunnel of gwA must run before anything is
+        # measured: without A->C, A->B would have the bottleneck to itself.
         tb_x vm1 ping -c 3 -i 0.2 -W 2 10.9.0.2 >/dev/null || say "warning: no ping through the session"
-        local state
-        state=$(st 1 '[.peers[] | select(.name == "gwB") | .session.state] | first // "none"')
-        if [ "$state" != up ]; then
-            say "error: gwA's session with gwB is '$state'"
-            FAILED=1
-        fi
+        local peer state peers=gwB
+        [ "$sc" = none ] || peers+=" gwC"
+        for peer in $peers; do
+            state=$(st 1 "[.peers[] | select(.name == \"$peer\") | .session.state] | first // \"none\"")
+            if [ "$state" != up ]; then
+                say "error: gwA's session with $peer is '$state'"
+                FAILED=1
+            fi
+        done
     fi
 }
 gws_down() {

@@ -2,7 +2,7 @@
 
 use core::time::Duration;
 
-use crate::harness::{Net, Opts, counter, exchange, flows, frame, settle};
+use crate::harness::{Net, Opts, counter, exchange, flows, frame, session_state, settle};
 
 const NORM: &str = "[normalize]\nenabled = true\ns_goal_kbps = 2000\n";
 
@@ -155,4 +155,60 @@ async fn broadcasts_before_and_after_the_session(udp: bool) {
     );
     a.stop().await;
     b.stop().await;
+}
+
+/// Three gateways whose peers are all normalized session peers, as in testbed/congestion.sh:
+/// no inner frame is sent, yet every session comes up and every stream runs at S_goal (the
+/// experiment's competing tunnel A→C carries nothing but dummies). Then a simulated 20 s of
+/// traffic vm1 → vm2 with a rekey every 2 s: every controller sees no loss, keeps its RTT
+/// estimate at O_min (40 ms) and every rate at S_goal, checked every second.
+#[tokio::test(start_paused = true)]
+async fn normalized_session_peers_stream_without_traffic_and_rekeys_cost_no_rate() {
+    let net = Net::new(Opts {
+        hosts: 3,
+        session_extra: "rekey_after_s = 2\n".into(),
+        extra: format!("{NORM}algorithm = \"improved\"\n"),
+        ..Opts::sessions()
+    });
+    let gws = [net.start(1), net.start(2), net.start(3)];
+    settle(Duration::from_secs(3)).await;
+    let check = |s: &serde_json::Value, me: usize, what: &str| {
+        for j in (1..=3).filter(|j| *j != me) {
+            let c = |k: &str| counter(s, &format!("peer:vm{j}.normalize.{k}"));
+            assert_eq!(
+                session_state(s, &format!("vm{j}")),
+                "up",
+                "vm{me}, {what}: {s}"
+            );
+            assert!(c("frames_received") > 100, "vm{me} from vm{j}, {what}: {s}");
+            assert_eq!(c("s_current_kbps"), 2000, "vm{me} to vm{j}, {what}: {s}");
+            assert_eq!(c("last_loss_ppm"), 0, "vm{me} from vm{j}, {what}: {s}");
+            assert_eq!(
+                c("rtt_estimate_us"),
+                40_000,
+                "vm{me} from vm{j}, {what}: {s}"
+            );
+        }
+    };
+    for (i, g) in gws.iter().enumerate() {
+        check(&g.status().await, i + 1, "before any traffic");
+    }
+    for t in 0..20u32 {
+        for k in 0..10 {
+            gws[0].tap.inject(&frame(1, 2, t * 10 + k, 1000));
+            settle(Duration::from_millis(100)).await;
+        }
+        for (i, g) in gws.iter().enumerate() {
+            check(&g.status().await, i + 1, &format!("after {} s", t + 1));
+        }
+    }
+    assert_eq!(gws[1].tap.take().len(), 200, "vm1 -> vm2");
+    let s = gws[0].status().await;
+    for j in [2, 3] {
+        let rekeys = counter(&s, &format!("peer:vm{j}.session.rekeys"));
+        assert!(rekeys >= 5, "vm{j}: {rekeys} rekeys: {s}");
+    }
+    for g in gws {
+        g.stop().await;
+    }
 }

@@ -19,6 +19,7 @@ use crate::wire::Seq;
 mod api;
 mod group_copies;
 mod kem;
+mod normalized;
 mod paths;
 mod pki;
 mod policy;

@@ -63,7 +63,8 @@ pub struct Peer {
     pub(crate) budget: [MessageBudget; 2],
     pub(crate) counters: PeerCounters,
     pub(crate) session: Option<Box<Session>>,
-    /// Its normalized stream (a session peer: from its first session on).
+    /// Its normalized stream (a session peer: from its first session on, which starts at
+    /// once).
     pub(crate) stream: Option<Stream>,
     pub(crate) timers: TimerTable,
     pub(crate) events: VecDeque<HostEvent>,
@@ -183,6 +184,12 @@ impl Peer {
             bkeys: Vec::new(),
         };
         p.arm_departure();
+        if p.spec.normalize.is_some() && p.session.is_some() {
+            // Its stream runs only under a session and must run whether or not a frame waits:
+            // the first handshake starts at the first `handle_timeout`, as at the end of a
+            // backoff ([`Session`]'s `need`).
+            p.timers.set(Timer::Backoff, now);
+        }
         Ok(p)
     }
 
@@ -202,7 +209,12 @@ impl Peer {
             }
             if self.session.is_some() {
                 self.session = old.session.take();
+                // The start of a normalized peer's first handshake, unless a backoff runs.
+                let start = self.timers.get(Timer::Backoff);
                 self.timers = old.timers.clone();
+                if !self.timers.is_set(Timer::Backoff) {
+                    self.timers.set_opt(Timer::Backoff, start);
+                }
                 self.timers.stop(Timer::Departure);
                 // Frames that wait keep waiting (`[session]`, which decides whether there is a
                 // buffer, does not change on a reload).

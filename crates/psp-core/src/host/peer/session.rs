@@ -1,9 +1,9 @@
 //! A session peer's policy ([`Session`]): its handshakes (psp-core's [`Handshake`]), its
 //! [`KeyRing`], and the rules around them: when to start a handshake (frames wait, a rekey is
-//! due, the peer sends under keys we lack, the peer fell silent), the crossing rule, freshness
-//! of Requests, backoff after a failure, first-use pins, liveness, and the frames that wait for
-//! a session. Every time-based rule sets its timer in the peer's [`TimerTable`] where the
-//! decision is made.
+//! due, the peer sends under keys we lack, the peer fell silent, a normalized peer has no
+//! session), the crossing rule, freshness of Requests, backoff after a failure, first-use pins,
+//! liveness, and the frames that wait for a session. Every time-based rule sets its timer in
+//! the peer's [`TimerTable`] where the decision is made.
 //!
 //! docs/SESSIONS.md ("In the gateway") describes the policy; every rule here has a test in
 //! `host/tests.rs` or the simulator's sweep.
@@ -576,7 +576,7 @@ impl Session {
             return;
         }
         let now = cx.now;
-        let Some(why) = self.need(now) else {
+        let Some(why) = self.need(now, cx.spec.normalize.is_some()) else {
             return;
         };
         if let (Some(hs), Some(t)) = (&self.hs, self.started)
@@ -600,8 +600,11 @@ impl Session {
     }
 
     /// Why this host needs a new session with the peer now, if it does (the reason
-    /// [`HostEvent::HandshakeStarted`] gives).
-    fn need(&self, now: Instant) -> Option<&'static str> {
+    /// [`HostEvent::HandshakeStarted`] gives). A `normalized` peer always needs one: its stream
+    /// runs only under a session, and it must run whether or not inner frames wait (else the
+    /// tunnel would be silent, its share of a shared bottleneck taken by the others, until the
+    /// first frame, and its start would tell an observer when that frame came).
+    fn need(&self, now: Instant, normalized: bool) -> Option<&'static str> {
         let has_current = self.ring.current().is_some();
         let next_waits = self.ring.next().is_some();
         let due = self.ring.rekey_due(now) && !next_waits;
@@ -614,6 +617,8 @@ impl Session {
         }
         if !self.pending.is_empty() {
             Some("first frame")
+        } else if normalized && !has_current {
+            Some("normalized stream")
         } else if due && (has_current || self.established.is_some()) {
             Some("keys wear out")
         } else if has_current && aged && self.ring.current_heard() && !next_waits {
