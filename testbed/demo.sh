@@ -38,9 +38,10 @@
 #   RESULT ping_ms=… tcp_mbps=… scp_ok=1 eve_frames=N eve_psp_frames=N eve_cleartext_frames=0 eve_known_text_hits=0
 # plus, with sessions, `session=two-path handshake_ms=… kem=0|1` (the slower side's handshake;
 # kem=1 when both sessions hold the ML-KEM-768 secret), and with
-# --normalize `normalized=KBPS eve_unicast_lengths=N lead_ms=MS pacer_skipped=N` (distinct
-# lengths of the PSP frames vm1 sent vm2 from the first of the most common length on, 1 when
-# normalized; the lead in use; slots both pacers skipped because their frame came late)
+# --normalize `normalized=KBPS eve_unicast_lengths=N lead_ms=MS pacer_skipped=N pacer_late=N`
+# (distinct lengths of the PSP frames vm1 sent vm2 from the first of the most common length on,
+# 1 when normalized; the lead in use; slots both streams skipped because the driver came more
+# than the catch-up bound late; frames both pacer threads got after their slot and sent late)
 # (tcp_mbps: vm1 -> vm2; with --suite none or null-hmac-sha1, which do not encrypt,
 # eve_known_text_hits is > 0 and must be). Exit 0 only if every check held. Everything is torn down on every exit
 # path (also on error and Ctrl-C).
@@ -315,7 +316,8 @@ if [[ $KEYS == session ]]; then
 fi
 if ((NORMALIZE)); then
     SKIPPED=$(for n in 1 2; do tb_status "$n" --json | jq -r '[.peers[].normalize.pacer_skipped // 0] | add'; done | awk '{s += $1} END {print s + 0}')
-    SESSION_RESULT="$SESSION_RESULT normalized=$NORMALIZE eve_unicast_lengths=$LENS lead_ms=${LEAD_MS:-4} pacer_skipped=$SKIPPED"
+    LATE=$(for n in 1 2; do tb_status "$n" --json | jq -r '.pacer_late // 0'; done | awk '{s += $1} END {print s + 0}')
+    SESSION_RESULT="$SESSION_RESULT normalized=$NORMALIZE eve_unicast_lengths=$LENS lead_ms=${LEAD_MS:-4} pacer_skipped=$SKIPPED pacer_late=$LATE"
 fi
 for n in 1 2; do
     d=$(tb_status "$n" --json | jq -r '.drops_total')

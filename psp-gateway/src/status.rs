@@ -405,6 +405,9 @@ pub(crate) fn document(info: &Info, snap: &Snapshot) -> Value {
     if let Some(rt) = snap.pacer_realtime {
         doc["pacer_realtime"] = rt.into();
     }
+    if let Some(late) = snap.pacer_late {
+        doc["pacer_late"] = late.into();
+    }
     if let Some(p) = snap.pki {
         let now = crate::civil::now();
         doc["membership"] = json!({
@@ -1112,6 +1115,7 @@ mod tests {
             group_suite: SuiteId::Aes128Gcm,
             peers: Vec::new(),
             pacer_realtime: None,
+            pacer_late: None,
             pki: None,
         };
         let mut help = None;

@@ -237,6 +237,14 @@ impl<T: TapIo, U: UplinkIo> Driver<T, U> {
         }
     }
 
+    /// Frames that reached the pacer thread after their slot (`None`: no pacer thread).
+    pub(crate) fn pacer_late(&self) -> Option<u64> {
+        match &self.departures {
+            Some(Departures::Thread(p)) => Some(p.late()),
+            _ => None,
+        }
+    }
+
     /// Runs until the control channel closes (`Ok`) or an I/O error stops a direction.
     ///
     /// # Errors

@@ -18,6 +18,7 @@
 //! priority, where CPU contention can still move departures (docs/GATEWAY.md).
 
 use core::net::SocketAddr;
+use core::sync::atomic::{AtomicU64, Ordering};
 use core::time::Duration as StdDuration;
 use std::collections::BinaryHeap;
 use std::sync::Arc;
@@ -82,6 +83,8 @@ pub(crate) struct Pacer {
     /// Buffers back from the thread, for reuse.
     spare: Receiver<Vec<u8>>,
     realtime: bool,
+    /// Frames that reached the thread after their slot (sent at once, late), counted by it.
+    late: Arc<AtomicU64>,
 }
 
 impl Pacer {
@@ -94,15 +97,24 @@ impl Pacer {
         let (tx, rx) = std::sync::mpsc::sync_channel::<Departure>(QUEUE);
         let (back, spare) = std::sync::mpsc::sync_channel::<Vec<u8>>(QUEUE);
         let (ready_tx, ready) = std::sync::mpsc::sync_channel::<bool>(1);
+        let late = Arc::new(AtomicU64::new(0));
+        let counter = Arc::clone(&late);
         thread::Builder::new()
             .name("psp-pacer".into())
-            .spawn(move || run(&uplinks, &rx, &back, &ready_tx))?;
+            .spawn(move || run(&uplinks, &rx, &back, &ready_tx, &counter))?;
         let realtime = ready.recv().unwrap_or(false);
         Ok(Self {
             tx,
             spare,
             realtime,
+            late,
         })
+    }
+
+    /// Frames with a slot that reached the thread after it (they left at once, late: their
+    /// departure followed the driver's timing, not the schedule).
+    pub(crate) fn late(&self) -> u64 {
+        self.late.load(Ordering::Relaxed)
     }
 
     /// Whether the thread runs at real-time priority.
@@ -153,6 +165,7 @@ fn run<U: UplinkIo>(
     rx: &Receiver<Departure>,
     back: &SyncSender<Vec<u8>>,
     ready: &SyncSender<bool>,
+    late: &AtomicU64,
 ) {
     if let Err(e) = crate::io::sys::set_timer_slack_ns(1) {
         tracing::debug!(error = %e, "pacer: timer slack unchanged");
@@ -170,6 +183,9 @@ fn run<U: UplinkIo>(
     let mut waiter = Waiter::new();
     let mut out = Batch::new(1);
     let mut push = |heap: &mut BinaryHeap<Queued>, d: Departure| {
+        if d.at.is_some_and(|at| at < StdInstant::now()) {
+            late.fetch_add(1, Ordering::Relaxed);
+        }
         seq += 1;
         heap.push(Queued(d.at.unwrap_or_else(StdInstant::now), seq, d));
     };
@@ -288,6 +304,7 @@ mod tests {
             tx,
             spare,
             realtime: false,
+            late: Arc::new(AtomicU64::new(0)),
         };
         let d = || Departure {
             path: 0,
@@ -343,5 +360,33 @@ mod tests {
         h.push(Queued(t + StdDuration::from_millis(1), 2, d()));
         let order: Vec<u64> = core::iter::from_fn(|| h.pop().map(|q| q.1)).collect();
         assert_eq!(order, [2, 3, 1]);
+    }
+
+    /// A frame handed over after its slot leaves at once and is counted late; one handed over
+    /// before its slot waits for it and is not; one without a slot is not either.
+    #[test]
+    fn a_frame_after_its_slot_leaves_at_once_and_is_counted_late() {
+        let seg = crate::io::mem::MemSegment::new();
+        let up = Arc::new(seg.port(None));
+        let _other = seg.port(None);
+        let p = Pacer::spawn([Arc::clone(&up), up]).expect("pacer thread");
+        let now = StdInstant::now();
+        let d = |at: Option<StdInstant>| Departure {
+            path: 0,
+            at,
+            frame: vec![0x5a; 60],
+            addr: None,
+        };
+        assert!(p.send(d(Some(now + StdDuration::from_millis(30)))));
+        assert!(p.send(d(Some(now - StdDuration::from_millis(1)))));
+        assert!(p.send(d(None)));
+        let deadline = StdInstant::now() + StdDuration::from_secs(5);
+        let mut sent = 0;
+        while sent < 3 && StdInstant::now() < deadline {
+            thread::sleep(StdDuration::from_millis(5));
+            sent += seg.take_capture_timed().len();
+        }
+        assert_eq!(sent, 3, "every frame left");
+        assert_eq!(p.late(), 1);
     }
 }

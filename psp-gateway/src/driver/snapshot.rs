@@ -44,6 +44,9 @@ pub(crate) struct Snapshot {
     pub(crate) peers: Vec<PeerSnap>,
     /// Whether the pacer thread runs at real-time priority (`None`: no normalized peer).
     pub(crate) pacer_realtime: Option<bool>,
+    /// Frames that reached the pacer thread after their slot and left late (`None`: no
+    /// normalized peer).
+    pub(crate) pacer_late: Option<u64>,
     /// `[pki]`: this host's certificate and the membership it knows.
     pub(crate) pki: Option<PkiSnap>,
 }
@@ -138,6 +141,7 @@ impl<T: TapIo, U: UplinkIo> Driver<T, U> {
             group_suite: self.host.group_suite(),
             peers,
             pacer_realtime: self.pacer_realtime(),
+            pacer_late: self.pacer_late(),
             pki: self.host.config().pki.as_ref().map(|p| PkiSnap {
                 serial: p.certificate.fields().serial,
                 not_after: p.certificate.fields().not_after,
