@@ -19,8 +19,8 @@
 #                rate, dummies when idle), at KBPS kbit/s (default 20000), with the sessions of
 #                --keys: the handshakes and rekeys ride inside the streams. Eve must then see
 #                one frame length from each gateway
-#   --lead-ms    with --normalize: [normalize] lead_ms = MS on both hosts (1..=100; default the
-#                gateway's, 4): how far ahead of its slot each outer frame is built
+#   --lead-ms    with --normalize: [normalize] lead_ms = MS on both hosts (0.1..=100, e.g. 0.5;
+#                default the gateway's, 4): how far ahead of its slot each outer frame is built
 #   --kem        [session] kem = MODE on both hosts (require, prefer or off; default off):
 #                ML-KEM-768 beside X25519 in every handshake (docs/SESSIONS.md, "Hybrid
 #                post-quantum sessions"); the run then checks that both sessions hold the KEM
@@ -81,7 +81,8 @@ while (($#)); do
 done
 [[ $UPLINK == raw || $UPLINK == udp ]] || { echo "demo: error: --uplink must be raw or udp" >&2; exit 2; }
 [[ $KEYS == session || $KEYS == static ]] || { echo "demo: error: --keys must be session or static" >&2; exit 2; }
-[[ -z $LEAD_MS || ($LEAD_MS =~ ^[0-9]+$ && $LEAD_MS -ge 1 && $LEAD_MS -le 100) ]] || { echo "demo: error: --lead-ms must be 1..100" >&2; exit 2; }
+[[ -z $LEAD_MS || ($LEAD_MS =~ ^[0-9]+(\.[0-9]+)?$ && $(awk -v l="$LEAD_MS" 'BEGIN {print (l >= 0.1 && l <= 100)}') == 1) ]] ||
+    { echo "demo: error: --lead-ms must be 0.1..100" >&2; exit 2; }
 [[ $KEM == off || $KEM == prefer || $KEM == require ]] || { echo "demo: error: --kem must be require, prefer or off" >&2; exit 2; }
 [[ $KEM == off || $KEYS == session ]] || { echo "demo: error: --kem needs --keys session (the KEM is part of the session handshake)" >&2; exit 2; }
 [[ $(id -u) -eq 0 ]] || { echo "demo: error: run as root (network namespaces)" >&2; exit 1; }
