@@ -446,8 +446,9 @@ fn udp_candidate(frame: &[u8]) -> Option<Seg> {
     if usize::from(be16(frame, l4 + 4)?) != frame.len() - l4 || hdr_len >= frame.len() {
         return None;
     }
-    // An IPv4 datagram without a checksum (0) keeps it that way: not coalesced.
-    if !v6 && be16(frame, l4 + UDP_CSUM)? == 0 {
+    // A checksum field of 0 (IPv4: no checksum, kept that way; IPv6: invalid, left for the
+    // receiving stack to refuse) is never replaced by a computed one: not coalesced.
+    if be16(frame, l4 + UDP_CSUM)? == 0 {
         return None;
     }
     Some(Seg {
@@ -1084,13 +1085,18 @@ mod tests {
             .map(|g| gro.members(g).collect())
             .collect();
         assert_eq!(groups, [vec![0, 2, 3], vec![1], vec![4], vec![5]]);
-        // An IPv4 datagram without a checksum stays alone, so it keeps none.
-        let mut zero = d[0].clone();
-        zero[14 + 20 + 6..14 + 20 + 8].fill(0);
-        let mut gro = Gro::with_udp(true);
-        gro.push(&zero, true);
-        gro.push(&zero, true);
-        assert_eq!(gro.groups(), 2);
+        // A datagram with a zero checksum field stays alone, so it keeps it (IPv4: none;
+        // IPv6: invalid, for the receiving stack to refuse).
+        for v6 in [false, true] {
+            let (f, h) = udp_super_frame(v6, &payload, 200);
+            let mut zero = cut(&h, &f).remove(0);
+            let l4 = if v6 { 14 + 40 } else { 14 + 20 };
+            zero[l4 + 6..l4 + 8].fill(0);
+            let mut gro = Gro::with_udp(true);
+            gro.push(&zero, true);
+            gro.push(&zero, true);
+            assert_eq!(gro.groups(), 2, "v6 {v6}");
+        }
     }
 
     fn ipv4_ok(f: &[u8]) -> bool {
