@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # testbed/congestion.sh: seed 003's congestion experiment (its §V-B, Fig 4, Table I, Fig 5) on
-# the seven-node testbed, in network namespaces. Root; not in CI (the full run takes ~25 min).
+# the seven-node testbed, in network namespaces. Root; not in CI (the full run takes ~45 min).
 #
 # Usage:
 #   sudo testbed/congestion.sh [--reps N] [--time S] [--quick] [--scenarios LIST] [--cc LIST]
@@ -466,8 +466,10 @@ for group in "${GROUPS_LIST[@]}"; do
                 tb_x hostB ss -Hltn "sport = :$PORT" | grep -q . && break
                 sleep 0.1
             done
-            if ! tb_x hostA iperf3 -c "$HOST_B_IP" -p "$PORT" -t "$TIME" -P "$fl" \
-                -C "$TCP_CC" --connect-timeout 10000 -J >"$out" 2>&1; then
+            # A collapsed transfer (no congestion control) can leave iperf3 waiting for its
+            # results exchange for ever: it gets TIME + 60 s, then counts as failed (goodput 0).
+            if ! timeout $((TIME + 60)) ip netns exec "$(tb_ns hostA)" iperf3 -c "$HOST_B_IP" \
+                -p "$PORT" -t "$TIME" -P "$fl" -C "$TCP_CC" --connect-timeout 10000 -J >"$out" 2>&1; then
                 say "scenario $sc, cc $cc, $fl flows, rep $rep: iperf3 failed"
                 FAILED=1
             fi
