@@ -71,8 +71,9 @@ traffic() {
     ping) tb_x vm1 ping -q -c $(($1 * 200)) -i 0.005 "$(tb_ip 2)" >/dev/null ;;
     esac
 }
-# The packets vm2's gateway wrote to its TAP (the TAP's rx): what crossed the tunnel.
-delivered() { tb_x vm2 cat /sys/class/net/psp0/statistics/rx_packets; }
+# The frames vm2's gateway received from vm1 (datagrams and segments: with coalescing, the
+# TAP's own counters count super-frames).
+delivered() { tb_status 2 --json | jq '[.peers[].rx_frames] | add'; }
 # The gateways' threads (perf's per-pid table lists threads).
 TIDS=$(ls "/proc/$P1/task" "/proc/$P2/task" | grep -E '^[0-9]+$' | tr '\n' ' ')
 
@@ -98,8 +99,8 @@ selfsum() { awk -v re="$1" '$0 ~ re {gsub("%", "", $1); s += $1} END {printf "%.
 scale() { awk -v p="$1" -v g="$GW" 'BEGIN {printf "%.1f", p * g / 100}'; }
 USER=$(scale "$(selfsum 'psp-gateway +[[][.][]] ')")
 CRYPTO=$(scale "$(selfsum 'psp-gateway +[[][.][]] .*([Aa]es|gcm|[Gg]hash|[Cc]ha[Cc]ha|[Pp]oly|sha1|Sha1|[Bb]lowfish|bf::|[Hh]mac|scramble|polyval|ring_core)')")
-TAP_READ=$(scale "$(child ' (__x64_sys_readv|__x64_sys_read) *$')")
-TAP_WRITE=$(scale "$(child ' (__x64_sys_writev|__x64_sys_write) *$')")
+TAP_READ=$(scale "$(child ' (__x64_sys_readv|do_readv|__x64_sys_read|ksys_read) *$')")
+TAP_WRITE=$(scale "$(child ' (__x64_sys_writev|do_writev|__x64_sys_write|ksys_write) *$')")
 UP_SEND=$(scale "$(child ' (__x64_sys_sendmmsg|__x64_sys_sendmsg|__x64_sys_sendto) *$')")
 UP_RECV=$(scale "$(child ' (__x64_sys_recvmmsg|__x64_sys_recvmsg|__x64_sys_recvfrom) *$')")
 WAIT=$(scale "$(child ' (__x64_sys_epoll_wait|__x64_sys_epoll_pwait|__x64_sys_futex) *$')")
