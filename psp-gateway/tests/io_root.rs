@@ -398,7 +398,7 @@ fn root_raw_ring_and_interface_down() {
 #[test]
 fn root_raw_drops_truncated_and_own_frames() {
     let ns = Netns::new();
-    ns.veth_pair("4000");
+    ns.veth_pair("10000");
     ns.block_on(|| async {
         let b = RawSocket::open("pvb").unwrap();
         // A plain bound packet socket on pva: it sees its own frames (no
