@@ -413,35 +413,36 @@ struct Seg {
     udp: bool,
 }
 
+/// The layout of `frame` if it is IPv4 without options or fragments, or IPv6 with `proto`
+/// right after the fixed header, carrying `proto`, with an IP length exactly the frame's:
+/// (L3 offset, IPv6, L4 offset).
+fn plain_ip(frame: &[u8], proto: u8) -> Option<(usize, bool, usize)> {
+    let (l3, et) = l3_of(frame)?;
+    let ip = frame.get(l3..)?;
+    match et {
+        ETH_P_IPV4 => {
+            let ok = ip.len() >= 20
+                && ip[0] == 0x45
+                && ip[9] == proto
+                && usize::from(be16(ip, 2)?) == ip.len()
+                && be16(ip, 6)? & 0x3fff == 0;
+            ok.then_some((l3, false, l3 + 20))
+        }
+        ETH_P_IPV6 => {
+            let ok = ip.len() >= 40
+                && ip[0] >> 4 == 6
+                && ip[6] == proto
+                && usize::from(be16(ip, 4)?) + 40 == ip.len();
+            ok.then_some((l3, true, l3 + 40))
+        }
+        _ => None,
+    }
+}
+
 /// `frame` as a UDP coalescing candidate: IPv4 without options or fragments, or IPv6 with UDP
 /// right after the fixed header; IP and UDP lengths exactly the frame's; some payload.
 fn udp_candidate(frame: &[u8]) -> Option<Seg> {
-    let (l3, et) = l3_of(frame)?;
-    let ip = frame.get(l3..)?;
-    let (v6, l4) = match et {
-        ETH_P_IPV4 => {
-            let ok = ip.len() >= 28
-                && ip[0] == 0x45
-                && ip[9] == IPPROTO_UDP
-                && usize::from(be16(ip, 2)?) == ip.len()
-                && be16(ip, 6)? & 0x3fff == 0;
-            if !ok {
-                return None;
-            }
-            (false, l3 + 20)
-        }
-        ETH_P_IPV6 => {
-            let ok = ip.len() >= 48
-                && ip[0] >> 4 == 6
-                && ip[6] == IPPROTO_UDP
-                && usize::from(be16(ip, 4)?) + 40 == ip.len();
-            if !ok {
-                return None;
-            }
-            (true, l3 + 40)
-        }
-        _ => return None,
-    };
+    let (l3, v6, l4) = plain_ip(frame, IPPROTO_UDP)?;
     let hdr_len = l4 + 8;
     if usize::from(be16(frame, l4 + 4)?) != frame.len() - l4 || hdr_len >= frame.len() {
         return None;
@@ -467,32 +468,7 @@ fn udp_candidate(frame: &[u8]) -> Option<Seg> {
 /// right after the fixed header; IP length exactly the frame's; only ACK or ACK|PSH set; some
 /// payload.
 fn tcp_candidate(frame: &[u8]) -> Option<Seg> {
-    let (l3, et) = l3_of(frame)?;
-    let ip = frame.get(l3..)?;
-    let (v6, l4) = match et {
-        ETH_P_IPV4 => {
-            let ok = ip.len() >= 20
-                && ip[0] == 0x45
-                && ip[9] == IPPROTO_TCP
-                && usize::from(be16(ip, 2)?) == ip.len()
-                && be16(ip, 6)? & 0x3fff == 0;
-            if !ok {
-                return None;
-            }
-            (false, l3 + 20)
-        }
-        ETH_P_IPV6 => {
-            let ok = ip.len() >= 40
-                && ip[0] >> 4 == 6
-                && ip[6] == IPPROTO_TCP
-                && usize::from(be16(ip, 4)?) + 40 == ip.len();
-            if !ok {
-                return None;
-            }
-            (true, l3 + 40)
-        }
-        _ => return None,
-    };
+    let (l3, v6, l4) = plain_ip(frame, IPPROTO_TCP)?;
     let flags = *frame.get(l4 + 13)?;
     if flags != TCP_ACK && flags != TCP_ACK | TCP_PSH {
         return None;
