@@ -214,9 +214,7 @@ fn root_jumbo_uplink_gives_a_jumbo_tap() {
 
 /// UDP segmentation offload (USO, kernel 6.2 and later): a sender's UDP GSO batches
 /// (`UDP_SEGMENT`) reach the gateway as super-frames (far fewer TAP reads than datagrams), are
-/// cut into checked datagrams, and the receiving gateway writes each run of a flow's datagrams
-/// as one super-frame (far fewer TAP writes than datagrams); the receiver gets every datagram
-/// with its size and bytes.
+/// cut into checked datagrams; the receiver gets every datagram with its size and bytes.
 #[test]
 fn root_udp_gso_batches_cross_the_tunnel_as_super_frames() {
     let tb = Testbed::up(TestbedOptions {
@@ -288,10 +286,8 @@ for b in range(40):
         reads < 200,
         "USO on the TAP: {reads} reads for 800 datagrams"
     );
-    assert!(
-        writes < 400,
-        "UDP coalescing on the TAP: {writes} writes for 800 datagrams"
-    );
+    // Received datagrams are written one by one (tap.rs `COALESCE_UDP` is off).
+    assert!(writes >= 800, "{writes} TAP writes for 800 datagrams");
     let s = gws[1].status_json();
     assert_eq!(counter(&s, "drops_total"), 0, "{:?}", delta(&s0, &s));
 }
