@@ -8,8 +8,8 @@
 //! With offloads (`Tap::open_with`) every read and write carries a virtio-net header: the
 //! kernel hands us TCP (and, with USO, UDP) super-frames of up to 64 KiB and partial
 //! checksums, which `Tap::recv_batch_with` cuts into MTU-sized frames (`crate::offload`); on
-//! the way back
-//! `Tap::send_gro` writes coalesced TCP (and UDP) super-frames and marks verified checksums.
+//! the way back `Tap::send_gro` writes coalesced TCP super-frames (UDP ones only with
+//! `COALESCE_UDP`, off) and marks verified checksums.
 
 use core::future::Future;
 use std::fs::File;
