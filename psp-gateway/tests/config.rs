@@ -210,7 +210,7 @@ fn minimal_config_gets_the_documented_defaults() {
     assert_eq!(c.daemon.log_format, LogFormat::Human);
     assert_eq!(c.daemon.log_level, "info");
     assert_eq!(c.group.suite, SuiteId::BfCbcHmacSha1);
-    assert_eq!(c.group.replay_window, 2048);
+    assert_eq!(c.group.replay_window, 8128);
     assert_eq!(c.group.security_number, None);
     assert!(!c.group.timestamps);
     assert_eq!(c.group.max_skew_ms, 30_000);

@@ -47,6 +47,13 @@ fn root_two_paths_give_an_smkex_session_that_carries_iperf3() {
     for (gw, peer) in [(&vm1, "vm2"), (&vm2, "vm1")] {
         let s = gw.status_json();
         let sess = session(&s, peer);
+        // Under the load, path 2 carried only probes: they were read in time (no path went
+        // down) and none fell behind the replay window (a busy path 1 once kept the driver from
+        // seeing them for 100 ms and more).
+        for link in sess["links"].as_array().expect("links") {
+            assert_eq!(link["downs"], 0, "{sess}");
+        }
+        assert_eq!(s["drops_total"], 0, "{s}");
         assert_eq!(sess["state"], "up", "{sess}");
         assert_eq!(sess["paths"], "two-path", "{sess}");
         assert_eq!(sess["suite"], "aes128-gcm", "{sess}");

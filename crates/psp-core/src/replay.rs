@@ -20,10 +20,13 @@ const BLOCKS: usize = 128;
 /// Bits per block.
 const BLOCK_BITS: u32 = u64::BITS;
 
-/// The default window: 2048 sequence numbers.
-pub const DEFAULT_WINDOW: u32 = 2048;
 /// The largest window this fixed storage supports: one block is kept as slack (RFC 6479 §2).
 pub const MAX_WINDOW: u32 = (BLOCKS as u32 - 1) * BLOCK_BITS;
+/// The default window: the largest, 8128 sequence numbers (WireGuard's too). The storage is the
+/// same for every size, and a frame that another path or a socket buffer held back is accepted
+/// as long as fewer than this many newer ones came first (a probe on an idle path overtakes
+/// everything queued on the busy one).
+pub const DEFAULT_WINDOW: u32 = MAX_WINDOW;
 
 /// Why a sequence number was refused.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -164,7 +164,7 @@ pub struct PeerSecurity {
     /// The suite (`suite`, default `bf-cbc-hmac-sha1`, the thesis' default).
     pub suite: SuiteId,
     /// Replay window in frames (`replay_window`, 1..=[`psp_core::replay::MAX_WINDOW`], default
-    /// 2048).
+    /// the largest, 8128).
     pub replay_window: u32,
     /// 24-bit security number to send and require (`security_number`), if any.
     pub security_number: Option<SecurityNumber>,

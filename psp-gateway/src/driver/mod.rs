@@ -44,6 +44,11 @@ use crate::io::{BATCH, Batch, TapIo, UplinkIo};
 use crate::state::{REVOCATION_FILE, StateDir};
 use crate::tofu::Tofu;
 
+/// How long the driver works through ready branches before it gives tokio a turn (its reactor
+/// runs only then): a quiet uplink's frame waits at most about this long. A turn costs
+/// throughput, so not every round gets one (BENCHMARKS.md, "Packets and latency").
+const YIELD_EVERY: Duration = Duration::from_millis(5);
+
 /// The driver's clock: core time is microseconds since `origin` (tokio's clock, so a test's
 /// paused time moves it), and `std_origin` is the same instant on the pacer thread's clock.
 #[derive(Debug, Clone, Copy)]
@@ -261,6 +266,7 @@ impl<T: TapIo, U: UplinkIo> Driver<T, U> {
         let mut out = Batch::new(BATCH * 2);
         let mut delivered = Batch::new(BATCH);
         self.after(&mut out).await;
+        let mut turned = self.clock.now();
         loop {
             let now = self.clock.now();
             let next = self
@@ -299,7 +305,23 @@ impl<T: TapIo, U: UplinkIo> Driver<T, U> {
                     self.write_deliveries(now, &mut delivered, &mut writer).await;
                 }
             }
+            // A deadline that passed while the branches above were busy is handled now, not
+            // when tokio's timer next runs.
+            let now = self.clock.now();
+            if next <= now {
+                self.host.handle_timeout(now, &mut *self.rng);
+                self.write_deliveries(now, &mut delivered, &mut writer)
+                    .await;
+            }
             self.after(&mut out).await;
+            // A busy uplink or TAP is ready at every turn of this loop, so the task could run
+            // for long stretches without returning to tokio, whose reactor and timers then see
+            // nothing new (a quiet path's probe waited 100 ms and more under load, and fell out
+            // of the replay window): give tokio a turn every YIELD_EVERY of work.
+            if now.saturating_since(turned) >= YIELD_EVERY {
+                tokio::task::yield_now().await;
+                turned = self.clock.now();
+            }
         }
     }
 
