@@ -22,9 +22,8 @@ use super::{Batch, SLOT_LEN, sys};
 use crate::offload::{self, GRO_MAX, Gro, MAX_GSO_FRAME, MAX_HDR, TxPlan, VNET_HDR_LEN, VnetHdr};
 
 /// Whether received UDP datagrams of one flow are written to a TAP with USO as one
-/// `GSO_UDP_L4` super-frame. Off: with it on, the departure-timing test
-/// (`tests/leakage.rs`) saw a normalized stream's departures stall for about 300 ms; the
-/// coalescer stays built and tested (`offload::Gro::with_udp`).
+/// `GSO_UDP_L4` super-frame. Off: measured, it did not speed UDP floods up (BENCHMARKS.md,
+/// "Packets and latency"); the coalescer stays built and tested (`offload::Gro::with_udp`).
 const COALESCE_UDP: bool = false;
 
 /// Ethernet header bytes on top of the MTU in each TAP frame (no VLAN tag: the TAP is ours).
