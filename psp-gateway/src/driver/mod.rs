@@ -49,6 +49,20 @@ use crate::tofu::Tofu;
 /// throughput, so not every round gets one (BENCHMARKS.md, "Packets and latency").
 const YIELD_EVERY: Duration = Duration::from_millis(5);
 
+/// Runs `f` to completion, and says whether it had to wait on the way (returned `Pending`: the
+/// worker thread then ran tokio's reactor and timers, or another task).
+async fn noting_wait<F: Future>(f: F) -> (F::Output, bool) {
+    let mut f = core::pin::pin!(f);
+    let mut waited = false;
+    let out = core::future::poll_fn(|cx| {
+        let p = f.as_mut().poll(cx);
+        waited |= p.is_pending();
+        p
+    })
+    .await;
+    (out, waited)
+}
+
 /// The driver's clock: core time is microseconds since `origin` (tokio's clock, so a test's
 /// paused time moves it), and `std_origin` is the same instant on the pacer thread's clock.
 #[derive(Debug, Clone, Copy)]
@@ -274,36 +288,43 @@ impl<T: TapIo, U: UplinkIo> Driver<T, U> {
                 .poll_timeout()
                 .unwrap_or(now + Duration::from_secs(3600));
             let wake = self.clock.tokio_at(next);
-            tokio::select! {
-                c = self.ctl.recv() => match c {
-                    None => {
-                        // A clean stop: the exact replay floors, so no frame seen before it
-                        // opens again after the next start.
-                        self.save_floors(&self.host.replay_floors());
-                        return Ok(());
+            let (go, waited) = noting_wait(async {
+                tokio::select! {
+                    c = self.ctl.recv() => match c {
+                        None => {
+                            // A clean stop: the exact replay floors, so no frame seen before it
+                            // opens again after the next start.
+                            self.save_floors(&self.host.replay_floors());
+                            return Ok(false);
+                        }
+                        Some(c) => self.control(c),
+                    },
+                    r = tap.recv_batch(&mut tap_in, &mut reader) => {
+                        r?;
+                        self.io.io_dropped += T::take_dropped(&mut reader);
+                        self.seal_tap_batch(&tap_in, &mut out).await;
                     }
-                    Some(c) => self.control(c),
-                },
-                r = tap.recv_batch(&mut tap_in, &mut reader) => {
-                    r?;
-                    self.io.io_dropped += T::take_dropped(&mut reader);
-                    self.seal_tap_batch(&tap_in, &mut out).await;
+                    r = up1.recv_batch(&mut rx1) => {
+                        r?;
+                        self.io.io_dropped += up1.take_dropped();
+                        self.open_uplink_batch(PathId::FIRST, &mut rx1, &mut delivered, &mut writer).await;
+                    }
+                    r = recv_opt(up2.as_deref(), &mut rx2) => {
+                        r?;
+                        self.io.io_dropped += up2.as_deref().map_or(0, UplinkIo::take_dropped);
+                        self.open_uplink_batch(PathId::SECOND, &mut rx2, &mut delivered, &mut writer).await;
+                    }
+                    () = tokio::time::sleep_until(wake) => {
+                        let now = self.clock.now();
+                        self.host.handle_timeout(now, &mut *self.rng);
+                        self.write_deliveries(now, &mut delivered, &mut writer).await;
+                    }
                 }
-                r = up1.recv_batch(&mut rx1) => {
-                    r?;
-                    self.io.io_dropped += up1.take_dropped();
-                    self.open_uplink_batch(PathId::FIRST, &mut rx1, &mut delivered, &mut writer).await;
-                }
-                r = recv_opt(up2.as_deref(), &mut rx2) => {
-                    r?;
-                    self.io.io_dropped += up2.as_deref().map_or(0, UplinkIo::take_dropped);
-                    self.open_uplink_batch(PathId::SECOND, &mut rx2, &mut delivered, &mut writer).await;
-                }
-                () = tokio::time::sleep_until(wake) => {
-                    let now = self.clock.now();
-                    self.host.handle_timeout(now, &mut *self.rng);
-                    self.write_deliveries(now, &mut delivered, &mut writer).await;
-                }
+                Ok::<_, io::Error>(true)
+            })
+            .await;
+            if !go? {
+                return Ok(());
             }
             // A deadline that passed while the branches above were busy is handled now, not
             // when tokio's timer next runs.
@@ -317,8 +338,11 @@ impl<T: TapIo, U: UplinkIo> Driver<T, U> {
             // A busy uplink or TAP is ready at every turn of this loop, so the task could run
             // for long stretches without returning to tokio, whose reactor and timers then see
             // nothing new (a quiet path's probe waited 100 ms and more under load, and fell out
-            // of the replay window): give tokio a turn every YIELD_EVERY of work.
-            if now.saturating_since(turned) >= YIELD_EVERY {
+            // of the replay window): give tokio a turn every YIELD_EVERY of work. A wait above
+            // was a turn (a ping's wake-up after a quiet spell needs none).
+            if waited {
+                turned = now;
+            } else if now.saturating_since(turned) >= YIELD_EVERY {
                 tokio::task::yield_now().await;
                 turned = self.clock.now();
             }
