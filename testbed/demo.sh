@@ -286,7 +286,7 @@ if [[ $UPLINK == raw ]]; then
         # --config: vm1's group key, its peers' pinned identities and its own public key. The
         # broadcast frame is signed by its sender; the unicast one is under a session key,
         # which exists only in the two gateways' memory.
-        if [[ $(tcpdump -r "$TB_DIR/excerpt-bcast.pcap" --count 2>/dev/null | awk '/packets/ {print $1}') != 0 ]]; then
+        if [[ $(count 'ether proto 0x1982 and ether broadcast') != 0 ]]; then
             inspect "psp-gateway inspect --config vm1.toml (a broadcast frame: signed ARP inside PSP):" \
                 --config "$TB_DIR/vm1.toml" --pcap "$TB_DIR/excerpt-bcast.pcap"
         elif ((NORMALIZE)); then

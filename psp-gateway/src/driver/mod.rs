@@ -314,11 +314,8 @@ impl<T: TapIo, U: UplinkIo> Driver<T, U> {
                         self.io.io_dropped += up2.as_deref().map_or(0, UplinkIo::take_dropped);
                         self.open_uplink_batch(PathId::SECOND, &mut rx2, &mut delivered, &mut writer).await;
                     }
-                    () = tokio::time::sleep_until(wake) => {
-                        let now = self.clock.now();
-                        self.host.handle_timeout(now, &mut *self.rng);
-                        self.write_deliveries(now, &mut delivered, &mut writer).await;
-                    }
+                    // The deadline is handled below (the clock then reads `next` or later).
+                    () = tokio::time::sleep_until(wake) => {}
                 }
                 Ok::<_, io::Error>(true)
             })
@@ -326,8 +323,8 @@ impl<T: TapIo, U: UplinkIo> Driver<T, U> {
             if !go? {
                 return Ok(());
             }
-            // A deadline that passed while the branches above were busy is handled now, not
-            // when tokio's timer next runs.
+            // The deadline: its timer fired, or it passed while another branch was busy (then
+            // it is handled now, not when tokio's timer next runs).
             let now = self.clock.now();
             if next <= now {
                 self.host.handle_timeout(now, &mut *self.rng);
