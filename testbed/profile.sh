@@ -18,9 +18,9 @@
 #   --keep     keep the run directory (perf.data, reports)
 #
 # Output: the report's stage table, and one line
-#   PROFILE traffic=… gw_pct=… user_pct=… crypto_pct=… tap_read_pct=… tap_write_pct=…
+#   PROFILE traffic=… gw_pct=… user_pct=… crypto_pct=… tap_read_pct=… tap_write_pct=… tap_uring_pct=…
 #           uplink_send_pct=… uplink_recv_pct=… wait_pct=… softirq_pct=… pkts=…
-#           syscalls_per_pkt=… reads_per_pkt=… writes_per_pkt=… wakeups_per_pkt=…
+#           syscalls_per_pkt=… reads_per_pkt=… writes_per_pkt=… urings_per_pkt=… wakeups_per_pkt=…
 # (each *_pct: % of all samples on both CPUs that fall in both gateways' threads and under that
 # stage; gw_pct is the gateways' total. Stages overlap where a kernel path runs in another's
 # context, e.g. the receive softirq a send triggers: softirq_pct is the part of the gateways'
@@ -101,6 +101,8 @@ USER=$(scale "$(selfsum 'psp-gateway +[[][.][]] ')")
 CRYPTO=$(scale "$(selfsum 'psp-gateway +[[][.][]] .*([Aa]es|gcm|[Gg]hash|[Cc]ha[Cc]ha|[Pp]oly|sha1|Sha1|[Bb]lowfish|bf::|[Hh]mac|scramble|polyval|ring_core)')")
 TAP_READ=$(scale "$(child ' (__x64_sys_readv|do_readv|__x64_sys_read|ksys_read) *$')")
 TAP_WRITE=$(scale "$(child ' (__x64_sys_writev|do_writev|__x64_sys_write|ksys_write) *$')")
+# With `[interface] io_uring` the TAP's reads and writes both sit under io_uring_enter.
+TAP_URING=$(scale "$(child ' (__x64_sys_io_uring_enter|__do_sys_io_uring_enter) *$')")
 UP_SEND=$(scale "$(child ' (__x64_sys_sendmmsg|__x64_sys_sendmsg|__x64_sys_sendto) *$')")
 UP_RECV=$(scale "$(child ' (__x64_sys_recvmmsg|__x64_sys_recvmsg|__x64_sys_recvfrom) *$')")
 WAIT=$(scale "$(child ' (__x64_sys_epoll_wait|__x64_sys_epoll_pwait|__x64_sys_futex) *$')")
@@ -122,6 +124,7 @@ SYS=$(per "${TOTAL:-0}")
 READS=$(per "$(calls '^(read|readv) *$')")
 WRITES=$(per "$(calls '^(write|writev) *$')")
 WAKES=$(per "$(calls '^(epoll_wait|epoll_pwait|futex) *$')")
+URINGS=$(per "$(calls '^io_uring_enter *$')")
 
 echo "# profile: $TRAFFIC vm1 -> vm2, $SUITE, $UPLINK uplink, MTU $MTU, $(basename "$TB_BIN")"
 echo "# $(awk -F': ' '/^model name/ {print $2; exit}' /proc/cpuinfo), $(nproc) CPUs, load $(cut -d' ' -f1-3 /proc/loadavg)"
@@ -130,9 +133,9 @@ head -15 "$TB_DIR/self.txt" | sed 's/^/#   /'
 echo "# strace -c (both gateways, $SECS s, $PKTS packets delivered):"
 head -14 "$TB_DIR/strace.txt" | sed 's/^/#   /'
 echo "PROFILE traffic=$TRAFFIC gw_pct=$GW user_pct=$USER crypto_pct=$CRYPTO tap_read_pct=$TAP_READ" \
-    "tap_write_pct=$TAP_WRITE uplink_send_pct=$UP_SEND uplink_recv_pct=$UP_RECV wait_pct=$WAIT" \
+    "tap_write_pct=$TAP_WRITE tap_uring_pct=$TAP_URING uplink_send_pct=$UP_SEND uplink_recv_pct=$UP_RECV wait_pct=$WAIT" \
     "softirq_pct=$SOFTIRQ pkts=$PKTS syscalls_per_pkt=$SYS reads_per_pkt=$READS" \
-    "writes_per_pkt=$WRITES wakeups_per_pkt=$WAKES"
+    "writes_per_pkt=$WRITES urings_per_pkt=$URINGS wakeups_per_pkt=$WAKES"
 if ((KEEP)); then
     cp -r "$TB_DIR" "/tmp/psp-profile.$$" && echo "# kept: /tmp/psp-profile.$$"
 fi

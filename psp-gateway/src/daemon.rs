@@ -201,10 +201,11 @@ async fn serve(config: Config, opts: &Options) -> Result<(), DaemonError> {
     };
 
     let name = &config.interface.name;
-    let tap = Tap::open_with(name, config.interface.offload).map_err(|e| {
-        let hint = checks::hint(checks::Step::Tap(name), &e);
-        runtime(format_args!("TAP {name}"), format_args!("{e}{hint}"))
-    })?;
+    let tap =
+        Tap::open_with(name, config.interface.offload, config.interface.io_uring).map_err(|e| {
+            let hint = checks::hint(checks::Step::Tap(name), &e);
+            runtime(format_args!("TAP {name}"), format_args!("{e}{hint}"))
+        })?;
     if let Some(mac) = config.interface.mac {
         tap.set_mac(mac)
             .map_err(|e| runtime(format_args!("TAP {name} MAC"), e))?;

@@ -4,7 +4,8 @@
 //! sender's kernel handed its TAP TCP super-frames (far fewer TAP packets than PSP frames
 //! sent), and the receiving gateway wrote coalesced super-frames (far fewer TAP packets than
 //! PSP frames received). With `aes128-gcm` the receiver trusts the sender's checksums (the ICV
-//! covers them); with `none` it verifies each one before coalescing.
+//! covers them); with `none` it verifies each one before coalescing. With offloads the TAP is
+//! read and written through io_uring (the default) and, once, without.
 
 mod common;
 
@@ -25,12 +26,13 @@ fn tap_packets(tb: &Testbed, n: u8) -> (u64, u64) {
     (get("rx"), get("tx"))
 }
 
-fn run(suite: &str, offload: bool) {
+fn run(suite: &str, offload: bool, io_uring: bool) {
     let tb = Testbed::up(TestbedOptions {
         suite: suite.into(),
         ..TestbedOptions::default()
     });
     tb.set_offload(offload);
+    tb.set_interface("io_uring", io_uring);
     let gws = [tb.start(1), tb.start(2)];
     for g in &gws {
         let log = common::strip_ansi(&g.log());
@@ -38,6 +40,13 @@ fn run(suite: &str, offload: bool) {
             log.contains("TAP offloads"),
             offload,
             "vm{}: offload {offload} in the log: {log}",
+            g.host()
+        );
+        assert_eq!(
+            log.contains("TAP reads through io_uring")
+                && log.contains("TAP writes through io_uring"),
+            offload && io_uring,
+            "vm{}: offload {offload}, io_uring {io_uring} in the log: {log}",
             g.host()
         );
         if offload {
@@ -132,17 +141,22 @@ fn run(suite: &str, offload: bool) {
 
 #[test]
 fn root_offload_on_aes128_gcm() {
-    run("aes128-gcm", true);
+    run("aes128-gcm", true, true);
+}
+
+#[test]
+fn root_offload_on_without_io_uring() {
+    run("aes128-gcm", true, false);
 }
 
 #[test]
 fn root_offload_on_none_verifies_checksums() {
-    run("none", true);
+    run("none", true, true);
 }
 
 #[test]
 fn root_offload_off() {
-    run("aes128-gcm", false);
+    run("aes128-gcm", false, true);
 }
 
 /// A jumbo segment (MTU 9000 on every port): the TAP MTU follows the uplink (9000 minus the

@@ -74,6 +74,9 @@ pub struct InterfaceConfig {
     /// TAP offloads (`offload`, default true): TCP segmentation and checksums on transmit,
     /// coalescing (GRO) on receive, through the virtio-net header.
     pub offload: bool,
+    /// TAP reads and writes through io_uring (`io_uring`, default true; only with `offload`):
+    /// the frames waiting on a readable TAP in one system call, a batch of writes in one.
+    pub io_uring: bool,
 }
 
 /// `[uplink]`.

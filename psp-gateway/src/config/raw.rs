@@ -47,6 +47,7 @@ pub(super) struct RawInterface {
     #[serde(default)]
     pub(super) addresses: Vec<String>,
     pub(super) offload: Option<bool>,
+    pub(super) io_uring: Option<bool>,
 }
 
 /// `[uplink]`.
@@ -410,6 +411,18 @@ mod tests {
         err_starts(
             "[interface]\noffload = \"yes\"\n",
             "/x/gw.toml: interface.offload: invalid type",
+        );
+    }
+
+    #[test]
+    fn io_uring_is_a_boolean() {
+        let raw = parse(Path::new("gw.toml"), "[interface]\nio_uring = false\n").unwrap();
+        assert_eq!(raw.interface.io_uring, Some(false));
+        let raw = parse(Path::new("gw.toml"), "").unwrap();
+        assert_eq!(raw.interface.io_uring, None);
+        err_starts(
+            "[interface]\nio_uring = 1\n",
+            "/x/gw.toml: interface.io_uring: invalid type",
         );
     }
 

@@ -275,6 +275,7 @@ fn interface(ctx: &Ctx<'_>, raw: RawInterface) -> Result<InterfaceConfig, Config
         mtu,
         addresses: raw.addresses,
         offload: raw.offload.unwrap_or(true),
+        io_uring: raw.io_uring.unwrap_or(true),
     })
 }
 

@@ -26,6 +26,9 @@ use crate::offload::{self, GRO_MAX, Gro, MAX_GSO_FRAME, MAX_HDR, TxPlan, VNET_HD
 /// "Packets and latency"); the coalescer stays built and tested (`offload::Gro::with_udp`).
 const COALESCE_UDP: bool = false;
 
+/// The most reads one io_uring submission makes on a readable TAP.
+const URING_READS: u32 = 32;
+
 /// Ethernet header bytes on top of the MTU in each TAP frame (no VLAN tag: the TAP is ours).
 const ETH_HEADER_LEN: usize = 14;
 
@@ -54,6 +57,8 @@ pub struct Tap {
     fd: AsyncFd<File>,
     /// `Some` when every read and write carries a virtio-net header.
     offloads: Option<Offloads>,
+    /// Whether readers and writers go through io_uring (with offloads only).
+    uring: bool,
 }
 
 impl Tap {
@@ -65,16 +70,19 @@ impl Tap {
     /// # Errors
     /// Without CAP_NET_ADMIN, or when `/dev/net/tun` is missing.
     pub fn open(name: &str) -> io::Result<Self> {
-        Self::open_with(name, false)
+        Self::open_with(name, false, false)
     }
 
     /// Creates (or attaches to) the TAP interface `name`; with `offload`, asks for the
     /// virtio-net header and checksum and TCP segmentation offloads. A kernel that refuses
-    /// some (or all) of them gets the rest, logged; [`offloads`](Self::offloads) tells.
+    /// some (or all) of them gets the rest, logged. With `offload` and `io_uring`, readers
+    /// and writers batch their system calls through io_uring (`sys::TapReadRing`,
+    /// `sys::TapWriteRing`); a kernel that refuses io_uring gets plain reads and writes,
+    /// logged.
     ///
     /// # Errors
     /// As [`open`](Self::open).
-    pub(crate) fn open_with(name: &str, offload: bool) -> io::Result<Self> {
+    pub(crate) fn open_with(name: &str, offload: bool, io_uring: bool) -> io::Result<Self> {
         // An empty name (or one with `%d`) lets the kernel pick; `name()` tells which.
         let ctx =
             |e: io::Error| io::Error::new(e.kind(), format!("TAP {name} (/dev/net/tun): {e}"));
@@ -102,6 +110,7 @@ impl Tap {
             name,
             fd: sys::register_file(file)?,
             offloads,
+            uring: io_uring && offloads.is_some(),
         })
     }
 
@@ -207,10 +216,27 @@ impl Tap {
         } else {
             0
         };
+        let uring = if self.uring {
+            match UringRead::new() {
+                Ok(u) => {
+                    tracing::info!(tap = %self.name, "TAP reads through io_uring");
+                    Some(u)
+                }
+                Err(e) => {
+                    tracing::warn!(error = %e, "io_uring refused: one read per TAP frame");
+                    None
+                }
+            }
+        } else {
+            None
+        };
         TapReader {
-            buf: vec![0; len].into_boxed_slice(),
-            pending: None,
-            dropped: 0,
+            cut: Cutter {
+                buf: vec![0; len].into_boxed_slice(),
+                pending: None,
+                dropped: 0,
+            },
+            uring,
         }
     }
 
@@ -230,6 +256,10 @@ impl Tap {
         if self.offloads.is_none() {
             return self.recv_batch(batch).await;
         }
+        if reader.uring.is_some() {
+            return self.recv_uring(batch, reader).await;
+        }
+        let reader = &mut reader.cut;
         batch.clear();
         loop {
             reader.drain(batch);
@@ -261,6 +291,55 @@ impl Tap {
                 }
                 Err(e) => return batch.partial(e),
             }
+        }
+    }
+
+    /// `recv_batch_with` through io_uring: when the TAP is readable, one submission of as
+    /// many reads as the last one found frames, and one more (2 to `URING_READS`), each
+    /// completing at once (`RWF_NOWAIT`); the frames are copied into `batch`, then cut as a
+    /// read's would be. Awaits only with `batch` empty, and completed reads wait in the ring,
+    /// so a dropped future loses no frame.
+    async fn recv_uring(&self, batch: &mut Batch, reader: &mut TapReader) -> io::Result<usize> {
+        let TapReader { cut, uring } = reader;
+        let Some(u) = uring.as_mut() else {
+            return Ok(0);
+        };
+        batch.clear();
+        let mut failed = None;
+        loop {
+            cut.drain(batch);
+            if batch.is_full() {
+                break;
+            }
+            let Some((b, res)) = u.ring.pop() else {
+                if !batch.is_empty() || failed.is_some() {
+                    break;
+                }
+                let mut guard = self.fd.readable().await?;
+                let hits = match u.ring.read_now(self.fd.get_ref().as_fd(), u.want) {
+                    Ok(h) => h,
+                    Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                    Err(e) => return Err(e),
+                };
+                u.want = (hits + 1)
+                    .next_power_of_two()
+                    .clamp(2, URING_READS as usize);
+                if hits == 0 {
+                    // Clear, then read again: an edge after this point sets it again.
+                    guard.clear_ready();
+                }
+                continue;
+            };
+            match usize::try_from(res) {
+                Ok(n) => cut.accept_copy(batch, u.ring.buf(b, n)),
+                Err(_) if res == -libc::EINTR => {}
+                Err(_) => failed = Some(io::Error::from_raw_os_error(-res)),
+            }
+            u.ring.release(b);
+        }
+        match failed {
+            Some(e) if batch.is_empty() => Err(e),
+            _ => Ok(batch.len()),
         }
     }
 
@@ -429,6 +508,30 @@ fn negotiate(file: &File) -> Offloads {
 /// Receive state of a TAP with offloads (see `Tap::recv_batch_with`): one per reading task.
 #[derive(Debug)]
 pub struct TapReader {
+    cut: Cutter,
+    /// With io_uring: its buffers.
+    uring: Option<UringRead>,
+}
+
+/// A TAP reader's io_uring: its buffers, and how many reads the next submission makes.
+#[derive(Debug)]
+struct UringRead {
+    ring: sys::TapReadRing,
+    want: usize,
+}
+
+impl UringRead {
+    fn new() -> io::Result<Self> {
+        Ok(Self {
+            ring: sys::TapReadRing::new(URING_READS, VNET_HDR_LEN + SLOT_LEN + MAX_GSO_FRAME)?,
+            want: 2,
+        })
+    }
+}
+
+/// A TAP reader's frame cutting: the rest of a super-frame, and the drop count.
+#[derive(Debug)]
+struct Cutter {
     /// `[SLOT_LEN bytes | MAX_GSO_FRAME bytes]`: a read fills a batch slot, then the second
     /// part; a super-frame is made contiguous at the start.
     buf: Box<[u8]>,
@@ -441,7 +544,28 @@ impl TapReader {
     /// Frames dropped since the last call (bad virtio-net header or a segment larger than a
     /// slot).
     pub(crate) fn take_dropped(&mut self) -> u64 {
-        core::mem::take(&mut self.dropped)
+        core::mem::take(&mut self.cut.dropped)
+    }
+}
+
+impl Cutter {
+    /// Handles one read held in `data` (virtio-net header, then the frame): copies it where
+    /// a `read_vectored` would have put it, then [`accept`](Self::accept)s it.
+    fn accept_copy(&mut self, batch: &mut Batch, data: &[u8]) {
+        let i = batch.len();
+        let Some((hdr, frame)) = data.split_first_chunk::<VNET_HDR_LEN>() else {
+            self.dropped += 1;
+            return;
+        };
+        let (head, rest) = frame.split_at(frame.len().min(SLOT_LEN));
+        batch.slot_mut(i)[..head.len()].copy_from_slice(head);
+        if let Some(dst) = self.buf.get_mut(SLOT_LEN..SLOT_LEN + rest.len()) {
+            dst.copy_from_slice(rest);
+        } else {
+            self.dropped += 1;
+            return;
+        }
+        self.accept(batch, i, hdr, data.len());
     }
 
     /// Handles one read of `n` bytes: header `hdr`, frame in slot `i` of `batch` and, past
@@ -509,9 +633,60 @@ fn push_slot(batch: &mut Batch, i: usize, len: usize) {
     batch.set_len(i + 1);
 }
 
-/// A TAP's write state: the coalescing tables (with offloads).
+/// A TAP's write state: the coalescing tables (with offloads), and with io_uring the ring its
+/// batches go through.
 #[derive(Debug)]
-pub struct TapWriter(Gro);
+pub struct TapWriter {
+    gro: Gro,
+    uring: Option<UringWrite>,
+}
+
+/// A TAP writer's io_uring: the ring, each group's header and each write's result.
+#[derive(Debug)]
+struct UringWrite {
+    ring: sys::TapWriteRing,
+    heads: Box<[[u8; VNET_HDR_LEN + MAX_HDR]; GRO_MAX]>,
+    head_lens: [usize; GRO_MAX],
+    offsets: [usize; GRO_MAX],
+    results: [i32; GRO_MAX],
+}
+
+impl Tap {
+    /// Writes the groups of `gro` (built from `chunk`) as `send_gro` does, all in one
+    /// io_uring submission. Returns how many frames the kernel refused.
+    fn send_gro_uring(&self, gro: &Gro, chunk: &[(&[u8], bool)], u: &mut UringWrite) -> u64 {
+        let groups = gro.groups().min(GRO_MAX);
+        for g in 0..groups {
+            let e = gro.emit(g, &mut u.heads[g]);
+            u.head_lens[g] = e.head_len;
+            u.offsets[g] = e.payload_offset.unwrap_or(0);
+        }
+        let mut batch = u.ring.batch(self.fd.get_ref().as_fd());
+        for g in 0..groups {
+            let mut parts: [&[u8]; sys::MAX_PARTS] = [&[]; sys::MAX_PARTS];
+            parts[0] = &u.heads[g][..u.head_lens[g]];
+            let mut n = 1;
+            for i in gro.members(g) {
+                if n < parts.len() {
+                    parts[n] = chunk[i].0.get(u.offsets[g]..).unwrap_or_default();
+                    n += 1;
+                }
+            }
+            batch.push(&parts[..n]);
+        }
+        if let Err(e) = batch.finish(&mut u.results) {
+            tracing::warn!(error = %e, "TAP write ring failed");
+        }
+        let mut refused = 0;
+        for g in 0..groups {
+            if u.results[g] < 0 {
+                refused += gro.members(g).count() as u64;
+                tracing::debug!(errno = -u.results[g], "TAP write failed");
+            }
+        }
+        refused
+    }
+}
 
 impl super::TapIo for Tap {
     type Reader = TapReader;
@@ -522,9 +697,30 @@ impl super::TapIo for Tap {
     }
 
     fn writer(&self) -> TapWriter {
-        TapWriter(Gro::with_udp(
-            COALESCE_UDP && self.offloads.is_some_and(|o| o.uso),
-        ))
+        let uring = if self.uring {
+            match sys::TapWriteRing::new(GRO_MAX as u32) {
+                Ok(ring) => Some({
+                    tracing::info!(tap = %self.name, "TAP writes through io_uring");
+                    UringWrite {
+                        ring,
+                        heads: Box::new([[0; VNET_HDR_LEN + MAX_HDR]; GRO_MAX]),
+                        head_lens: [0; GRO_MAX],
+                        offsets: [0; GRO_MAX],
+                        results: [0; GRO_MAX],
+                    }
+                }),
+                Err(e) => {
+                    tracing::warn!(error = %e, "io_uring refused: one write per TAP frame");
+                    None
+                }
+            }
+        } else {
+            None
+        };
+        TapWriter {
+            gro: Gro::with_udp(COALESCE_UDP && self.offloads.is_some_and(|o| o.uso)),
+            uring,
+        }
     }
 
     fn recv_batch(
@@ -539,7 +735,11 @@ impl super::TapIo for Tap {
         reader.take_dropped()
     }
 
-    async fn write(&self, TapWriter(gro): &mut TapWriter, frames: &[(&[u8], bool)]) -> u64 {
+    async fn write(
+        &self,
+        TapWriter { gro, uring }: &mut TapWriter,
+        frames: &[(&[u8], bool)],
+    ) -> u64 {
         let mut refused = 0u64;
         if self.offloads.is_none() {
             for (f, _) in frames {
@@ -556,6 +756,10 @@ impl super::TapIo for Tap {
             gro.clear();
             for (f, trusted) in chunk {
                 gro.push(f, *trusted);
+            }
+            if let Some(u) = uring.as_mut().filter(|u| !u.ring.is_broken()) {
+                refused += self.send_gro_uring(gro, chunk, u);
+                continue;
             }
             match self.send_gro(gro, |i| chunk[i].0).await {
                 Ok(_) => {}

@@ -388,12 +388,17 @@ impl Testbed {
 
     /// Sets `[interface] offload` in both gateways' configs (before they start).
     pub(crate) fn set_offload(&self, offload: bool) {
+        self.set_interface("offload", offload);
+    }
+
+    /// Sets `[interface] KEY = VALUE` in both gateways' configurations.
+    pub(crate) fn set_interface(&self, key: &str, value: impl core::fmt::Display) {
         for n in 1..=2 {
             let path = self.config_path(n);
             let text = fs::read_to_string(&path).expect("read config");
             let text = text.replacen(
                 "[interface]\n",
-                &format!("[interface]\noffload = {offload}\n"),
+                &format!("[interface]\n{key} = {value}\n"),
                 1,
             );
             fs::write(&path, text).expect("write config");

@@ -16,6 +16,7 @@
 //! | `netns.rs` | entering a network namespace (tests) |
 //! | `ring.rs` | the raw uplink's `PACKET_MMAP` receive ring (TPACKET_V2) |
 //! | `sched.rs` | timer slack, real-time priority, waiting for writability (the pacer thread) |
+//! | `uring.rs` | io_uring for the TAP: reads in flight, batched writes (`io-uring` crate) |
 //!
 //! Where `nix` or `socket2` wrap a call safely we use them (users, `setgroups`/`setgid`/
 //! `setuid`, `getifaddrs`, `if_nametoindex`, `socket`, `fcntl`, `setns`, `poll`, `recvfrom`,
@@ -35,6 +36,7 @@ mod ring;
 mod sched;
 mod sockaddr;
 mod tap;
+mod uring;
 mod users;
 
 pub(crate) use fd::{
@@ -53,5 +55,6 @@ pub use packet::{PacketSocket, Received};
 pub use ring::RxRing;
 pub(crate) use sched::{set_realtime, set_timer_slack_ns, wait_writable};
 pub(crate) use tap::{open_tap, tap_set_offload, tap_set_vnet_hdr_len};
+pub(crate) use uring::{MAX_PARTS, TapReadRing, TapWriteRing};
 pub(crate) use users::{FileKind, check_ancestors, set_owner_mode};
 pub use users::{chown_path, current_uids, drop_privileges, lookup_user};
