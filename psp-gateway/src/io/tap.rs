@@ -256,10 +256,31 @@ impl Tap {
         if self.offloads.is_none() {
             return self.recv_batch(batch).await;
         }
-        if reader.uring.is_some() {
-            return self.recv_uring(batch, reader).await;
+        let TapReader { cut, uring } = reader;
+        let mut reads = 0;
+        let Some(u) = uring.as_mut() else {
+            return self.recv_plain(batch, cut, &mut reads).await;
+        };
+        if u.want > 2 || u.ring.pending() {
+            return self.recv_uring(batch, cut, u).await;
         }
-        let reader = &mut reader.cut;
+        // Quiet: plain reads (one frame and one `EAGAIN` cost two cheap calls); when a call
+        // finds more than one frame, the next goes through the ring.
+        let r = self.recv_plain(batch, cut, &mut reads).await;
+        if reads > 1 {
+            u.want = 4;
+        }
+        r
+    }
+
+    /// `recv_batch_with` on a TAP with offloads, one `readv` per frame; counts in `reads`
+    /// the frames read.
+    async fn recv_plain(
+        &self,
+        batch: &mut Batch,
+        reader: &mut Cutter,
+        reads: &mut usize,
+    ) -> io::Result<usize> {
         batch.clear();
         loop {
             reader.drain(batch);
@@ -279,7 +300,10 @@ impl Tap {
                 f.read_vectored(&mut iov)
             };
             match res {
-                Ok(n) => reader.accept(batch, i, &hdr, n),
+                Ok(n) => {
+                    *reads += 1;
+                    reader.accept(batch, i, &hdr, n);
+                }
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
                     if !batch.is_empty() {
@@ -298,12 +322,14 @@ impl Tap {
     /// many reads as the last one found frames, and one more (2 to `URING_READS`), each
     /// completing at once (`RWF_NOWAIT`); the frames are copied into `batch`, then cut as a
     /// read's would be. Awaits only with `batch` empty, and completed reads wait in the ring,
-    /// so a dropped future loses no frame.
-    async fn recv_uring(&self, batch: &mut Batch, reader: &mut TapReader) -> io::Result<usize> {
-        let TapReader { cut, uring } = reader;
-        let Some(u) = uring.as_mut() else {
-            return Ok(0);
-        };
+    /// so a dropped future loses no frame. A submission that finds at most one frame sends
+    /// the next call back to plain reads (`want` 2).
+    async fn recv_uring(
+        &self,
+        batch: &mut Batch,
+        cut: &mut Cutter,
+        u: &mut UringRead,
+    ) -> io::Result<usize> {
         batch.clear();
         let mut failed = None;
         loop {
@@ -757,7 +783,11 @@ impl super::TapIo for Tap {
             for (f, trusted) in chunk {
                 gro.push(f, *trusted);
             }
-            if let Some(u) = uring.as_mut().filter(|u| !u.ring.is_broken()) {
+            // A single write goes plain: one `writev` is cheaper than a submission.
+            if let Some(u) = uring
+                .as_mut()
+                .filter(|u| !u.ring.is_broken() && gro.groups() > 1)
+            {
                 refused += self.send_gro_uring(gro, chunk, u);
                 continue;
             }

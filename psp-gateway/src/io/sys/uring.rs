@@ -113,6 +113,11 @@ impl TapReadRing {
         Some((i, c.result()))
     }
 
+    /// Whether reads that found a frame wait for [`pop`](Self::pop).
+    pub(crate) fn pending(&self) -> bool {
+        !self.done.is_empty()
+    }
+
     /// The first `len` bytes of buffer `i` (one that [`pop`](Self::pop) returned).
     pub(crate) fn buf(&self, i: u32, len: usize) -> &[u8] {
         let start = i as usize * self.buf_len;
