@@ -9,7 +9,9 @@
 //! kernel hands us TCP (and, with USO, UDP) super-frames of up to 64 KiB and partial
 //! checksums, which `Tap::recv_batch_with` cuts into MTU-sized frames (`crate::offload`); on
 //! the way back `Tap::send_gro` writes coalesced TCP super-frames (UDP ones only with
-//! `COALESCE_UDP`, off) and marks verified checksums.
+//! `COALESCE_UDP`, off) and marks verified checksums. With io_uring (`[interface] io_uring`) a
+//! busy TAP's reads, and a batch's writes, take one system call each (`sys::TapReadRing`,
+//! `sys::TapWriteRing`); a quiet TAP and a single write use plain `readv`/`writev`.
 
 use core::future::Future;
 use std::fs::File;
@@ -216,20 +218,7 @@ impl Tap {
         } else {
             0
         };
-        let uring = if self.uring {
-            match UringRead::new() {
-                Ok(u) => {
-                    tracing::info!(tap = %self.name, "TAP reads through io_uring");
-                    Some(u)
-                }
-                Err(e) => {
-                    tracing::warn!(error = %e, "io_uring refused: one read per TAP frame");
-                    None
-                }
-            }
-        } else {
-            None
-        };
+        let uring = self.ring("read", UringRead::new);
         TapReader {
             cut: Cutter {
                 buf: vec![0; len].into_boxed_slice(),
@@ -237,6 +226,24 @@ impl Tap {
                 dropped: 0,
             },
             uring,
+        }
+    }
+
+    /// With io_uring on, the ring `new` makes (logged as the TAP's `what`s); `None` when off or
+    /// when the kernel refuses (logged: that side then makes a system call per frame).
+    fn ring<R>(&self, what: &str, new: impl FnOnce() -> io::Result<R>) -> Option<R> {
+        if !self.uring {
+            return None;
+        }
+        match new() {
+            Ok(r) => {
+                tracing::info!(tap = %self.name, "TAP {what}s through io_uring");
+                Some(r)
+            }
+            Err(e) => {
+                tracing::warn!(error = %e, "io_uring refused: one {what} per TAP frame");
+                None
+            }
         }
     }
 
@@ -677,6 +684,18 @@ struct UringWrite {
     results: [i32; GRO_MAX],
 }
 
+impl UringWrite {
+    fn new() -> io::Result<Self> {
+        Ok(Self {
+            ring: sys::TapWriteRing::new(GRO_MAX as u32)?,
+            heads: Box::new([[0; VNET_HDR_LEN + MAX_HDR]; GRO_MAX]),
+            head_lens: [0; GRO_MAX],
+            offsets: [0; GRO_MAX],
+            results: [0; GRO_MAX],
+        })
+    }
+}
+
 impl Tap {
     /// Writes the groups of `gro` (built from `chunk`) as `send_gro` does, all in one
     /// io_uring submission. Returns how many frames the kernel refused.
@@ -723,29 +742,9 @@ impl super::TapIo for Tap {
     }
 
     fn writer(&self) -> TapWriter {
-        let uring = if self.uring {
-            match sys::TapWriteRing::new(GRO_MAX as u32) {
-                Ok(ring) => Some({
-                    tracing::info!(tap = %self.name, "TAP writes through io_uring");
-                    UringWrite {
-                        ring,
-                        heads: Box::new([[0; VNET_HDR_LEN + MAX_HDR]; GRO_MAX]),
-                        head_lens: [0; GRO_MAX],
-                        offsets: [0; GRO_MAX],
-                        results: [0; GRO_MAX],
-                    }
-                }),
-                Err(e) => {
-                    tracing::warn!(error = %e, "io_uring refused: one write per TAP frame");
-                    None
-                }
-            }
-        } else {
-            None
-        };
         TapWriter {
             gro: Gro::with_udp(COALESCE_UDP && self.offloads.is_some_and(|o| o.uso)),
-            uring,
+            uring: self.ring("write", UringWrite::new),
         }
     }
 
